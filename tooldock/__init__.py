@@ -1,0 +1,3 @@
+"""ToolDock: folders of Python `@tool` functions, compiled into isolated workers and served over MCP and REST."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,74 @@
+"""The `tooldock` command line. Results go to stdout, logs and progress to stderr."""
+
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+
+import click
+
+import tooldock
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(tooldock.__version__, prog_name="tooldock")
+def main() -> None:
+    """ToolDock: serve folders of Python @tool functions over MCP and REST."""
+
+
+def _uvicorn_log_config(level: str) -> dict:
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    for handler in config["handlers"].values():
+        handler["stream"] = "ext://sys.stderr"  # stdout is for results only
+    config["loggers"]["uvicorn.access"]["level"] = level.upper()
+    return config
+
+
+@main.command()
+@click.argument("tools_dir", default="tools", envvar="TOOLDOCK_TOOLS_DIR",
+                type=click.Path(file_okay=False, path_type=Path))
+@click.option("--host", default="127.0.0.1", show_default=True, envvar="TOOLDOCK_HOST",
+              help="Address to listen on.")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535), envvar="TOOLDOCK_PORT",
+              help="Port to listen on.")
+@click.option("--backend", type=click.Choice(["process"]), default="process", show_default=True,
+              help="How workers run: 'process' = local processes in per-namespace virtualenvs.")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
+              show_default=True, envvar="LOG_LEVEL", help="Log verbosity (stderr).")
+def serve(tools_dir: Path, host: str, port: int, backend: str, log_level: str) -> None:
+    """Serve every namespace folder in TOOLS_DIR (default: ./tools).
+
+    Each sub-folder is a namespace; each runs in its own worker process. Clients pick a namespace with
+    the X-Namespace header. Send SIGHUP (or POST /reload) to pick up changes.
+    """
+    import uvicorn
+
+    from .runtime.app import create_app
+    from .runtime.settings import Settings, SettingsError
+
+    if not tools_dir.is_dir():
+        raise click.ClickException(
+            f"tools directory '{tools_dir}' does not exist; create it with one sub-folder per namespace "
+            "(see examples/), or pass another directory: tooldock serve DIR"
+        )
+    try:
+        settings = Settings.from_env()
+    except SettingsError as exc:
+        raise click.ClickException(str(exc)) from None
+    if settings.token_generated:
+        click.echo(
+            "tooldock: TOOLDOCK_BEARER_TOKEN is not set; this run's bearer token is:\n"
+            f"    {settings.bearer_token}\n"
+            "Set TOOLDOCK_BEARER_TOKEN to choose your own.",
+            err=True,
+        )
+    app = create_app(tools_dir.resolve(), settings, host)
+    click.echo(f"tooldock: listening on http://{host}:{port} (MCP at /mcp, REST at /tools)", err=True)
+    uvicorn.run(app, host=host, port=port, log_config=_uvicorn_log_config(log_level), log_level=log_level)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""Every error ToolDock reports to a user, in one place.
+
+    ToolDockError                      500 internal_error
+    ├── BadRequest                     400 bad_request
+    │   ├── MissingNamespace           400 missing_namespace
+    │   └── InvalidJSON                400 invalid_json
+    ├── Unauthorized                   401 unauthorized
+    ├── Forbidden                      403 forbidden
+    ├── NamespaceNotFound              404 namespace_not_found
+    ├── ToolNotFound                   404 tool_not_found
+    ├── PayloadTooLarge                413 payload_too_large
+    ├── InvalidArguments               422 invalid_arguments
+    ├── NamespaceUnavailable           503 namespace_unavailable
+    ├── ExecutionTimeout               504 execution_timeout
+    ├── ToolFailed                     500 internal_error    (the tool raised, or the worker failed)
+    ├── DependencyError                500 dependency_error  (an import inside the tool failed)
+    └── WorkerCrashed                  500 internal_error    (the worker died during the call)
+
+Each error carries its HTTP status and its worker-protocol code. They are converted in exactly three
+places: the REST error response (`runtime.rest`), the MCP tool result (`runtime.mcp`) and the CLI
+message (`cli`). Nothing else inspects error text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ToolDockError(Exception):
+    status: int = 500
+    code: str = "internal_error"
+
+    def __init__(self, message: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details or {}
+
+    def to_dict(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.details:
+            body["details"] = self.details
+        return body
+
+
+class BadRequest(ToolDockError):
+    status, code = 400, "bad_request"
+
+
+class MissingNamespace(BadRequest):
+    code = "missing_namespace"
+
+
+class InvalidJSON(BadRequest):
+    code = "invalid_json"
+
+
+class Unauthorized(ToolDockError):
+    status, code = 401, "unauthorized"
+
+
+class Forbidden(ToolDockError):
+    status, code = 403, "forbidden"
+
+
+class NamespaceNotFound(ToolDockError):
+    status, code = 404, "namespace_not_found"
+
+
+class ToolNotFound(ToolDockError):
+    status, code = 404, "tool_not_found"
+
+
+class PayloadTooLarge(ToolDockError):
+    status, code = 413, "payload_too_large"
+
+
+class InvalidArguments(ToolDockError):
+    status, code = 422, "invalid_arguments"
+
+
+class NamespaceUnavailable(ToolDockError):
+    status, code = 503, "namespace_unavailable"
+
+
+class ExecutionTimeout(ToolDockError):
+    status, code = 504, "execution_timeout"
+
+
+class ToolFailed(ToolDockError):
+    status, code = 500, "internal_error"
+
+
+class DependencyError(ToolDockError):
+    status, code = 500, "dependency_error"
+
+
+class WorkerCrashed(ToolDockError):
+    status, code = 500, "internal_error"
+
+
+# Worker-protocol error codes (seed 000, "Worker Runtime Contract") -> the error a caller sees.
+_BY_WORKER_CODE: dict[str, type[ToolDockError]] = {
+    "tool_not_found": ToolNotFound,
+    "invalid_arguments": InvalidArguments,
+    "dependency_error": DependencyError,
+    "execution_timeout": ExecutionTimeout,
+    "internal_error": ToolFailed,
+}
+
+
+def from_worker(error: dict[str, Any]) -> ToolDockError:
+    """Turn a worker's `{"code", "message", "details"}` error object into a typed error."""
+    cls = _BY_WORKER_CODE.get(str(error.get("code")), ToolDockError)
+    details = error.get("details") if isinstance(error.get("details"), dict) else None
+    return cls(str(error.get("message") or "worker error"), details)

@@ -1,0 +1,114 @@
+"""`tooldock.yaml`: read, check every key, and say exactly what is wrong."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .models import Limits, NamespaceConfig, Problem
+
+CONFIG_FILE = "tooldock.yaml"
+_ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_MEMORY_RE = re.compile(r"^[0-9]+[kmgKMG]?$")
+_PYTHON_RE = re.compile(r"^3\.[0-9]{1,2}$")
+KNOWN_KEYS = {"description", "version", "author", "secrets", "env", "network", "limits", "python"}
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def _str(data: dict[str, Any], key: str) -> str:
+    value = data.get(key, "")
+    if value is None:
+        return ""
+    if not isinstance(value, (str, int, float)):
+        raise ConfigError(f"'{key}' must be a string")
+    return str(value)
+
+
+def _positive(value: Any, key: str, kind: type) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ConfigError(f"'limits.{key}' must be a positive number")
+    if kind is int and int(value) != value:
+        raise ConfigError(f"'limits.{key}' must be a whole number")
+    return kind(value)
+
+
+def _limits(raw: Any) -> Limits:
+    if raw is None:
+        return Limits()
+    if not isinstance(raw, dict):
+        raise ConfigError("'limits' must be a mapping, e.g. {timeout: 30, concurrency: 8}")
+    unknown = set(raw) - {"timeout", "concurrency", "memory", "cpus"}
+    if unknown:
+        raise ConfigError(f"unknown key(s) under 'limits': {', '.join(sorted(map(str, unknown)))}")
+    memory = raw.get("memory")
+    if memory is not None and not _MEMORY_RE.match(str(memory)):
+        raise ConfigError("'limits.memory' must look like '256m' or '1g'")
+    return Limits(
+        timeout=_positive(raw.get("timeout"), "timeout", float),
+        concurrency=_positive(raw.get("concurrency"), "concurrency", int),
+        memory=str(memory) if memory is not None else None,
+        cpus=_positive(raw.get("cpus"), "cpus", float),
+    )
+
+
+def parse_config(data: Any) -> NamespaceConfig:
+    if data is None:
+        return NamespaceConfig()
+    if not isinstance(data, dict):
+        raise ConfigError("the file must be a YAML mapping (key: value lines)")
+    unknown = set(data) - KNOWN_KEYS
+    if unknown:
+        raise ConfigError(
+            f"unknown key(s): {', '.join(sorted(map(str, unknown)))}; known keys are "
+            + ", ".join(sorted(KNOWN_KEYS))
+        )
+    secrets = data.get("secrets") or []
+    if not isinstance(secrets, list) or not all(isinstance(s, str) and _ENV_KEY_RE.match(s) for s in secrets):
+        raise ConfigError("'secrets' must be a list of variable names like GITHUB_TOKEN")
+    env = data.get("env") or {}
+    if not isinstance(env, dict):
+        raise ConfigError("'env' must be a mapping of NAME: value")
+    for key, value in env.items():
+        if not isinstance(key, str) or not _ENV_KEY_RE.match(key):
+            raise ConfigError(f"'env' key {key!r} is not a valid environment variable name")
+        if isinstance(value, (dict, list)) or value is None:
+            raise ConfigError(f"'env.{key}' must be a string, number or boolean")
+    network = data.get("network", "none")
+    if network not in ("none", "egress"):
+        raise ConfigError("'network' must be 'none' or 'egress'")
+    python = data.get("python")
+    if python is not None and not _PYTHON_RE.match(str(python)):
+        raise ConfigError("'python' must be a version like '3.12'")
+    return NamespaceConfig(
+        description=_str(data, "description"),
+        version=_str(data, "version"),
+        author=_str(data, "author"),
+        secrets=tuple(secrets),
+        env=tuple(sorted((k, str(v)) for k, v in env.items())),
+        network=network,
+        limits=_limits(data.get("limits")),
+        python=str(python) if python is not None else None,
+    )
+
+
+def read_config(folder: Path) -> tuple[NamespaceConfig, Problem | None]:
+    """The folder's config, or the defaults plus a problem if the file is unreadable or invalid."""
+    path = folder / CONFIG_FILE
+    if not path.is_file():
+        return NamespaceConfig(), None
+    try:
+        return parse_config(yaml.safe_load(path.read_text(encoding="utf-8"))), None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        return NamespaceConfig(), Problem(CONFIG_FILE, f"invalid YAML: {exc}", line, "invalid_config")
+    except (ConfigError, UnicodeDecodeError) as exc:
+        return NamespaceConfig(), Problem(CONFIG_FILE, str(exc), None, "invalid_config")

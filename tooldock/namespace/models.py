@@ -1,0 +1,82 @@
+"""Plain data describing a namespace folder. Immutable, so snapshots can share them safely."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+NetworkMode = Literal["none", "egress"]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Something wrong with one file, reported as data: which file, which line, why."""
+
+    file: str
+    message: str
+    line: int | None = None
+    code: str = "invalid_file"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "code": self.code, "message": self.message}
+
+
+@dataclass(frozen=True)
+class Limits:
+    timeout: float | None = None  # seconds per call; None = the gateway default
+    concurrency: int | None = None  # calls in flight per namespace; None = the gateway default
+    memory: str | None = None  # e.g. "256m" (container backends)
+    cpus: float | None = None
+
+
+@dataclass(frozen=True)
+class NamespaceConfig:
+    """`tooldock.yaml`. Every key is optional."""
+
+    description: str = ""
+    version: str = ""
+    author: str = ""
+    secrets: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    network: NetworkMode = "none"
+    limits: Limits = field(default_factory=Limits)
+    python: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolFile:
+    """A file that passed static validation, with the tool functions found in it."""
+
+    filename: str
+    tools: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class NamespaceSource:
+    """One namespace folder as scanned: what will be loaded, what was rejected, and a content fingerprint."""
+
+    name: str
+    path: Path
+    files: tuple[ToolFile, ...]
+    problems: tuple[Problem, ...]
+    config: NamespaceConfig
+    requirements: str  # the text of requirements.txt, "" if absent
+    fingerprint: str  # changes whenever anything in the folder that affects the worker changes
+
+    @property
+    def has_requirements(self) -> bool:
+        return bool(self.requirements.strip())
+
+    @property
+    def tool_names(self) -> tuple[str, ...]:
+        return tuple(name for f in self.files for name in f.tools)
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    namespaces: tuple[NamespaceSource, ...]
+    problems: tuple[Problem, ...]  # folders that could not become namespaces at all
+
+    def get(self, name: str) -> NamespaceSource | None:
+        return next((ns for ns in self.namespaces if ns.name == name), None)

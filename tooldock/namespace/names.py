@@ -1,0 +1,41 @@
+"""Names a user chooses: namespace names and tool file names."""
+
+from __future__ import annotations
+
+import re
+
+NAMESPACE_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+MAX_NAMESPACE_LEN = 63  # a DNS label: namespaces become image names and socket file names
+RESERVED = frozenset({"_system"})
+TOOL_FILE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*\.py$")
+
+
+class NamespaceNameError(ValueError):
+    """A namespace or file name the user gave is not acceptable; the message says why and what to do."""
+
+
+def validate_namespace_name(name: str) -> str:
+    if name in RESERVED:
+        raise NamespaceNameError(f"namespace name {name!r} is reserved; choose another name")
+    if not name or len(name) > MAX_NAMESPACE_LEN:
+        raise NamespaceNameError(
+            f"namespace name must be 1-{MAX_NAMESPACE_LEN} characters long, got {len(name)}"
+        )
+    if not NAMESPACE_RE.match(name):
+        raise NamespaceNameError(
+            f"invalid namespace name {name!r}: use lowercase letters, digits and hyphens, "
+            "starting with a letter or digit (e.g. 'my-tools')"
+        )
+    return name
+
+
+def validate_filename(filename: str) -> str:
+    """A tool file name: a plain `name.py` inside the namespace folder, no path parts."""
+    if "/" in filename or "\\" in filename or filename in {".", ".."}:
+        raise NamespaceNameError(f"file name {filename!r} must not contain a path; give just 'name.py'")
+    if not TOOL_FILE_RE.match(filename):
+        raise NamespaceNameError(
+            f"invalid tool file name {filename!r}: it must end in .py, start with a letter and contain "
+            "only letters, digits and underscores (e.g. 'math_tools.py')"
+        )
+    return filename

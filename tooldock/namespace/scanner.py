@@ -1,0 +1,121 @@
+"""Scan a tools directory into namespaces (seed 000, "Drop-in Namespace Convention").
+
+Rules: a sub-directory is a namespace; `.py` files in it with `@tool` functions contribute tools; names
+starting with `_` or `.` and `__pycache__/` are ignored; `requirements.txt`, `tooldock.yaml`, `README.md`
+and `LICENSE` are metadata. Everything wrong is returned as `Problem`s; scanning never raises for bad
+content, only for a tools directory that does not exist.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from .config import read_config
+from .models import NamespaceSource, Problem, ScanResult, ToolFile
+from .names import NamespaceNameError, validate_namespace_name
+from .validate import validate_source
+
+REQUIREMENTS_FILE = "requirements.txt"
+MAX_TOOL_FILE_BYTES = 1_000_000
+
+
+def _ignored(name: str) -> bool:
+    return name.startswith((".", "_"))
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.resolve().relative_to(root.resolve())
+        return True
+    except ValueError:
+        return False
+
+
+def fingerprint(folder: Path) -> str:
+    """A hash of every file the worker could read: a change anywhere restarts that namespace only."""
+    digest = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = sorted(d for d in dirnames if d not in ("__pycache__", ".git"))
+        for name in sorted(filenames):
+            if name.endswith((".pyc", ".sock")):
+                continue
+            path = Path(dirpath) / name
+            rel = path.relative_to(folder).as_posix()
+            try:
+                data = path.read_bytes() if _inside(path, folder) else b"<outside>"
+            except OSError:
+                data = b"<unreadable>"
+            digest.update(rel.encode() + b"\0" + hashlib.sha256(data).digest())
+    return digest.hexdigest()
+
+
+def scan_namespace(folder: Path) -> NamespaceSource:
+    """One namespace folder. The folder name must already be a valid namespace name."""
+    config, config_problem = read_config(folder)
+    problems: list[Problem] = [config_problem] if config_problem else []
+    files: list[ToolFile] = []
+    seen: dict[str, str] = {}
+    for path in sorted(folder.glob("*.py")):
+        if _ignored(path.name) or not path.is_file():
+            continue
+        if not _inside(path, folder):
+            problems.append(Problem(path.name, "file is a link to outside the namespace folder; copy it in"))
+            continue
+        if path.stat().st_size > MAX_TOOL_FILE_BYTES:
+            problems.append(Problem(path.name, f"file is larger than {MAX_TOOL_FILE_BYTES} bytes"))
+            continue
+        try:
+            source = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            problems.append(Problem(path.name, "file is not valid UTF-8 text", None, "syntax_error"))
+            continue
+        report = validate_source(path.name, source)
+        problems.extend(report.problems)
+        if not report.ok:
+            continue
+        dupes = [t for t in report.tools if t in seen]
+        if dupes:
+            problems.append(
+                Problem(
+                    path.name,
+                    f"tool name(s) {', '.join(dupes)} already defined in {seen[dupes[0]]}; "
+                    "rename them (tool names are unique per namespace)",
+                    None,
+                    "duplicate_tool",
+                )
+            )
+            continue
+        seen.update({t: path.name for t in report.tools})
+        files.append(ToolFile(path.name, report.tools))
+    if config_problem:
+        files = []  # a namespace with an unreadable config must not start with guessed limits
+    req = folder / REQUIREMENTS_FILE
+    requirements = req.read_text(encoding="utf-8", errors="replace") if req.is_file() else ""
+    return NamespaceSource(
+        name=folder.name,
+        path=folder.resolve(),
+        files=tuple(files),
+        problems=tuple(problems),
+        config=config,
+        requirements=requirements,
+        fingerprint=fingerprint(folder),
+    )
+
+
+def scan_tools_dir(tools_dir: Path) -> ScanResult:
+    if not tools_dir.is_dir():
+        raise FileNotFoundError(f"tools directory {str(tools_dir)!r} does not exist or is not a directory")
+    namespaces: list[NamespaceSource] = []
+    problems: list[Problem] = []
+    for entry in sorted(tools_dir.iterdir()):
+        if not entry.is_dir() or _ignored(entry.name):
+            continue
+        try:
+            validate_namespace_name(entry.name)
+        except NamespaceNameError as exc:
+            problems.append(Problem(entry.name + "/", str(exc), None, "invalid_namespace_name"))
+            continue
+        namespaces.append(scan_namespace(entry))
+    return ScanResult(tuple(namespaces), tuple(problems))

@@ -1,0 +1,108 @@
+"""Static checks on one tool file, by reading its syntax tree; nothing is imported or executed.
+
+The rules (seed 000, `write_tool`): valid Python, at least one `@tool` function, a type hint on every
+parameter, a docstring on every tool. Problems come back as data so one bad file never stops the others.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from .models import Problem
+
+
+@dataclass(frozen=True)
+class FileReport:
+    tools: tuple[str, ...]
+    problems: tuple[Problem, ...]
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.tools) and not self.problems
+
+
+def _decorator_tool_name(dec: ast.expr, fn_name: str) -> str | None:
+    """The tool name if `dec` is `@tool`, `@x.tool`, `@tool(...)` or `@x.tool(...)`, else None."""
+    target = dec.func if isinstance(dec, ast.Call) else dec
+    is_tool = (isinstance(target, ast.Name) and target.id == "tool") or (
+        isinstance(target, ast.Attribute) and target.attr == "tool"
+    )
+    if not is_tool:
+        return None
+    if isinstance(dec, ast.Call):
+        if dec.args and isinstance(dec.args[0], ast.Constant) and isinstance(dec.args[0].value, str):
+            return dec.args[0].value
+        for kw in dec.keywords:
+            if kw.arg == "name" and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str):
+                return kw.value.value
+    return fn_name
+
+
+def _param_problems(filename: str, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[Problem]:
+    problems = []
+    args = fn.args
+    for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs):
+        if arg.annotation is None:
+            problems.append(
+                Problem(
+                    filename,
+                    f"tool {fn.name!r}: parameter {arg.arg!r} has no type hint; "
+                    f"add one, e.g. '{arg.arg}: str'",
+                    arg.lineno,
+                    "missing_type_hint",
+                )
+            )
+    for star in (args.vararg, args.kwarg):
+        if star is not None:
+            problems.append(
+                Problem(
+                    filename,
+                    f"tool {fn.name!r}: *{star.arg} / **{star.arg} parameters are not supported; "
+                    "declare each parameter explicitly",
+                    star.lineno,
+                    "unsupported_parameter",
+                )
+            )
+    return problems
+
+
+def validate_source(filename: str, source: str) -> FileReport:
+    try:
+        tree = ast.parse(source, filename=filename)
+    except SyntaxError as exc:
+        return FileReport((), (Problem(filename, f"syntax error: {exc.msg}", exc.lineno, "syntax_error"),))
+    except ValueError as exc:  # e.g. null bytes in the source
+        return FileReport((), (Problem(filename, f"cannot parse file: {exc}", None, "syntax_error"),))
+
+    tools: list[str] = []
+    problems: list[Problem] = []
+    for node in tree.body:  # only module-level functions are importable tools
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        names = [n for n in (_decorator_tool_name(d, node.name) for d in node.decorator_list) if n]
+        if not names:
+            continue
+        tools.append(names[0])
+        problems.extend(_param_problems(filename, node))
+        if not ast.get_docstring(node):
+            problems.append(
+                Problem(
+                    filename,
+                    f"tool {node.name!r} has no docstring; add one that says what the tool does "
+                    "(it becomes the tool's description)",
+                    node.lineno,
+                    "missing_docstring",
+                )
+            )
+    if not tools:
+        problems.append(
+            Problem(
+                filename,
+                "no @tool function found; decorate at least one module-level function with "
+                "'@tool' (from fastmcp.tools import tool)",
+                None,
+                "no_tools",
+            )
+        )
+    return FileReport(tuple(tools), tuple(problems))

@@ -1,0 +1,105 @@
+"""Wire the gateway: registry + backend + engine, the REST router, the MCP endpoint, auth, errors."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+from pathlib import Path
+
+from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+import tooldock
+
+from ..errors import BadRequest, ToolDockError
+from .auth import BearerAuth
+from .engine import Engine
+from .mcp import McpHub
+from .process import ProcessBackend
+from .registry import Registry
+from .responses import error_response
+from .rest import create_router
+from .settings import Settings
+
+
+class McpEndpoint:
+    """`/mcp` (POST, GET, DELETE): resolve `X-Namespace`, then hand the request to that namespace's SDK
+    session manager."""
+
+    def __init__(self, engine: Engine, hub: McpHub) -> None:
+        self.engine, self.hub = engine, hub
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            entry = self.engine.namespace(Request(scope).headers.get("x-namespace"))
+        except ToolDockError as err:
+            await error_response(err)(scope, receive, send)
+            return
+        await self.hub.handle(entry.source.name, scope, receive, send)
+
+
+def _install_sighup(registry: Registry) -> None:
+    def on_hup() -> None:
+        print("tooldock: SIGHUP: reloading namespaces", file=sys.stderr, flush=True)
+        asyncio.ensure_future(registry.reload())
+
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, on_hup)
+
+
+def create_app(tools_dir: Path, settings: Settings, host: str = "127.0.0.1") -> FastAPI:
+    backend = ProcessBackend(settings)
+    registry = Registry(tools_dir, backend, settings)
+    engine = Engine(registry, settings)
+    hub = McpHub(engine, settings, host)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        report = await registry.reload()
+        print(
+            f"tooldock: serving {len(report['namespaces'])} namespace(s) from {tools_dir}: "
+            + ", ".join(f"{n} ({e.state}, {len(e.tools)} tools)" for n, e in registry.snapshot.entries.items()),
+            file=sys.stderr,
+            flush=True,
+        )
+        _install_sighup(registry)
+        try:
+            async with hub.run():
+                yield
+        finally:
+            await registry.close()
+            await backend.close()
+
+    app = FastAPI(
+        title="ToolDock",
+        version=tooldock.__version__,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.state.registry, app.state.engine = registry, engine
+
+    @app.exception_handler(ToolDockError)
+    async def on_tooldock_error(request: Request, err: ToolDockError):
+        return error_response(err)
+
+    @app.exception_handler(HTTPException)
+    async def on_http_error(request: Request, exc: HTTPException):
+        err = ToolDockError(str(exc.detail))
+        err.status, err.code = exc.status_code, "not_found" if exc.status_code == 404 else "http_error"
+        return error_response(err, dict(exc.headers or {}))
+
+    @app.exception_handler(RequestValidationError)
+    async def on_validation_error(request: Request, exc: RequestValidationError):
+        return error_response(BadRequest(f"invalid request: {exc.errors()}"))
+
+    app.include_router(create_router(engine, settings))
+    app.router.routes.append(Route("/mcp", endpoint=McpEndpoint(engine, hub), methods=["GET", "POST", "DELETE"]))
+    app.add_middleware(BearerAuth, token=settings.bearer_token)
+    return app

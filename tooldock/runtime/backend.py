@@ -1,0 +1,41 @@
+"""What every backend provides: turn a scanned namespace into a supervised worker the gateway can call.
+
+`process` (this package) runs workers as local processes; `docker` will run them as containers. The
+registry and the front ends only ever see these two protocols.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol
+
+from ..namespace.models import NamespaceSource
+
+WorkerState = Literal["starting", "ready", "restarting", "crash_loop", "failed", "stopped"]
+
+
+class Worker(Protocol):
+    namespace: str
+    state: WorkerState
+    tools: list[dict[str, Any]]  # MCP tool descriptors, from the worker's handshake
+    failed_files: list[dict[str, Any]]  # files the worker could not import
+    deps_synced: bool  # whether starting it installed dependencies
+
+    async def start(self, timeout: float) -> None:
+        """Begin supervising; return once the worker is ready or has failed (never raises for that)."""
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Run one tool; raises a `tooldock.errors` error on failure."""
+
+    async def stop(self, drain_timeout: float) -> None:
+        """Let in-flight calls finish (bounded), then stop the worker for good."""
+
+    def status(self) -> dict[str, Any]:
+        """State, restarts, last error: what `/namespaces` and `/health` report."""
+
+
+class Backend(Protocol):
+    name: str
+
+    def create(self, source: NamespaceSource) -> Worker: ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,84 @@
+"""One execution path for every front end: find the namespace and tool, apply limits, call the worker.
+
+Limits (seed 000): a per-call timeout and a per-namespace concurrency limit, both enforced here in the
+gateway, from the namespace's `tooldock.yaml` or the gateway defaults.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from ..errors import ExecutionTimeout, InvalidArguments, MissingNamespace, NamespaceNotFound, ToolNotFound
+from ..namespace.names import NamespaceNameError, validate_namespace_name
+from .registry import NamespaceEntry, Registry
+from .settings import Settings
+
+
+class Engine:
+    def __init__(self, registry: Registry, settings: Settings) -> None:
+        self.registry, self.settings = registry, settings
+        self._limits: dict[int, asyncio.Semaphore] = {}
+
+    def namespace(self, name: str | None) -> NamespaceEntry:
+        if not name:
+            raise MissingNamespace(
+                "missing X-Namespace header: say which namespace to use, e.g. 'X-Namespace: multi-tool' "
+                "(GET /namespaces lists them)"
+            )
+        try:
+            validate_namespace_name(name)
+        except NamespaceNameError as exc:
+            raise NamespaceNotFound(str(exc), {"namespace": name}) from None
+        entry = self.registry.snapshot.entries.get(name)
+        if entry is None:
+            available = sorted(self.registry.snapshot.entries)
+            raise NamespaceNotFound(
+                f"unknown namespace {name!r}; available: {', '.join(available) or 'none'}",
+                {"namespace": name, "available": available},
+            )
+        return entry
+
+    def list_tools(self, namespace: str | None) -> list[dict[str, Any]]:
+        return self.namespace(namespace).tools
+
+    def get_tool(self, namespace: str | None, tool: str) -> dict[str, Any]:
+        entry = self.namespace(namespace)
+        found = next((t for t in entry.tools if t["name"] == tool), None)
+        if found is None:
+            raise ToolNotFound(
+                f"no tool named {tool!r} in namespace {entry.source.name!r}; "
+                f"available: {', '.join(t['name'] for t in entry.tools) or 'none'}",
+                {"namespace": entry.source.name, "tool": tool},
+            )
+        return found
+
+    def _semaphore(self, entry: NamespaceEntry) -> asyncio.Semaphore:
+        key = id(entry.worker)
+        if key not in self._limits:
+            if len(self._limits) > 4 * max(1, len(self.registry.snapshot.entries)) + 64:
+                live = {id(e.worker) for e in self.registry.snapshot.entries.values()}
+                self._limits = {k: v for k, v in self._limits.items() if k in live}
+            limit = entry.source.config.limits.concurrency or self.settings.max_concurrency
+            self._limits[key] = asyncio.Semaphore(limit)
+        return self._limits[key]
+
+    async def call_tool(self, namespace: str | None, tool: str, arguments: Any) -> dict[str, Any]:
+        """The worker's result: `{"content": [...], "structuredContent": ..., "isError": false}`."""
+        entry = self.namespace(namespace)
+        self.get_tool(entry.source.name, tool)
+        if not isinstance(arguments, dict):
+            raise InvalidArguments(
+                f"arguments must be a JSON object of parameter names to values, got {type(arguments).__name__}"
+            )
+        assert entry.worker is not None  # a namespace with tools has a worker
+        timeout = entry.source.config.limits.timeout or self.settings.call_timeout
+        try:
+            async with asyncio.timeout(timeout):
+                async with self._semaphore(entry):
+                    return await entry.worker.call(tool, arguments)
+        except TimeoutError:
+            raise ExecutionTimeout(
+                f"tool {tool!r} in namespace {entry.source.name!r} did not finish within {timeout:g}s",
+                {"timeout_seconds": timeout},
+            ) from None

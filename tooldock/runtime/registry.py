@@ -1,0 +1,131 @@
+"""The registry: an immutable snapshot of namespaces, replaced in one assignment on every reload.
+
+A reload rescans the tools directory and starts workers only for namespaces whose folder changed. The new
+workers must be ready (or have failed) before the snapshot is swapped; a changed namespace whose new
+worker fails keeps its old worker serving. Replaced and removed workers are drained after the swap, so a
+call never sees a half-swapped namespace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from ..namespace.models import NamespaceSource, Problem
+from ..namespace.scanner import scan_tools_dir
+from .backend import Backend, Worker
+from .settings import Settings
+
+
+@dataclass(frozen=True)
+class NamespaceEntry:
+    source: NamespaceSource
+    worker: Worker | None  # None: no loadable tool files
+    reload_error: str | None = None  # a newer version of the folder failed to start; this one still serves
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        return self.worker.tools if self.worker is not None else []
+
+    @property
+    def state(self) -> str:
+        return self.worker.state if self.worker is not None else "empty"
+
+    def status(self) -> dict[str, Any]:
+        worker = self.worker.status() if self.worker is not None else {"state": "empty"}
+        problems = [p.to_dict() for p in self.source.problems]
+        if self.worker is not None:
+            problems += self.worker.failed_files
+        return {
+            "name": self.source.name,
+            "description": self.source.config.description,
+            "version": self.source.config.version,
+            "tool_count": len(self.tools),
+            "tools": [t["name"] for t in self.tools],
+            "has_requirements": self.source.has_requirements,
+            "problems": problems,
+            **worker,
+            **({"reload_error": self.reload_error} if self.reload_error else {}),
+        }
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    entries: Mapping[str, NamespaceEntry] = field(default_factory=lambda: MappingProxyType({}))
+    problems: tuple[Problem, ...] = ()
+    generation: int = 0
+
+
+class Registry:
+    def __init__(self, tools_dir: Path, backend: Backend, settings: Settings) -> None:
+        self.tools_dir, self.backend, self.settings = tools_dir, backend, settings
+        self.snapshot = Snapshot()
+        self._lock = asyncio.Lock()
+        self._retiring: set[asyncio.Task[None]] = set()
+
+    async def reload(self) -> dict[str, Any]:
+        """Rescan and apply; returns what changed (the `reload_core` result of seed 000)."""
+        async with self._lock:
+            scan = await asyncio.to_thread(scan_tools_dir, self.tools_dir)
+            old = self.snapshot.entries
+            keep: dict[str, NamespaceEntry] = {}
+            fresh: dict[str, tuple[NamespaceSource, Worker | None]] = {}
+            for source in scan.namespaces:
+                previous = old.get(source.name)
+                if previous is not None and previous.source.fingerprint == source.fingerprint and previous.state not in ("crash_loop", "failed"):
+                    keep[source.name] = previous
+                else:
+                    fresh[source.name] = (source, self.backend.create(source) if source.files else None)
+            started = [w for _, w in fresh.values() if w is not None]
+            await asyncio.gather(*(w.start(self.settings.worker_start_timeout) for w in started))
+
+            entries = dict(keep)
+            retire: list[Worker] = []
+            failed: dict[str, str] = {}
+            for name, (source, worker) in fresh.items():
+                previous = old.get(name)
+                healthy = worker is None or worker.state == "ready"
+                if not healthy:
+                    failed[name] = worker.status().get("last_error") or worker.state
+                if not healthy and previous is not None and previous.state == "ready":
+                    # The old version keeps serving; the new one is reported and discarded.
+                    entries[name] = NamespaceEntry(previous.source, previous.worker, failed[name])
+                    retire.append(worker)
+                    continue
+                entries[name] = NamespaceEntry(source, worker)
+                if previous is not None and previous.worker is not None:
+                    retire.append(previous.worker)
+            retire += [e.worker for n, e in old.items() if n not in entries and e.worker is not None]
+
+            self.snapshot = Snapshot(MappingProxyType(entries), scan.problems, self.snapshot.generation + 1)
+            for worker in retire:
+                self._retire(worker)
+            for problem in scan.problems:
+                print(f"tooldock: skipped {problem.file}: {problem.message}", file=sys.stderr, flush=True)
+            return {
+                "reloaded": True,
+                "namespaces": sorted(entries),
+                "workers_restarted": sorted(n for n, (_, w) in fresh.items() if w is not None and n not in failed),
+                "deps_synced": sorted(n for n, (_, w) in fresh.items() if w is not None and w.deps_synced),
+                "removed": sorted(n for n in old if n not in entries),
+                "failed": failed,
+                "generation": self.snapshot.generation,
+            }
+
+    def _retire(self, worker: Worker) -> None:
+        task = asyncio.create_task(worker.stop(self.settings.drain_timeout))
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
+
+    async def close(self) -> None:
+        async with self._lock:
+            workers = [e.worker for e in self.snapshot.entries.values() if e.worker is not None]
+            self.snapshot = Snapshot(generation=self.snapshot.generation + 1)
+            await asyncio.gather(*(w.stop(min(5.0, self.settings.drain_timeout)) for w in workers))
+            if self._retiring:
+                await asyncio.gather(*self._retiring, return_exceptions=True)

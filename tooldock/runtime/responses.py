@@ -1,0 +1,14 @@
+"""The one JSON error shape of the HTTP surface: `{"error": {"code", "message", "details"?}}`."""
+
+from __future__ import annotations
+
+from starlette.responses import JSONResponse
+
+from ..errors import NamespaceUnavailable, ToolDockError
+
+
+def error_response(err: ToolDockError, headers: dict[str, str] | None = None) -> JSONResponse:
+    headers = dict(headers or {})
+    if isinstance(err, NamespaceUnavailable):
+        headers.setdefault("Retry-After", "1")
+    return JSONResponse({"error": err.to_dict()}, status_code=err.status, headers=headers)

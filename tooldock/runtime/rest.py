@@ -1,0 +1,100 @@
+"""REST endpoints (seed 000, "Endpoints"): `/tools`, `/tools/{name}`, `/tools/{name}/schema`,
+`/namespaces`, `/health`, `/reload`. Routing by the `X-Namespace` header; no "all tools" namespace."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from typing import Any
+
+from fastapi import APIRouter, Header, Request
+
+from ..errors import Forbidden, InvalidJSON, PayloadTooLarge
+from .auth import token_matches
+from .engine import Engine
+from .settings import Settings
+
+NamespaceHeader = Header(default=None, alias="X-Namespace", description="The namespace to use, e.g. multi-tool")
+
+
+def rest_value(result: dict[str, Any], descriptor: dict[str, Any]) -> Any:
+    """The tool's return value as plain JSON: structured content, unwrapped when fastmcp wrapped it."""
+    structured = result.get("structuredContent")
+    if structured is not None:
+        if (descriptor.get("outputSchema") or {}).get("x-fastmcp-wrap-result") and isinstance(structured, dict):
+            return structured.get("result")
+        return structured
+    content = result.get("content") or []
+    if len(content) == 1 and content[0].get("type") == "text":
+        return content[0].get("text")
+    return content or None
+
+
+async def read_json_body(request: Request, limit: int) -> Any:
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise PayloadTooLarge(f"request body is larger than {limit} bytes (TOOLDOCK_MAX_BODY_BYTES)")
+    if not body.strip():
+        return {}
+    try:
+        return json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidJSON(f"request body is not valid JSON: {exc}; send a JSON object of arguments") from None
+
+
+def create_router(engine: Engine, settings: Settings) -> APIRouter:
+    router = APIRouter()
+
+    @router.get("/health", summary="Liveness and namespace health (no auth)")
+    async def health() -> dict[str, Any]:
+        entries = engine.registry.snapshot.entries
+        unhealthy = {n: e.state for n, e in entries.items() if e.state not in ("ready", "empty")}
+        return {
+            "status": "degraded" if unhealthy else "ok",
+            "namespaces": len(entries),
+            "unhealthy": unhealthy,
+            "generation": engine.registry.snapshot.generation,
+        }
+
+    @router.get("/namespaces", summary="List namespaces with their state, tools and problems")
+    async def namespaces() -> dict[str, Any]:
+        snapshot = engine.registry.snapshot
+        return {
+            "namespaces": [snapshot.entries[n].status() for n in sorted(snapshot.entries)],
+            "problems": [p.to_dict() for p in snapshot.problems],
+        }
+
+    @router.get("/tools", summary="List the tools of a namespace")
+    async def list_tools(x_namespace: str | None = NamespaceHeader) -> dict[str, Any]:
+        entry = engine.namespace(x_namespace)
+        return {"namespace": entry.source.name, "tools": entry.tools}
+
+    @router.get("/tools/{name}/schema", summary="One tool's full descriptor and input schema")
+    async def tool_schema(name: str, x_namespace: str | None = NamespaceHeader) -> dict[str, Any]:
+        return engine.get_tool(x_namespace, name)
+
+    @router.post("/tools/{name}", summary="Call a tool; the body is a JSON object of arguments")
+    async def call_tool(name: str, request: Request, x_namespace: str | None = NamespaceHeader) -> dict[str, Any]:
+        descriptor = engine.get_tool(x_namespace, name)
+        arguments = await read_json_body(request, settings.max_body_bytes)
+        result = await engine.call_tool(x_namespace, name, arguments)
+        return {"result": rest_value(result, descriptor)}
+
+    @router.post("/reload", summary="Rescan the tools directory (bearer + X-Manager-Token + allowed source)")
+    async def reload(request: Request) -> dict[str, Any]:
+        if settings.manager_token is None:
+            raise Forbidden("reload over HTTP is disabled: set MANAGER_INTERNAL_TOKEN (or send SIGHUP)")
+        if not token_matches(request.headers.get("x-manager-token"), settings.manager_token):
+            raise Forbidden("missing or invalid X-Manager-Token")
+        client = request.client.host if request.client else ""
+        try:
+            address = ipaddress.ip_address(client)
+        except ValueError:
+            raise Forbidden("reload is only accepted from INTERNAL_ALLOWED_CIDRS") from None
+        if not any(address in net for net in settings.internal_allowed_cidrs):
+            raise Forbidden(f"reload is not accepted from {client}: not in INTERNAL_ALLOWED_CIDRS")
+        return await engine.registry.reload()
+
+    return router

@@ -1,0 +1,90 @@
+"""Gateway settings, from environment variables (seed 000, "Configuration"). Invalid values fail fast."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class SettingsError(ValueError):
+    pass
+
+
+def _number(env: dict[str, str], name: str, default: float, kind: type = float) -> float:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise SettingsError(f"{name}={raw!r} is not a valid {kind.__name__}; e.g. {name}={default}") from None
+    if value <= 0:
+        raise SettingsError(f"{name} must be greater than 0, got {raw!r}")
+    return value
+
+
+def _bool(env: dict[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    if raw.lower() in ("1", "true", "yes", "on"):
+        return True
+    if raw.lower() in ("0", "false", "no", "off"):
+        return False
+    raise SettingsError(f"{name}={raw!r}: use true or false")
+
+
+def _cidrs(raw: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    try:
+        return tuple(ipaddress.ip_network(part.strip(), strict=False) for part in raw.split(",") if part.strip())
+    except ValueError as exc:
+        raise SettingsError(f"INTERNAL_ALLOWED_CIDRS: {exc}; use e.g. 127.0.0.1/32,::1/128") from None
+
+
+def default_state_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "tooldock"
+
+
+@dataclass(frozen=True)
+class Settings:
+    bearer_token: str
+    token_generated: bool = False
+    call_timeout: float = 30.0
+    max_concurrency: int = 16
+    state_dir: Path = field(default_factory=default_state_dir)
+    manager_token: str | None = None
+    internal_allowed_cidrs: tuple = ()
+    max_body_bytes: int = 4 * 1024 * 1024
+    worker_start_timeout: float = 120.0
+    drain_timeout: float = 30.0
+    dns_rebinding_protection: bool = True
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> Settings:
+        env = dict(os.environ if env is None else env)
+        token = env.get("TOOLDOCK_BEARER_TOKEN") or env.get("BEARER_TOKEN") or ""
+        generated = not token
+        if generated:
+            token = secrets.token_urlsafe(32)
+        elif len(token) < 8:
+            raise SettingsError("TOOLDOCK_BEARER_TOKEN must be at least 8 characters long")
+        return cls(
+            bearer_token=token,
+            token_generated=generated,
+            call_timeout=_number(env, "TOOL_CALL_TIMEOUT_SECONDS", 30.0),
+            max_concurrency=int(_number(env, "NAMESPACE_MAX_CONCURRENCY", 16, int)),
+            state_dir=Path(env["TOOLDOCK_STATE_DIR"]) if env.get("TOOLDOCK_STATE_DIR") else default_state_dir(),
+            manager_token=env.get("MANAGER_INTERNAL_TOKEN") or None,
+            internal_allowed_cidrs=_cidrs(env.get("INTERNAL_ALLOWED_CIDRS", "127.0.0.1/32,::1/128")),
+            max_body_bytes=int(_number(env, "TOOLDOCK_MAX_BODY_BYTES", 4 * 1024 * 1024, int)),
+            worker_start_timeout=_number(env, "TOOLDOCK_WORKER_START_TIMEOUT", 120.0),
+            drain_timeout=_number(env, "TOOLDOCK_DRAIN_TIMEOUT", 30.0),
+            dns_rebinding_protection=_bool(env, "TOOLDOCK_DNS_REBINDING_PROTECTION", True),
+        )
+
+    def __repr__(self) -> str:  # never print the tokens
+        return f"Settings(state_dir={str(self.state_dir)!r}, call_timeout={self.call_timeout})"

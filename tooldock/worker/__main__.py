@@ -1,0 +1,59 @@
+"""`python -m tooldock.worker`: serve one namespace on a unix socket, or print its tool schemas."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tooldock.worker", description=__doc__)
+    parser.add_argument("--namespace", default=os.environ.get("TOOLDOCK_NAMESPACE"), help="namespace name")
+    parser.add_argument("--dir", default=os.environ.get("TOOLDOCK_APP_DIR", "."), help="namespace folder")
+    parser.add_argument("--socket", help="unix socket path (default /run/tooldock/<namespace>.sock)")
+    parser.add_argument("--file", action="append", default=None, help="tool file to load (repeatable)")
+    parser.add_argument("--parent-pid", type=int, default=None, help="exit when this process is gone")
+    parser.add_argument("--describe", action="store_true", help="print the tool schemas as JSON and exit")
+    args = parser.parse_args(argv)
+
+    from ..namespace.extract import load_namespace  # imports fastmcp: after argument errors are reported
+
+    folder = Path(args.dir)
+    namespace = args.namespace or folder.resolve().name
+    files = args.file if args.file is not None else sorted(p.name for p in folder.glob("[!_.]*.py"))
+    loaded = load_namespace(folder, files)
+    if args.describe:
+        json.dump(
+            {"namespace": namespace, "tools": loaded.descriptors, "failed_files": [p.to_dict() for p in loaded.failed]},
+            sys.stdout,
+            indent=2,
+            sort_keys=True,
+        )
+        print()
+        return 1 if loaded.failed else 0
+    for problem in loaded.failed:
+        print(f"[{namespace}] {problem.file}:{problem.line or '-'}: {problem.message}", file=sys.stderr, flush=True)
+
+    from .server import serve
+
+    socket_path = Path(args.socket or f"/run/tooldock/{namespace}.sock")
+    loop = asyncio.new_event_loop()
+    main_task = loop.create_task(serve(namespace, loaded, socket_path, args.parent_pid))
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, main_task.cancel)
+    try:
+        loop.run_until_complete(main_task)
+    except asyncio.CancelledError:
+        pass
+    finally:
+        socket_path.unlink(missing_ok=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,51 @@
+"""The worker protocol, shared by the worker and the gateway: newline-delimited JSON over a unix socket.
+
+On connect the worker sends one handshake line:
+    {"op": "ready", "protocol": 1, "namespace": "ns", "pid": 123, "tools": [...], "failed_files": [...]}
+Requests carry an id and may be multiplexed on one connection; responses come back in any order:
+    {"id": "7", "op": "tools.call", "tool": "add", "arguments": {"a": 1, "b": 2}}
+    {"id": "7", "ok": true, "result": {...}, "latency_ms": 3}
+    {"id": "7", "ok": false, "error": {"code": "invalid_arguments", "message": "...", "details": {...}}}
+Ops: tools.list, tools.get_schema, tools.call, ping, shutdown, and `cancel` (protocol 1 extension:
+{"op": "cancel", "target": "7"}, no reply) which cancels an in-flight call whose caller gave up.
+Only the standard library here: both sides import it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+PROTOCOL_VERSION = 1
+MAX_LINE_BYTES = 16 * 1024 * 1024
+
+OPS = frozenset({"tools.list", "tools.get_schema", "tools.call", "ping", "shutdown", "cancel"})
+ERROR_CODES = frozenset(
+    {"tool_not_found", "invalid_arguments", "dependency_error", "execution_timeout", "internal_error"}
+)
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=False, default=str).encode() + b"\n"
+
+
+def decode(line: bytes) -> dict[str, Any]:
+    message = json.loads(line)
+    if not isinstance(message, dict):
+        raise ValueError("a protocol message must be a JSON object")
+    return message
+
+
+def ok(request_id: Any, result: Any, latency_ms: int | None = None) -> dict[str, Any]:
+    reply: dict[str, Any] = {"id": request_id, "ok": True, "result": result}
+    if latency_ms is not None:
+        reply["latency_ms"] = latency_ms
+    return reply
+
+
+def error(request_id: Any, code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    assert code in ERROR_CODES, code
+    body: dict[str, Any] = {"code": code, "message": message}
+    if details:
+        body["details"] = details
+    return {"id": request_id, "ok": False, "error": body}
