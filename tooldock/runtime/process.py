@@ -33,7 +33,7 @@ from .workerclient import WorkerConnection
 
 STABLE_AFTER = 10.0  # seconds a worker must stay up for a later death not to count toward a crash loop
 CRASH_LOOP_AFTER = 5  # consecutive failed starts / quick deaths
-BACKOFF_START, BACKOFF_MAX = 0.5, 30.0
+BACKOFF_MAX = 30.0
 # Only these variables of the gateway's environment reach a worker: never the gateway's tokens.
 PASSTHROUGH_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "SSL_CERT_FILE", "SSL_CERT_DIR")
 
@@ -130,7 +130,8 @@ class ProcessWorker:
             self.restarts += 1
             print(f"tooldock: [{self.namespace}] worker died ({self.last_error}); restart #{self.restarts}",
                   file=sys.stderr, flush=True)
-            await asyncio.sleep(min(BACKOFF_MAX, BACKOFF_START * 2 ** max(0, failures - 1)))
+            backoff = self.backend.settings.restart_backoff
+            await asyncio.sleep(min(BACKOFF_MAX, backoff * 2 ** max(0, failures - 1)))
 
     def _fail(self, state: WorkerState, message: str) -> None:
         self.state, self.last_error = state, message

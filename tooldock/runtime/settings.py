@@ -61,6 +61,7 @@ class Settings:
     max_body_bytes: int = 4 * 1024 * 1024
     worker_start_timeout: float = 120.0
     drain_timeout: float = 30.0
+    restart_backoff: float = 0.5
     dns_rebinding_protection: bool = True
 
     @classmethod
@@ -83,6 +84,7 @@ class Settings:
             max_body_bytes=int(_number(env, "TOOLDOCK_MAX_BODY_BYTES", 4 * 1024 * 1024, int)),
             worker_start_timeout=_number(env, "TOOLDOCK_WORKER_START_TIMEOUT", 120.0),
             drain_timeout=_number(env, "TOOLDOCK_DRAIN_TIMEOUT", 30.0),
+            restart_backoff=_number(env, "TOOLDOCK_RESTART_BACKOFF", 0.5),
             dns_rebinding_protection=_bool(env, "TOOLDOCK_DNS_REBINDING_PROTECTION", True),
         )
 

@@ -1,0 +1,158 @@
+"""Shared fixtures: a real gateway process (`tooldock serve`) on a loopback port, and helpers to talk
+to it with httpx and the official MCP SDK client."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+EXAMPLES = ROOT / "examples"
+TOOLDOCK = str(Path(sys.executable).parent / "tooldock")
+TOKEN = "test-token-0123456789"
+# Worker environments are cached across test runs (and shared by all tests of a run): building them is
+# the slow part, and the cache key covers everything that goes into them.
+STATE_DIR = Path(os.environ.get("TOOLDOCK_TEST_STATE_DIR", ROOT / ".tooldock-test-state"))
+
+
+class Gateway:
+    """A `tooldock serve` subprocess. Logs go to a file so tests can read what it said."""
+
+    def __init__(self, tools_dir: Path, log_path: Path, env: dict[str, str] | None = None) -> None:
+        self.tools_dir, self.log_path = tools_dir, log_path
+        self.token = TOKEN
+        self.env = {
+            **os.environ,
+            "TOOLDOCK_BEARER_TOKEN": TOKEN,
+            "TOOLDOCK_STATE_DIR": str(STATE_DIR),
+            **(env or {}),
+        }
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.url = ""
+
+    def start(self, timeout: float = 300) -> Gateway:
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(
+            [TOOLDOCK, "serve", str(self.tools_dir), "--port", "0"],
+            env=self.env, stdout=subprocess.PIPE, stderr=self._log,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"gateway exited with {self.proc.returncode}:\n{self.logs}")
+            found = re.search(r"Uvicorn running on (http://127\.0\.0\.1:\d+)", self.logs)
+            if found:
+                self.url = found.group(1)
+                return self
+            time.sleep(0.1)
+        raise RuntimeError(f"gateway did not start in {timeout}s:\n{self.logs}")
+
+    @property
+    def logs(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def headers(self, namespace: str | None = None, **extra: str) -> dict[str, str]:
+        headers = {"Authorization": f"Bearer {self.token}", **extra}
+        if namespace:
+            headers["X-Namespace"] = namespace
+        return headers
+
+    def get(self, path: str, namespace: str | None = None, **kw: Any) -> httpx.Response:
+        return httpx.get(self.url + path, headers=self.headers(namespace), timeout=60, **kw)
+
+    def post(self, path: str, namespace: str | None = None, json_body: Any = None, **kw: Any) -> httpx.Response:
+        headers = {**self.headers(namespace), **kw.pop("headers", {})}
+        content = kw.pop("content", None)
+        if content is None and json_body is not None:
+            content = json.dumps(json_body)
+        return httpx.post(self.url + path, headers=headers, content=content, timeout=60, **kw)
+
+    def call(self, namespace: str, tool: str, **arguments: Any) -> httpx.Response:
+        return self.post(f"/tools/{tool}", namespace, arguments)
+
+    def namespace(self, name: str) -> dict[str, Any]:
+        listing = self.get("/namespaces").json()["namespaces"]
+        return next(n for n in listing if n["name"] == name)
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float = 60, what: str = "condition") -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"timed out waiting for {what}\n{self.logs[-3000:]}")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if hasattr(self, "_log"):
+            self._log.close()
+
+
+@pytest.fixture
+def make_gateway(tmp_path: Path) -> Iterator[Callable[..., Gateway]]:
+    """Start gateways on copies of tool folders; every one is stopped at the end of the test."""
+    started: list[Gateway] = []
+
+    def make(*sources: Path, env: dict[str, str] | None = None, start: bool = True) -> Gateway:
+        tools = tmp_path / f"tools{len(started)}"
+        tools.mkdir()
+        for source in sources:
+            for child in source.iterdir():
+                if child.is_dir():
+                    shutil.copytree(child, tools / child.name, ignore=shutil.ignore_patterns("__pycache__"))
+        gateway = Gateway(tools, tmp_path / f"gateway{len(started)}.log", env)
+        started.append(gateway)
+        return gateway.start() if start else gateway
+
+    yield make
+    for gateway in started:
+        gateway.stop()
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    """One gateway over examples/ and the test fixtures, shared by a module's read-mostly tests."""
+    tmp = tmp_path_factory.mktemp("gw")
+    tools = tmp / "tools"
+    shutil.copytree(EXAMPLES, tools, ignore=shutil.ignore_patterns("__pycache__", "README.md"))
+    for child in (FIXTURES / "tools").iterdir():
+        shutil.copytree(child, tools / child.name, ignore=shutil.ignore_patterns("__pycache__"))
+    gw = Gateway(tools, tmp / "gateway.log").start()
+    yield gw
+    gw.stop()
+
+
+def run_mcp(gateway: Gateway, namespace: str, body: Callable[..., Any]) -> Any:
+    """Run `body(session)` inside an initialized official MCP SDK client session."""
+    import httpx2
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def main() -> Any:
+        async with httpx2.AsyncClient(headers=gateway.headers(namespace), timeout=60) as http:
+            async with streamable_http_client(f"{gateway.url}/mcp", http_client=http) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    return await body(session)
+
+    return asyncio.run(main())

@@ -1,0 +1,60 @@
+"""`tooldock.yaml` and gateway settings: every bad value is refused with a message that says why."""
+
+import pytest
+
+from tooldock.namespace.config import ConfigError, parse_config
+from tooldock.runtime.settings import Settings, SettingsError
+
+
+def test_seed_example_config():
+    cfg = parse_config({
+        "description": "GitHub API tools", "version": "1.0.0", "author": "someone",
+        "secrets": ["GITHUB_TOKEN"], "env": {"GITHUB_API_URL": "https://api.github.com", "RETRIES": 3},
+        "network": "egress", "limits": {"timeout": 5, "concurrency": 2, "memory": "256m", "cpus": 0.5},
+        "python": "3.12",
+    })
+    assert cfg.secrets == ("GITHUB_TOKEN",)
+    assert dict(cfg.env) == {"GITHUB_API_URL": "https://api.github.com", "RETRIES": "3"}
+    assert cfg.limits.timeout == 5.0 and cfg.limits.concurrency == 2 and cfg.network == "egress"
+
+
+@pytest.mark.parametrize(
+    "data, fragment",
+    [
+        ([1, 2], "mapping"),
+        ({"unknown": 1}, "unknown key"),
+        ({"secrets": ["lower-case"]}, "secrets"),
+        ({"env": {"1BAD": "x"}}, "env"),
+        ({"env": {"A": {"nested": 1}}}, "env.A"),
+        ({"network": "host"}, "network"),
+        ({"limits": {"timeout": 0}}, "limits.timeout"),
+        ({"limits": {"concurrency": 1.5}}, "whole number"),
+        ({"limits": {"memory": "lots"}}, "limits.memory"),
+        ({"limits": {"bogus": 1}}, "limits"),
+        ({"python": "three"}, "python"),
+    ],
+)
+def test_bad_configs(data, fragment):
+    with pytest.raises(ConfigError, match=fragment):
+        parse_config(data)
+
+
+def test_settings_defaults_generate_a_token():
+    settings = Settings.from_env({})
+    assert settings.token_generated and len(settings.bearer_token) >= 32
+    assert settings.bearer_token not in repr(settings)
+
+
+@pytest.mark.parametrize(
+    "env, fragment",
+    [
+        ({"TOOL_CALL_TIMEOUT_SECONDS": "soon"}, "TOOL_CALL_TIMEOUT_SECONDS"),
+        ({"NAMESPACE_MAX_CONCURRENCY": "0"}, "greater than 0"),
+        ({"INTERNAL_ALLOWED_CIDRS": "not-a-net"}, "INTERNAL_ALLOWED_CIDRS"),
+        ({"TOOLDOCK_BEARER_TOKEN": "short"}, "at least 8"),
+        ({"TOOLDOCK_DNS_REBINDING_PROTECTION": "maybe"}, "true or false"),
+    ],
+)
+def test_bad_settings(env, fragment):
+    with pytest.raises(SettingsError, match=fragment):
+        Settings.from_env(env)

@@ -1,0 +1,134 @@
+"""MCP streamable HTTP through the official SDK client, and the HTTP rules in front of it."""
+
+from __future__ import annotations
+
+import httpx
+import mcp_types as types
+import pytest
+from mcp.shared.exceptions import MCPError
+
+from conftest import run_mcp
+
+INIT = {
+    "jsonrpc": "2.0", "id": 1, "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
+ACCEPT = "application/json, text/event-stream"
+
+
+def test_sdk_client_lists_multi_tool_with_input_schemas(gateway):
+    async def body(session):
+        return await session.list_tools()
+
+    tools = {t.name: t for t in run_mcp(gateway, "multi-tool", body).tools}
+    assert set(tools) == {"add", "multiply", "reverse_text", "word_count"}
+    assert tools["add"].input_schema["properties"] == {
+        "a": {"type": "number", "description": "First number."},
+        "b": {"type": "number", "description": "Second number."},
+    }
+    assert tools["add"].input_schema["required"] == ["a", "b"]
+    assert tools["reverse_text"].input_schema["properties"]["text"]["type"] == "string"
+    assert tools["add"].title == "Add" and tools["add"].description == "Add two numbers together."
+    assert tools["add"].output_schema["properties"]["result"]["type"] == "number"
+
+
+def test_sdk_client_calls_add(gateway):
+    async def body(session):
+        return await session.call_tool("add", {"a": 2, "b": 3})
+
+    result = run_mcp(gateway, "multi-tool", body)
+    assert result.is_error is False
+    assert result.structured_content == {"result": 5}
+    assert result.content[0].text == "5.0"
+
+
+def test_tool_failures_are_is_error_results(gateway):
+    async def body(session):
+        return await session.call_tool("add", {"a": "two", "b": 3})
+
+    bad_args = run_mcp(gateway, "multi-tool", body)
+    assert bad_args.is_error is True
+    assert bad_args.structured_content["error"]["code"] == "invalid_arguments"
+
+    async def boom(session):
+        return await session.call_tool("boom", {"message": "kaput"})
+
+    raised = run_mcp(gateway, "testing", boom)
+    assert raised.is_error is True
+    assert raised.structured_content == {
+        "error": {"code": "internal_error", "message": "ValueError: kaput", "details": {"exception": "ValueError"}}
+    }
+    assert "ValueError: kaput" in raised.content[0].text
+
+
+def test_timeout_is_an_is_error_result(gateway):
+    async def body(session):
+        return await session.call_tool("nap", {"seconds": 5})
+
+    result = run_mcp(gateway, "limited", body)
+    assert result.is_error and result.structured_content["error"]["code"] == "execution_timeout"
+
+
+def test_unknown_tool_is_a_protocol_error(gateway):
+    async def body(session):
+        with pytest.raises(MCPError) as caught:
+            await session.call_tool("nope", {})
+        return caught.value
+
+    error = run_mcp(gateway, "multi-tool", body)
+    assert error.code == types.INVALID_PARAMS and "nope" in error.message
+
+
+def test_ping(gateway):
+    async def body(session):
+        return await session.send_ping()
+
+    assert run_mcp(gateway, "basic-tool", body) is not None
+
+
+def post(gateway, namespace, payload, **headers):
+    base = {"Content-Type": "application/json", "Accept": ACCEPT, **headers}
+    return httpx.post(f"{gateway.url}/mcp", json=payload, headers={**gateway.headers(namespace), **base}, timeout=30)
+
+
+def test_missing_and_unknown_namespace(gateway):
+    missing = post(gateway, None, INIT)
+    assert missing.status_code == 400 and missing.json()["error"]["code"] == "missing_namespace"
+    unknown = post(gateway, "nope", INIT)
+    assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "namespace_not_found"
+
+
+def test_mcp_needs_the_bearer_token(gateway):
+    reply = httpx.post(f"{gateway.url}/mcp", json=INIT, headers={"X-Namespace": "basic-tool", "Accept": ACCEPT})
+    assert reply.status_code == 401 and reply.headers["www-authenticate"].startswith("Bearer")
+
+
+def _session(gateway, namespace):
+    reply = post(gateway, namespace, INIT)
+    assert reply.status_code == 200, reply.text
+    return reply.headers["mcp-session-id"]
+
+
+def test_session_lifecycle_and_namespace_binding(gateway):
+    sid = _session(gateway, "multi-tool")
+    proto = {"MCP-Protocol-Version": "2025-11-25", "Mcp-Session-Id": sid}
+    note = post(gateway, "multi-tool", {"jsonrpc": "2.0", "method": "notifications/initialized"}, **proto)
+    assert note.status_code == 202 and note.content == b""
+    listed = post(gateway, "multi-tool", {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, **proto)
+    assert listed.status_code == 200 and '"add"' in listed.text
+    # A session belongs to the namespace it was opened in.
+    other = post(gateway, "basic-tool", {"jsonrpc": "2.0", "id": 3, "method": "tools/list"}, **proto)
+    assert other.status_code == 404
+    ended = httpx.delete(f"{gateway.url}/mcp", headers={**gateway.headers("multi-tool"), **proto})
+    assert ended.status_code in (200, 204)
+    after = post(gateway, "multi-tool", {"jsonrpc": "2.0", "id": 4, "method": "tools/list"}, **proto)
+    assert after.status_code == 404
+
+
+def test_malformed_json_rpc_body_is_a_clear_error(gateway):
+    reply = httpx.post(
+        f"{gateway.url}/mcp", content=b'{"jsonrpc": "2.0", "id": 1, "method": "initia',
+        headers={**gateway.headers("basic-tool"), "Content-Type": "application/json", "Accept": ACCEPT},
+    )
+    assert reply.status_code == 400
+    assert reply.json()["error"]["code"] == types.PARSE_ERROR

@@ -1,0 +1,134 @@
+"""REST surface against a real `tooldock serve` with real workers: the seed's endpoints and status codes."""
+
+from __future__ import annotations
+
+import concurrent.futures
+
+import httpx
+import pytest
+
+
+def test_health_needs_no_auth(gateway):
+    reply = httpx.get(gateway.url + "/health")
+    assert reply.status_code == 200
+    assert reply.json()["status"] == "ok"
+
+
+@pytest.mark.parametrize("path", ["/tools", "/namespaces", "/tools/add/schema"])
+def test_everything_else_needs_the_bearer_token(gateway, path):
+    for headers in ({}, {"Authorization": "Bearer wrong-token"}, {"Authorization": "Basic abc"}):
+        reply = httpx.get(gateway.url + path, headers={"X-Namespace": "multi-tool", **headers})
+        assert reply.status_code == 401
+        assert reply.headers["www-authenticate"].startswith("Bearer")
+        assert reply.json()["error"]["code"] == "unauthorized"
+
+
+def test_say_hello(gateway):
+    reply = gateway.call("basic-tool", "say_hello", name="Ada")
+    assert reply.status_code == 200
+    assert reply.json() == {"result": "Hello, Ada!"}
+    assert gateway.post("/tools/say_hello", "basic-tool").json() == {"result": "Hello, World!"}
+
+
+def test_list_tools_and_schema(gateway):
+    tools = gateway.get("/tools", "multi-tool").json()
+    assert tools["namespace"] == "multi-tool"
+    assert [t["name"] for t in tools["tools"]] == ["add", "multiply", "reverse_text", "word_count"]
+    schema = gateway.get("/tools/add/schema", "multi-tool").json()
+    assert schema["inputSchema"]["required"] == ["a", "b"]
+    assert schema["inputSchema"]["properties"]["a"]["type"] == "number"
+
+
+def test_namespaces_report_tools_problems_and_skipped_folders(gateway):
+    listing = gateway.get("/namespaces").json()
+    by_name = {n["name"]: n for n in listing["namespaces"]}
+    assert {"async-tool", "basic-tool", "multi-tool", "testing", "broken-file", "limited"} <= set(by_name)
+    assert by_name["multi-tool"]["state"] == "ready" and by_name["multi-tool"]["tool_count"] == 4
+    broken = by_name["broken-file"]
+    assert broken["tools"] == ["still_works"]
+    problems = {p["file"]: p for p in broken["problems"]}
+    assert problems["bad_syntax.py"]["code"] == "syntax_error" and problems["bad_syntax.py"]["line"] == 5
+    assert problems["no_doc.py"]["code"] == "missing_docstring"
+    assert problems["no_hint.py"]["code"] == "missing_type_hint"
+    assert problems["import_fails.py"]["code"] == "dependency_error"
+    assert [p["file"] for p in listing["problems"]] == ["Bad_Name/"]
+
+
+def test_file_with_syntax_error_does_not_stop_the_others(gateway):
+    assert gateway.call("broken-file", "still_works", x=21).json() == {"result": 42}
+
+
+@pytest.mark.parametrize(
+    "namespace, tool, body, status, code",
+    [
+        (None, "add", {"a": 1, "b": 2}, 400, "missing_namespace"),
+        ("nope", "add", {"a": 1, "b": 2}, 404, "namespace_not_found"),
+        ("../etc", "add", {}, 404, "namespace_not_found"),
+        ("multi-tool", "nope", {}, 404, "tool_not_found"),
+        ("multi-tool", "add", {"a": "two", "b": 2}, 422, "invalid_arguments"),
+        ("multi-tool", "add", {"a": 1}, 422, "invalid_arguments"),
+        ("multi-tool", "add", [1, 2], 422, "invalid_arguments"),
+        ("testing", "boom", {"message": "kaput"}, 500, "internal_error"),
+    ],
+)
+def test_error_statuses(gateway, namespace, tool, body, status, code):
+    reply = gateway.post(f"/tools/{tool}", namespace, body)
+    assert reply.status_code == status, reply.text
+    error = reply.json()["error"]
+    assert error["code"] == code and error["message"]
+
+
+def test_malformed_json_body(gateway):
+    reply = gateway.post("/tools/add", "multi-tool", content=b'{"a": 1,')
+    assert reply.status_code == 400
+    assert reply.json()["error"]["code"] == "invalid_json"
+    assert gateway.call("multi-tool", "add", a=1, b=1).json() == {"result": 2}
+
+
+def test_tool_exception_message_reaches_the_caller(gateway):
+    error = gateway.call("testing", "boom", message="kaput").json()["error"]
+    assert error["message"] == "ValueError: kaput"
+
+
+def test_unknown_route_uses_the_same_error_shape(gateway):
+    reply = gateway.get("/nothing-here")
+    assert reply.status_code == 404 and reply.json()["error"]["code"] == "not_found"
+
+
+def test_timeout_is_504_and_the_gateway_keeps_serving(gateway):
+    reply = gateway.call("limited", "nap", seconds=5)
+    assert reply.status_code == 504
+    assert reply.json()["error"] == {
+        "code": "execution_timeout",
+        "message": "tool 'nap' in namespace 'limited' did not finish within 1s",
+        "details": {"timeout_seconds": 1.0},
+    }
+    assert gateway.call("multi-tool", "add", a=1, b=1).status_code == 200
+
+
+def test_per_namespace_concurrency_limit(gateway):
+    # limited/ allows 1 call at a time (tooldock.yaml), testing/ the default 16: the tool reports the
+    # most calls it ever saw running at once.
+    def burst(namespace: str) -> list[httpx.Response]:
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            return list(pool.map(lambda _: gateway.call(namespace, "probe", hold=0.2), range(4)))
+
+    limited = burst("limited")
+    assert all(r.status_code == 200 for r in limited), [r.text for r in limited]
+    assert max(r.json()["result"] for r in limited) == 1
+    unlimited = burst("testing")
+    assert max(r.json()["result"] for r in unlimited) > 1
+
+
+def test_worker_environment_holds_no_gateway_secrets(gateway):
+    keys = gateway.call("testing", "env_keys").json()["result"]
+    assert "TOOLDOCK_BEARER_TOKEN" not in keys
+    assert not any("TOKEN" in k or "SECRET" in k for k in keys)
+    assert gateway.token not in gateway.get("/namespaces").text
+
+
+def test_reload_is_guarded(gateway):
+    # No MANAGER_INTERNAL_TOKEN configured: reload over HTTP is disabled, with a message saying so.
+    reply = gateway.post("/reload", headers={"X-Manager-Token": "anything"})
+    assert reply.status_code == 403 and "MANAGER_INTERNAL_TOKEN" in reply.json()["error"]["message"]
+    assert httpx.post(gateway.url + "/reload").status_code == 401

@@ -1,0 +1,62 @@
+"""Reloads: only changed namespaces restart; the snapshot swaps atomically; guarded HTTP and SIGHUP."""
+
+from __future__ import annotations
+
+import signal
+import shutil
+
+from conftest import EXAMPLES, FIXTURES
+
+MANAGER = "manager-token-abcdef"
+
+
+def test_reload_restarts_only_changed_namespaces(make_gateway):
+    gw = make_gateway(EXAMPLES, env={"MANAGER_INTERNAL_TOKEN": MANAGER})
+    pids = {n: gw.namespace(n)["pid"] for n in ("basic-tool", "multi-tool")}
+    hello = gw.tools_dir / "basic-tool" / "hello.py"
+    hello.write_text(hello.read_text().replace('f"Hello, {name}!"', 'f"Howdy, {name}!"'))
+    shutil.copytree(FIXTURES / "tools" / "limited", gw.tools_dir / "limited")
+    shutil.rmtree(gw.tools_dir / "async-tool")
+
+    report = gw.post("/reload", headers={"X-Manager-Token": MANAGER})
+    assert report.status_code == 200, report.text
+    body = report.json()
+    assert body["reloaded"] is True
+    assert body["workers_restarted"] == ["basic-tool", "limited"]
+    assert body["removed"] == ["async-tool"]
+    assert body["namespaces"] == ["basic-tool", "limited", "multi-tool"]
+    assert gw.call("basic-tool", "say_hello", name="Ada").json() == {"result": "Howdy, Ada!"}
+    assert gw.namespace("multi-tool")["pid"] == pids["multi-tool"]
+    assert gw.namespace("basic-tool")["pid"] != pids["basic-tool"]
+    assert gw.get("/tools", "async-tool").status_code == 404
+    assert gw.call("limited", "nap", seconds=0).json() == {"result": "awake"}
+
+
+def test_reload_guards(make_gateway):
+    gw = make_gateway(EXAMPLES, env={"MANAGER_INTERNAL_TOKEN": MANAGER, "INTERNAL_ALLOWED_CIDRS": "10.9.9.0/24"})
+    wrong = gw.post("/reload", headers={"X-Manager-Token": "not-it"})
+    assert wrong.status_code == 403 and "X-Manager-Token" in wrong.json()["error"]["message"]
+    missing = gw.post("/reload")
+    assert missing.status_code == 403
+    # Right token, but 127.0.0.1 is not in the allowed networks.
+    outside = gw.post("/reload", headers={"X-Manager-Token": MANAGER})
+    assert outside.status_code == 403 and "INTERNAL_ALLOWED_CIDRS" in outside.json()["error"]["message"]
+
+
+def test_broken_edit_keeps_the_old_version_serving(make_gateway):
+    gw = make_gateway(EXAMPLES, env={"MANAGER_INTERNAL_TOKEN": MANAGER, "TOOLDOCK_RESTART_BACKOFF": "0.05"})
+    (gw.tools_dir / "multi-tool" / "dies.py").write_text((FIXTURES / "crashy" / "crashy" / "dies.py").read_text())
+    body = gw.post("/reload", headers={"X-Manager-Token": MANAGER}).json()
+    assert "multi-tool" in body["failed"]
+    ns = gw.namespace("multi-tool")
+    assert ns["state"] == "ready" and "crash loop" in ns["reload_error"]
+    assert gw.call("multi-tool", "add", a=2, b=2).json() == {"result": 4}
+
+
+def test_sighup_reloads(make_gateway):
+    gw = make_gateway(EXAMPLES)
+    shutil.copytree(FIXTURES / "tools" / "limited", gw.tools_dir / "limited")
+    generation = gw.get("/health").json()["generation"]
+    gw.proc.send_signal(signal.SIGHUP)
+    gw.wait_for(lambda: gw.get("/health").json()["generation"] > generation, what="the SIGHUP reload")
+    assert [t["name"] for t in gw.get("/tools", "limited").json()["tools"]] == ["nap", "probe"]

@@ -1,0 +1,70 @@
+"""Workers die, crash-loop, fail to install: the call fails cleanly, the worker comes back, and the
+other namespaces keep serving throughout."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+from conftest import EXAMPLES, FIXTURES
+
+
+def test_sigkill_mid_call_fails_cleanly_and_the_worker_comes_back(make_gateway):
+    gw = make_gateway(FIXTURES / "tools", env={"TOOLDOCK_RESTART_BACKOFF": "0.2"})
+    before = gw.namespace("testing")
+    assert before["state"] == "ready" and before["restarts"] == 0
+    replies = []
+    caller = threading.Thread(target=lambda: replies.append(gw.call("testing", "slow", seconds=10)))
+    caller.start()
+    gw.wait_for(lambda: gw.namespace("testing")["inflight"] == 1, what="the call to be in flight")
+    os.kill(before["pid"], signal.SIGKILL)
+    caller.join(30)
+    (reply,) = replies
+    assert reply.status_code == 500
+    error = reply.json()["error"]
+    assert error["code"] == "internal_error" and "exited during the call" in error["message"]
+    gw.wait_for(lambda: gw.namespace("testing")["state"] == "ready", what="the worker to come back")
+    after = gw.namespace("testing")
+    assert after["restarts"] == 1 and after["pid"] != before["pid"]
+    assert gw.call("testing", "pid").json()["result"] == after["pid"]
+    assert gw.get("/health").json()["status"] == "ok"
+
+
+def test_crash_loop_is_reported_and_others_keep_serving(make_gateway):
+    gw = make_gateway(FIXTURES / "crashy", EXAMPLES, env={"TOOLDOCK_RESTART_BACKOFF": "0.05"})
+    crashy = gw.namespace("crashy")
+    assert crashy["state"] == "crash_loop"
+    assert "exited with code 3" in crashy["last_error"]
+    health = gw.get("/health").json()
+    assert health["status"] == "degraded" and health["unhealthy"] == {"crashy": "crash_loop"}
+    assert gw.call("multi-tool", "add", a=1, b=2).json() == {"result": 3}
+    reply = gw.call("crashy", "never", x=1)
+    assert reply.status_code == 404  # the worker never listed any tool
+    assert gw.get("/tools", "crashy").json()["tools"] == []
+
+
+def test_unresolvable_requirement_fails_that_namespace_only(make_gateway, tmp_path):
+    folder = tmp_path / "src" / "needs-missing"
+    folder.mkdir(parents=True)
+    (folder / "t.py").write_text((FIXTURES / "tools" / "broken-file" / "good.py").read_text())
+    (folder / "requirements.txt").write_text("tooldock-no-such-package-xyz==1.0\n")
+    gw = make_gateway(tmp_path / "src", EXAMPLES)
+    ns = gw.namespace("needs-missing")
+    assert ns["state"] == "failed"
+    assert "tooldock-no-such-package-xyz" in ns["last_error"] and "requirements.txt" in ns["last_error"]
+    assert gw.call("basic-tool", "say_hello").status_code == 200
+    assert gw.get("/health").json()["unhealthy"] == {"needs-missing": "failed"}
+
+
+def test_generated_token_is_printed_once_and_works(make_gateway):
+    gw = make_gateway(EXAMPLES / ".." / "examples", env={"TOOLDOCK_BEARER_TOKEN": ""}, start=False)
+    gw.env.pop("TOOLDOCK_BEARER_TOKEN")
+    gw.start()
+    lines = gw.logs.splitlines()
+    index = next(i for i, line in enumerate(lines) if "bearer token is:" in line)
+    gw.token = lines[index + 1].strip()
+    assert len(gw.token) >= 32 and gw.logs.count(gw.token) == 1
+    assert gw.call("basic-tool", "say_hello").status_code == 200
+    gw.token = "wrong-token-123"
+    assert gw.call("basic-tool", "say_hello").status_code == 401

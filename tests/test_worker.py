@@ -1,0 +1,154 @@
+"""The worker process on its own: handshake, ops, error codes, multiplexing, cancellation, shutdown."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES
+
+
+class WorkerProc:
+    def __init__(self, folder: Path, files: list[str] | None = None) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="tdw-"))
+        self.socket = self.dir / "w.sock"
+        args = [sys.executable, "-m", "tooldock.worker", "--namespace", folder.name, "--dir", str(folder),
+                "--socket", str(self.socket)]
+        for f in files or []:
+            args += ["--file", f]
+        self.proc = subprocess.Popen(args, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 60
+        while not self.socket.exists():
+            assert self.proc.poll() is None, self.proc.stderr.read().decode()
+            assert time.monotonic() < deadline, "worker did not start"
+            time.sleep(0.05)
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.connect(str(self.socket))
+        self.file = self.sock.makefile("rwb")
+        self.handshake = self.read()
+
+    def send(self, message: dict | bytes) -> None:
+        self.file.write(message if isinstance(message, bytes) else json.dumps(message).encode() + b"\n")
+        self.file.flush()
+
+    def read(self) -> dict:
+        line = self.file.readline()
+        assert line, "worker closed the connection"
+        return json.loads(line)
+
+    def request(self, **message) -> dict:
+        self.send(message)
+        return self.read()
+
+    def close(self) -> None:
+        self.sock.close()
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def worker():
+    w = WorkerProc(FIXTURES / "tools" / "testing")
+    yield w
+    w.close()
+
+
+def test_handshake_lists_tools_with_schemas(worker):
+    hs = worker.handshake
+    assert hs["op"] == "ready" and hs["protocol"] == 1 and hs["namespace"] == "testing"
+    tools = {t["name"]: t for t in hs["tools"]}
+    assert {"slow", "aslow", "boom", "env_keys", "pid", "probe", "echo"} <= set(tools)
+    assert tools["slow"]["inputSchema"]["properties"]["seconds"]["type"] == "number"
+    assert tools["slow"]["description"].startswith("Sleep in a thread")
+
+
+def test_call_list_and_schema(worker):
+    reply = worker.request(id="1", op="tools.call", tool="echo", arguments={"value": {"k": [1, 2]}})
+    assert reply["ok"] and reply["id"] == "1"
+    assert reply["result"]["structuredContent"] == {"k": [1, 2]}
+    assert isinstance(reply["latency_ms"], int)
+    listed = worker.request(id="2", op="tools.list")
+    assert [t["name"] for t in listed["result"]["tools"]] == [t["name"] for t in worker.handshake["tools"]]
+    schema = worker.request(id="3", op="tools.get_schema", tool="echo")
+    assert schema["result"]["name"] == "echo"
+    assert worker.request(id="4", op="ping")["result"]["pong"] is True
+
+
+@pytest.mark.parametrize(
+    "message, code",
+    [
+        ({"op": "tools.call", "tool": "nope", "arguments": {}}, "tool_not_found"),
+        ({"op": "tools.get_schema", "tool": "nope"}, "tool_not_found"),
+        ({"op": "tools.call", "tool": "slow", "arguments": {"seconds": "soon"}}, "invalid_arguments"),
+        ({"op": "tools.call", "tool": "slow", "arguments": {}}, "invalid_arguments"),
+        ({"op": "tools.call", "tool": "slow", "arguments": [1]}, "invalid_arguments"),
+        ({"op": "tools.call", "tool": "boom", "arguments": {"message": "kaput"}}, "internal_error"),
+        ({"op": "frobnicate"}, "internal_error"),
+    ],
+)
+def test_error_codes(worker, message, code):
+    reply = worker.request(id="e", **message)
+    assert reply["ok"] is False and reply["error"]["code"] == code, reply
+    assert reply["error"]["message"]
+
+
+def test_tool_exception_keeps_its_type_and_message(worker):
+    reply = worker.request(id="b", op="tools.call", tool="boom", arguments={"message": "kaput"})
+    assert reply["error"]["message"] == "ValueError: kaput"
+    assert reply["error"]["details"] == {"exception": "ValueError"}
+
+
+def test_requests_are_multiplexed_and_a_slow_tool_does_not_block_ping(worker):
+    worker.send({"id": "slow", "op": "tools.call", "tool": "slow", "arguments": {"seconds": 1.0}})
+    worker.send({"id": "p", "op": "ping"})
+    first, second = worker.read(), worker.read()
+    assert (first["id"], second["id"]) == ("p", "slow")
+
+
+def test_cancel_stops_an_async_call(worker):
+    worker.send({"id": "long", "op": "tools.call", "tool": "aslow", "arguments": {"seconds": 30}})
+    worker.send({"op": "cancel", "target": "long"})
+    started = time.monotonic()
+    assert worker.request(id="after", op="ping")["id"] == "after"
+    assert time.monotonic() - started < 5
+
+
+def test_malformed_line_is_answered_and_the_connection_survives(worker):
+    worker.send(b"{not json\n")
+    assert worker.read()["error"]["code"] == "internal_error"
+    assert worker.request(id="ok", op="ping")["ok"] is True
+
+
+def test_import_failures_are_reported_and_other_files_load():
+    w = WorkerProc(FIXTURES / "tools" / "broken-file", ["good.py", "import_fails.py"])
+    try:
+        assert [t["name"] for t in w.handshake["tools"]] == ["still_works"]
+        (failed,) = w.handshake["failed_files"]
+        assert failed["file"] == "import_fails.py" and failed["code"] == "dependency_error"
+        assert "requirements.txt" in failed["message"] and failed["line"] == 1
+    finally:
+        w.close()
+
+
+def test_shutdown_exits_cleanly():
+    w = WorkerProc(FIXTURES / "tools" / "limited")
+    assert w.request(id="s", op="shutdown")["result"] == {"stopping": True}
+    assert w.proc.wait(10) == 0
+    assert not w.socket.exists()
+
+
+def test_describe_prints_tools_json():
+    out = subprocess.run(
+        [sys.executable, "-m", "tooldock.worker", "--dir", str(FIXTURES / "tools" / "limited"), "--describe"],
+        capture_output=True, check=True, text=True,
+    ).stdout
+    data = json.loads(out)
+    assert data["namespace"] == "limited" and [t["name"] for t in data["tools"]] == ["nap", "probe"]
