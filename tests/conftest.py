@@ -54,7 +54,7 @@ class Gateway:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"gateway exited with {self.proc.returncode}:\n{self.logs}")
-            found = re.search(r"Uvicorn running on (http://127\.0\.0\.1:\d+)", self.logs)
+            found = re.search(r"tooldock: ready on (http://127\.0\.0\.1:\d+)", self.logs)
             if found:
                 self.url = found.group(1)
                 return self

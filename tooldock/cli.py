@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import socket
 import sys
 from pathlib import Path
 
@@ -65,9 +66,28 @@ def serve(tools_dir: Path, host: str, port: int, backend: str, log_level: str) -
             "Set TOOLDOCK_BEARER_TOKEN to choose your own.",
             err=True,
         )
-    app = create_app(tools_dir.resolve(), settings, host)
-    click.echo(f"tooldock: listening on http://{host}:{port} (MCP at /mcp, REST at /tools)", err=True)
-    uvicorn.run(app, host=host, port=port, log_config=_uvicorn_log_config(log_level), log_level=log_level)
+    sock = _bind(host, port)
+    shown_host = f"[{host}]" if ":" in host else host
+    url = f"http://{shown_host}:{sock.getsockname()[1]}"
+    app = create_app(tools_dir.resolve(), settings, host, url)
+    config = uvicorn.Config(app, log_config=_uvicorn_log_config(log_level), log_level=log_level)
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """Bind before starting, so `--port 0` works and the real address can be announced."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Accepted connections inherit this: without it, small keep-alive responses wait ~40 ms for a
+        # delayed ACK (Nagle) when the socket is handed to uvicorn instead of bound by it.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.listen(2048)
+    return sock
 
 
 if __name__ == "__main__":

@@ -53,7 +53,7 @@ def _install_sighup(registry: Registry) -> None:
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, on_hup)
 
 
-def create_app(tools_dir: Path, settings: Settings, host: str = "127.0.0.1") -> FastAPI:
+def create_app(tools_dir: Path, settings: Settings, host: str = "127.0.0.1", url: str = "") -> FastAPI:
     backend = ProcessBackend(settings)
     registry = Registry(tools_dir, backend, settings)
     engine = Engine(registry, settings)
@@ -69,6 +69,8 @@ def create_app(tools_dir: Path, settings: Settings, host: str = "127.0.0.1") -> 
             flush=True,
         )
         _install_sighup(registry)
+        if url:
+            print(f"tooldock: ready on {url} (MCP at {url}/mcp, REST at {url}/tools)", file=sys.stderr, flush=True)
         try:
             async with hub.run():
                 yield

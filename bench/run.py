@@ -1,0 +1,181 @@
+"""ToolDock gateway benchmark: `tools/call` of a trivial tool through the gateway's REST and MCP paths,
+against the same tool served directly by FastMCP over streamable HTTP, all measured in this run.
+
+    .venv/bin/python bench/run.py [--calls 2000] [--concurrency 8]
+
+Everything runs on 127.0.0.1; every load loop is bounded by a call count and a time limit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import httpx2
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from rich.console import Console
+from rich.table import Table
+
+HERE = Path(__file__).resolve().parent
+TOKEN = "bench-token-0123456789"
+MAX_SECONDS_PER_TARGET = 120
+
+
+@dataclass
+class Result:
+    target: str
+    latencies: list[float]
+    errors: int
+    wall: float
+
+    @property
+    def rate(self) -> float:
+        return len(self.latencies) / self.wall if self.wall else 0.0
+
+    def pct(self, q: float) -> float:
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000 if ordered else float("nan")
+
+
+def start_gateway(log) -> tuple[subprocess.Popen, str]:
+    env = {**os.environ, "TOOLDOCK_BEARER_TOKEN": TOKEN}
+    tooldock = str(Path(sys.executable).parent / "tooldock")
+    proc = subprocess.Popen([tooldock, "serve", str(HERE / "tools"), "--port", "0", "--log-level", "warning"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=log)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        text = Path(log.name).read_text(errors="replace")
+        found = re.search(r"tooldock: ready on (http://127\.0\.0\.1:\d+)", text)
+        if found:
+            return proc, found.group(1)
+        if proc.poll() is not None:
+            raise SystemExit(f"gateway exited:\n{text}")
+        time.sleep(0.1)
+    raise SystemExit("gateway did not start")
+
+
+def start_peer() -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([sys.executable, str(HERE / "peer_fastmcp.py")], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    port = proc.stdout.readline().strip()
+    if not port.isdigit():
+        raise SystemExit("FastMCP peer did not start")
+    return proc, f"http://127.0.0.1:{port}"
+
+
+async def run_load(target: str, calls: int, concurrency: int, make_caller) -> Result:
+    latencies: list[float] = []
+    errors = 0
+    remaining = calls
+    deadline = time.monotonic() + MAX_SECONDS_PER_TARGET
+
+    async def worker(index: int) -> None:
+        nonlocal remaining, errors
+        async with make_caller() as call:
+            for _ in range(5):  # warm-up, not measured
+                await call(index)
+            await barrier.wait()
+            while remaining > 0 and time.monotonic() < deadline:
+                remaining -= 1
+                started = time.perf_counter()
+                try:
+                    ok = await call(index)
+                except Exception:
+                    ok = False
+                if ok:
+                    latencies.append(time.perf_counter() - started)
+                else:
+                    errors += 1
+
+    barrier = asyncio.Barrier(concurrency + 1)
+    tasks = [asyncio.create_task(worker(i)) for i in range(concurrency)]
+    await barrier.wait()
+    started = time.perf_counter()
+    await asyncio.gather(*tasks)
+    return Result(target, latencies, errors, time.perf_counter() - started)
+
+
+def rest_caller(url: str):
+    class Caller:
+        async def __aenter__(self):
+            self.client = httpx.AsyncClient(base_url=url, headers={
+                "Authorization": f"Bearer {TOKEN}", "X-Namespace": "bench"}, timeout=30)
+            return self.call
+
+        async def call(self, x: int) -> bool:
+            reply = await self.client.post("/tools/echo_number", json={"x": x})
+            return reply.status_code == 200 and reply.json()["result"] == x
+
+        async def __aexit__(self, *exc):
+            await self.client.aclose()
+
+    return Caller
+
+
+def mcp_caller(url: str, headers: dict[str, str]):
+    class Caller:
+        async def __aenter__(self):
+            self.http = httpx2.AsyncClient(headers=headers, timeout=30)
+            self.transport = streamable_http_client(url, http_client=self.http)
+            read, write = await self.transport.__aenter__()
+            self.session = ClientSession(read, write)
+            await self.session.__aenter__()
+            await self.session.initialize()
+            return self.call
+
+        async def call(self, x: int) -> bool:
+            result = await self.session.call_tool("echo_number", {"x": x})
+            return not result.is_error and result.structured_content == {"result": x}
+
+        async def __aexit__(self, *exc):
+            await self.session.__aexit__(None, None, None)
+            await self.transport.__aexit__(None, None, None)
+            await self.http.aclose()
+
+    return Caller
+
+
+async def main(calls: int, concurrency: int) -> list[Result]:
+    with tempfile.NamedTemporaryFile("w+b", suffix=".log") as log:
+        gateway, gw_url = start_gateway(log)
+        peer, peer_url = start_peer()
+        try:
+            gw_headers = {"Authorization": f"Bearer {TOKEN}", "X-Namespace": "bench"}
+            return [
+                await run_load("ToolDock REST  POST /tools/{name}", calls, concurrency, rest_caller(gw_url)),
+                await run_load("ToolDock MCP   POST /mcp", calls, concurrency, mcp_caller(gw_url + "/mcp", gw_headers)),
+                await run_load("FastMCP direct POST /mcp (peer)", calls, concurrency, mcp_caller(peer_url + "/mcp", {})),
+            ]
+        finally:
+            for proc in (gateway, peer):
+                proc.terminate()
+                proc.wait(20)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=2000, help="measured calls per target")
+    parser.add_argument("--concurrency", type=int, default=8, help="concurrent clients per target")
+    args = parser.parse_args()
+    results = asyncio.run(main(args.calls, args.concurrency))
+    table = Table(title=f"tools/call of a trivial tool, {args.calls} calls, {args.concurrency} concurrent clients, loopback")
+    for column in ("path", "calls/s", "p50 ms", "p99 ms", "errors"):
+        table.add_column(column, justify="left" if column == "path" else "right")
+    for r in results:
+        table.add_row(r.target, f"{r.rate:.0f}", f"{r.pct(0.5):.2f}", f"{r.pct(0.99):.2f}", str(r.errors))
+    Console().print(table)
+    peer = results[-1]
+    for r in results[:-1]:
+        print(f"{r.target.split()[1]:>4}: {r.rate / peer.rate:.2f}x the peer's calls/s, "
+              f"p50 {r.pct(0.5) / peer.pct(0.5):.2f}x the peer's")
