@@ -9,6 +9,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
+# Every environment variable the gateway reads (the README documents each; tests/test_docs.py checks).
+ENV_VARS = (
+    "TOOLDOCK_BEARER_TOKEN",
+    "TOOL_CALL_TIMEOUT_SECONDS",
+    "NAMESPACE_MAX_CONCURRENCY",
+    "TOOLDOCK_STATE_DIR",
+    "MANAGER_INTERNAL_TOKEN",
+    "INTERNAL_ALLOWED_CIDRS",
+    "TOOLDOCK_MAX_BODY_BYTES",
+    "TOOLDOCK_WORKER_START_TIMEOUT",
+    "TOOLDOCK_DRAIN_TIMEOUT",
+    "TOOLDOCK_RESTART_BACKOFF",
+    "TOOLDOCK_DNS_REBINDING_PROTECTION",
+)
+
+
 class SettingsError(ValueError):
     pass
 

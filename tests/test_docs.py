@@ -1,0 +1,49 @@
+"""The README is the user's manual: every CLI option, setting and endpoint must be in it."""
+
+from pathlib import Path
+
+import click
+import pytest
+
+from tooldock.cli import main
+from tooldock.runtime.settings import ENV_VARS
+
+README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+
+
+def _options():
+    for name, command in main.commands.items():
+        yield name, None
+        for param in command.params:
+            if isinstance(param, click.Option):
+                yield name, max(param.opts, key=len)
+
+
+@pytest.mark.parametrize("command, option", list(_options()))
+def test_cli_commands_and_options_are_documented(command, option):
+    assert f"tooldock {command}" in README
+    if option:
+        assert f"`{option}`" in README, f"{option} of `tooldock {command}` is not in the README"
+
+
+@pytest.mark.parametrize("variable", ENV_VARS)
+def test_settings_are_documented(variable):
+    assert f"`{variable}`" in README
+
+
+def test_endpoints_are_documented():
+    from tooldock.runtime.rest import create_router
+    from tooldock.runtime.settings import Settings
+
+    router = create_router(None, Settings.from_env({"TOOLDOCK_BEARER_TOKEN": "x" * 16}))
+    paths = {route.path for route in router.routes} | {"/mcp"}
+    assert len(paths) >= 7
+    for path in paths:
+        assert f"`{path}`" in README, f"endpoint {path} is not in the README"
+
+
+def test_quick_start_commands_match_ci():
+    ci = (Path(__file__).resolve().parent.parent / ".ci" / "run").read_text()
+    assert "exec ./scripts/test" in ci
+    assert "```bash\n./scripts/test\n```" in README
+    assert ".venv/bin/tooldock serve examples" in README
