@@ -62,7 +62,8 @@ def start_gateway(log) -> tuple[subprocess.Popen, str]:
         if proc.poll() is not None:
             raise SystemExit(f"gateway exited:\n{text}")
         time.sleep(0.1)
-    raise SystemExit("gateway did not start")
+    proc.kill()
+    raise SystemExit("gateway did not start within 300 s")
 
 
 def start_peer() -> tuple[subprocess.Popen, str]:
@@ -70,6 +71,7 @@ def start_peer() -> tuple[subprocess.Popen, str]:
                             stderr=subprocess.DEVNULL, text=True)
     port = proc.stdout.readline().strip()
     if not port.isdigit():
+        proc.kill()
         raise SystemExit("FastMCP peer did not start")
     return proc, f"http://127.0.0.1:{port}"
 
@@ -149,7 +151,11 @@ def mcp_caller(url: str, headers: dict[str, str]):
 async def main(calls: int, concurrency: int) -> list[Result]:
     with tempfile.NamedTemporaryFile("w+b", suffix=".log") as log:
         gateway, gw_url = start_gateway(log)
-        peer, peer_url = start_peer()
+        try:
+            peer, peer_url = start_peer()
+        except BaseException:
+            gateway.kill()
+            raise
         try:
             gw_headers = {"Authorization": f"Bearer {TOKEN}", "X-Namespace": "bench"}
             return [

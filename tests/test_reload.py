@@ -60,3 +60,13 @@ def test_sighup_reloads(make_gateway):
     gw.proc.send_signal(signal.SIGHUP)
     gw.wait_for(lambda: gw.get("/health").json()["generation"] > generation, what="the SIGHUP reload")
     assert [t["name"] for t in gw.get("/tools", "limited").json()["tools"]] == ["nap", "probe"]
+
+
+def test_reload_of_a_vanished_tools_dir_keeps_serving(make_gateway):
+    gw = make_gateway(EXAMPLES, env={"MANAGER_INTERNAL_TOKEN": MANAGER})
+    shutil.rmtree(gw.tools_dir)
+    reply = gw.post("/reload", headers={"X-Manager-Token": MANAGER})
+    assert reply.status_code == 500
+    error = reply.json()["error"]
+    assert error["code"] == "reload_failed" and "still serving" in error["message"]
+    assert gw.call("multi-tool", "add", a=1, b=1).json() == {"result": 2}

@@ -14,7 +14,8 @@
     ├── ExecutionTimeout               504 execution_timeout
     ├── ToolFailed                     500 internal_error    (the tool raised, or the worker failed)
     ├── DependencyError                500 dependency_error  (an import inside the tool failed)
-    └── WorkerCrashed                  500 internal_error    (the worker died during the call)
+    ├── WorkerCrashed                  500 internal_error    (the worker died during the call)
+    └── ReloadFailed                   500 reload_failed     (the tools directory could not be scanned)
 
 Each error carries its HTTP status and its worker-protocol code. They are converted in exactly three
 places: the REST error response (`runtime.rest`), the MCP tool result (`runtime.mcp`) and the CLI
@@ -96,6 +97,10 @@ class DependencyError(ToolDockError):
 
 class WorkerCrashed(ToolDockError):
     status, code = 500, "internal_error"
+
+
+class ReloadFailed(ToolDockError):
+    status, code = 500, "reload_failed"
 
 
 # Worker-protocol error codes (seed 000, "Worker Runtime Contract") -> the error a caller sees.

@@ -45,9 +45,17 @@ class McpEndpoint:
 
 
 def _install_sighup(registry: Registry) -> None:
+    def report(task: asyncio.Task) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            print(f"tooldock: reload failed: {task.exception()}", file=sys.stderr, flush=True)
+
     def on_hup() -> None:
         print("tooldock: SIGHUP: reloading namespaces", file=sys.stderr, flush=True)
-        asyncio.ensure_future(registry.reload())
+        pending.add(task := asyncio.ensure_future(registry.reload()))
+        task.add_done_callback(pending.discard)
+        task.add_done_callback(report)
+
+    pending: set[asyncio.Task] = set()
 
     with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, on_hup)

@@ -7,6 +7,7 @@ gateway, from the namespace's `tooldock.yaml` or the gateway defaults.
 from __future__ import annotations
 
 import asyncio
+import weakref
 from typing import Any
 
 from ..errors import ExecutionTimeout, InvalidArguments, MissingNamespace, NamespaceNotFound, ToolNotFound
@@ -18,7 +19,8 @@ from .settings import Settings
 class Engine:
     def __init__(self, registry: Registry, settings: Settings) -> None:
         self.registry, self.settings = registry, settings
-        self._limits: dict[int, asyncio.Semaphore] = {}
+        # One semaphore per worker generation: a replaced worker's limit goes away with it.
+        self._limits: weakref.WeakKeyDictionary[Any, asyncio.Semaphore] = weakref.WeakKeyDictionary()
 
     def namespace(self, name: str | None) -> NamespaceEntry:
         if not name:
@@ -54,14 +56,11 @@ class Engine:
         return found
 
     def _semaphore(self, entry: NamespaceEntry) -> asyncio.Semaphore:
-        key = id(entry.worker)
-        if key not in self._limits:
-            if len(self._limits) > 4 * max(1, len(self.registry.snapshot.entries)) + 64:
-                live = {id(e.worker) for e in self.registry.snapshot.entries.values()}
-                self._limits = {k: v for k, v in self._limits.items() if k in live}
+        semaphore = self._limits.get(entry.worker)
+        if semaphore is None:
             limit = entry.source.config.limits.concurrency or self.settings.max_concurrency
-            self._limits[key] = asyncio.Semaphore(limit)
-        return self._limits[key]
+            semaphore = self._limits[entry.worker] = asyncio.Semaphore(limit)
+        return semaphore
 
     async def call_tool(self, namespace: str | None, tool: str, arguments: Any) -> dict[str, Any]:
         """The worker's result: `{"content": [...], "structuredContent": ..., "isError": false}`."""

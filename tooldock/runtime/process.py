@@ -81,6 +81,7 @@ class ProcessWorker:
         self._idle.set()
         self._output: collections.deque[str] = collections.deque(maxlen=20)
         self._task: asyncio.Task[None] | None = None
+        self._output_task: asyncio.Task[None] | None = None
 
     # -- supervision -------------------------------------------------------------------------------
 
@@ -159,7 +160,7 @@ class ProcessWorker:
             start_new_session=True,  # Ctrl-C on the gateway's terminal must not hit workers directly
         )
         self.pid = self._proc.pid
-        asyncio.create_task(self._forward_output(self._proc))
+        self._output_task = asyncio.create_task(self._forward_output(self._proc))
 
     async def _forward_output(self, proc: asyncio.subprocess.Process) -> None:
         assert proc.stdout is not None

@@ -16,6 +16,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from ..errors import ReloadFailed
 from ..namespace.models import NamespaceSource, Problem
 from ..namespace.scanner import scan_tools_dir
 from .backend import Backend, Worker
@@ -71,7 +72,10 @@ class Registry:
     async def reload(self) -> dict[str, Any]:
         """Rescan and apply; returns what changed (the `reload_core` result of seed 000)."""
         async with self._lock:
-            scan = await asyncio.to_thread(scan_tools_dir, self.tools_dir)
+            try:
+                scan = await asyncio.to_thread(scan_tools_dir, self.tools_dir)
+            except OSError as exc:  # the tools directory itself is gone: keep serving what we have
+                raise ReloadFailed(f"reload failed, still serving the previous namespaces: {exc}") from exc
             old = self.snapshot.entries
             keep: dict[str, NamespaceEntry] = {}
             fresh: dict[str, tuple[NamespaceSource, Worker | None]] = {}
