@@ -156,3 +156,30 @@ def run_mcp(gateway: Gateway, namespace: str, body: Callable[..., Any]) -> Any:
                     return await body(session)
 
     return asyncio.run(main())
+
+
+def require(*commands: str, root: bool = False) -> None:
+    """Skip (or, under CI=true, fail) when a system tool the test needs is missing."""
+    missing = [c for c in commands if shutil.which(c) is None]
+    reason = ""
+    if missing:
+        reason = f"needs {', '.join(missing)} (scripts/test installs them when run as root on Debian/Ubuntu)"
+    elif root and os.geteuid() != 0:
+        reason = "needs root (chroot)"
+    if reason:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI must provide this: {reason}")
+        pytest.skip(reason)
+
+
+BUILD_CACHE = STATE_DIR / "build-cache"
+
+
+def tooldock_cli(*args: str, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [TOOLDOCK, *args], capture_output=True, text=True,
+        env={**os.environ, "TOOLDOCK_CACHE_DIR": str(BUILD_CACHE), **(env or {})},
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"tooldock {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
+    return proc

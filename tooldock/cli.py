@@ -90,5 +90,86 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _cache_dir() -> Path:
+    import os
+
+    from .runtime.settings import default_state_dir
+
+    return Path(os.environ["TOOLDOCK_CACHE_DIR"]) if os.environ.get("TOOLDOCK_CACHE_DIR") else default_state_dir() / "build"
+
+
+@main.command()
+@click.argument("namespace_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--output", "-o", default="build/oci", show_default=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Directory for the OCI image layouts (one sub-directory per namespace).")
+@click.option("--base", "base_ref", default=None, metavar="REF",
+              help="Base image: an OCI layout directory. Default: the `tooldock base` image, built once and cached.")
+@click.option("--tar", "tar_path", default=None, type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write one tar that is both an OCI layout and a `docker load` archive; with several "
+                   "namespaces, put {namespace} in the name.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per namespace on stdout.")
+def build(namespace_dirs: tuple[Path, ...], output: Path, base_ref: str | None, tar_path: Path | None, as_json: bool) -> None:
+    """Build each NAMESPACE_DIR into its own reproducible OCI image, without a Docker daemon.
+
+    Locks requirements.txt into requirements.lock (next to the namespace; commit it), extracts the tool
+    schemas into tools.json and the image labels, and writes OUTPUT/<namespace>/ as an OCI layout.
+    Progress goes to stderr; a bad namespace is reported and the others are still built.
+    """
+    import json
+
+    from rich.console import Console
+
+    from .builder.archive import write_archive
+    from .builder.base import BaseError
+    from .builder.build import Builder, BuildError, BuildOptions
+    from .builder.lock import LockError
+    from .builder.schema import SchemaError
+
+    if tar_path is not None and len(namespace_dirs) > 1 and "{namespace}" not in str(tar_path):
+        raise click.UsageError("with several namespaces, --tar needs {namespace} in the file name")
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    builder = Builder(BuildOptions(output=output, cache=_cache_dir(), base=base_ref), say=lambda m: console.print(f"  {m}"))
+    failures = 0
+    for folder in namespace_dirs:
+        try:
+            with console.status(f"building {folder}"):
+                result = builder.build(folder)
+                if tar_path is not None:
+                    tar_file = Path(str(tar_path).replace("{namespace}", result.namespace))
+                    write_archive(tar_file, builder.store, result.image, result.ref, f"tooldock/{result.namespace}:{result.ref}")
+        except (BuildError, LockError, SchemaError, BaseError) as exc:
+            failures += 1
+            console.print(f"[red]✗ {folder}[/red]: {exc}")
+            continue
+        total = sum(result.timings.values())
+        console.print(f"[green]✓ {result.namespace}[/green] {result.image.manifest_digest} -> {result.layout} "
+                      f"({len(result.tools)} tools, {total * 1000:.0f} ms)")
+        if as_json:
+            click.echo(json.dumps(result.to_json(), sort_keys=True))
+    if failures:
+        raise click.ClickException(f"{failures} of {len(namespace_dirs)} namespace(s) failed to build")
+
+
+@main.command()
+@click.option("--output", "-o", default="build/oci/tooldock-base", show_default=True,
+              type=click.Path(file_okay=False, path_type=Path), help="Where to write the base image's OCI layout.")
+def base(output: Path) -> None:
+    """Build the minimal Python base image from pinned Debian packages (apt-get download + dpkg-deb -x).
+
+    Needs apt-get with up-to-date package lists; no Docker. Prints the image digest on stdout.
+    """
+    from .builder.base import BaseError, build_base
+    from .builder.blobs import BlobStore
+    from .builder.oci import write_layout
+
+    store = BlobStore(_cache_dir())
+    try:
+        image = build_base(store, _cache_dir())
+    except BaseError as exc:
+        raise click.ClickException(str(exc)) from None
+    write_layout(output, store, image, "base")
+    click.echo(image.manifest_digest)
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,0 +1,142 @@
+"""`tooldock base`: a minimal ("distroless-style") Python base image from pinned Debian packages.
+
+No Docker: the pinned `.deb` files are fetched with `apt-get download`, unpacked with `dpkg-deb -x`,
+stripped of docs, manuals and caches, and written as one reproducible layer. The pins live in
+`tooldock/templates/base/packages.txt`; the same pins give the same digest.
+"""
+
+from __future__ import annotations
+
+import platform
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from .blobs import BlobStore, cache_key
+from .oci import Image, assemble, read_layout, write_layout
+from .tarball import Entry, entries_from_dir, source_date_epoch
+
+PYTHON, PYTHON_BIN = "3.11", "/usr/bin/python3.11"
+NONROOT = 65532
+DROP = ("usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/lintian", "usr/share/locale",
+        "usr/share/bug", "usr/share/bash-completion", "var/cache", "var/lib/dpkg", "var/log", "usr/share/gcc")
+LABEL_PYTHON, LABEL_PYTHON_BIN, LABEL_PLATFORM = "io.tooldock.base.python", "io.tooldock.base.python-bin", "io.tooldock.base.platform"
+_ARCH = {"x86_64": ("amd64", "x86_64-manylinux_2_36"), "aarch64": ("arm64", "aarch64-manylinux_2_36")}
+
+
+class BaseError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class BaseInfo:
+    python: str
+    python_bin: str
+    platform: str  # uv --python-platform
+
+
+def base_info(image: Image, where: str) -> BaseInfo:
+    labels = (image.config_json.get("config") or {}).get("Labels") or {}
+    try:
+        return BaseInfo(labels[LABEL_PYTHON], labels[LABEL_PYTHON_BIN], labels[LABEL_PLATFORM])
+    except KeyError as exc:
+        raise BaseError(
+            f"base image {where} does not say which Python it has (label {exc.args[0]}); use a base built by "
+            "`tooldock base` or Dockerfile.base, or add the io.tooldock.base.* labels"
+        ) from None
+
+
+def pinned_packages() -> list[str]:
+    text = resources.files("tooldock").joinpath("templates/base/packages.txt").read_text()
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def _download(packages: list[str], debs: Path) -> list[Path]:
+    debs.mkdir(parents=True, exist_ok=True)
+    wanted = []
+    for pin in packages:
+        name, _, version = pin.partition("=")
+        matches = [p for p in debs.glob(f"{name}_*.deb") if p.name.split("_")[1].replace("%3a", ":") == version]
+        if matches:
+            wanted.append(matches[0])
+            continue
+        proc = subprocess.run(["apt-get", "download", "-q", pin], cwd=debs, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise BaseError(
+                f"apt-get download {pin} failed: {proc.stderr.strip()[-500:]}\n"
+                "Run 'apt-get update' first; if the pinned version is gone from the archive, update "
+                "tooldock/templates/base/packages.txt."
+            )
+        matches = [p for p in debs.glob(f"{name}_*.deb") if p.name.split("_")[1].replace("%3a", ":") == version]
+        if not matches:
+            raise BaseError(f"apt-get download {pin} did not produce the expected .deb")
+        wanted.append(matches[0])
+    return wanted
+
+
+def _rootfs_entries(rootfs: Path) -> list[Entry]:
+    for rel in DROP:
+        shutil.rmtree(rootfs / rel, ignore_errors=True)
+    certs = sorted((rootfs / "usr/share/ca-certificates").rglob("*.crt"))
+    bundle = b"".join(p.read_bytes() for p in certs)
+    entries = [e for e in entries_from_dir(rootfs, "") if not e.path.startswith("/tmp")]
+    entries += [
+        Entry("/etc/passwd", f"root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:{NONROOT}:{NONROOT}:nonroot:/home/nonroot:/sbin/nologin\n".encode()),
+        Entry("/etc/group", f"root:x:0:\nnonroot:x:{NONROOT}:\n".encode()),
+        Entry("/etc/ssl/certs/ca-certificates.crt", bundle),
+        Entry("/tmp", is_dir=True, mode=0o1777),
+        Entry("/home/nonroot", is_dir=True, mode=0o755),
+        Entry("/run/tooldock", is_dir=True, mode=0o755),
+        Entry("/usr/bin/python3", target="python3.11"),
+        Entry("/etc/localtime", target="/usr/share/zoneinfo/UTC"),
+    ]
+    return entries
+
+
+def build_base(store: BlobStore, cache: Path) -> Image:
+    machine = platform.machine()
+    if machine not in _ARCH:
+        raise BaseError(f"no base image recipe for {machine}; pass --base with an image of your own")
+    arch, py_platform = _ARCH[machine]
+    packages = pinned_packages()
+    key = cache_key("base", *packages, str(source_date_epoch()))
+    layout = cache / "base" / key[:16]
+    if (layout / "index.json").is_file():
+        return read_layout(layout, store)
+    if shutil.which("apt-get") is None or shutil.which("dpkg-deb") is None:
+        raise BaseError("building the default base needs apt-get and dpkg-deb (Debian/Ubuntu); pass --base instead")
+    debs = _download(packages, cache / "debs")
+    with tempfile.TemporaryDirectory(prefix="tooldock-rootfs-") as tmp:
+        rootfs = Path(tmp)
+        for deb in debs:
+            proc = subprocess.run(["dpkg-deb", "-x", str(deb), str(rootfs)], capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise BaseError(f"dpkg-deb -x {deb.name} failed: {proc.stderr.strip()}")
+        layer, _ = store.layer(key, lambda: _rootfs_entries(rootfs))
+    created = _iso(source_date_epoch())
+    config = {
+        "architecture": arch, "os": "linux", "created": created,
+        "config": {
+            "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                    "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt", "LANG=C.UTF-8"],
+            "User": f"{NONROOT}:{NONROOT}", "WorkingDir": "/",
+            "Cmd": [PYTHON_BIN],
+            "Labels": {LABEL_PYTHON: PYTHON, LABEL_PYTHON_BIN: PYTHON_BIN, LABEL_PLATFORM: py_platform,
+                       "org.opencontainers.image.title": "tooldock-base",
+                       "org.opencontainers.image.description": f"Minimal Python {PYTHON} from {len(packages)} pinned Debian packages"},
+        },
+        "rootfs": {"type": "layers", "diff_ids": [layer.diff_id]},
+        "history": [{"created": created, "created_by": "tooldock base (pinned Debian packages)"}],
+    }
+    image = assemble(store, config, [layer], {"org.opencontainers.image.created": created})
+    write_layout(layout, store, image, "base")
+    return image
+
+
+def _iso(epoch: int) -> str:
+    import datetime
+
+    return datetime.datetime.fromtimestamp(epoch, tz=datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

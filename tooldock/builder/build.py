@@ -1,0 +1,251 @@
+"""Compose the stages: one namespace folder in, one OCI image (layout, and optionally a tar) out.
+
+Layers, bottom to top: the base's, framework (ToolDock worker + fastmcp, identical for every namespace
+built with the same ToolDock version, Python and platform), namespace deps (from the lock), app (the
+namespace's files and tools.json). Every layer is cached by its inputs; an edit to one tool file
+rebuilds the app layer only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tooldock
+
+from ..namespace.models import NamespaceSource
+from ..namespace.names import NamespaceNameError, validate_namespace_name
+from ..namespace.scanner import scan_namespace
+from ..worker.protocol import PROTOCOL_VERSION
+from .base import BaseInfo, _iso, base_info, build_base
+from .blobs import BlobStore, cache_key
+from .install import compile_tree, install_lock, tree
+from .lock import Target, framework_lock, namespace_lock, only_new
+from .oci import Image, LayoutError, assemble, read_layout, write_layout
+from .schema import extract, interpreter_for
+from .tarball import Entry, Layer, entries_from_dir, source_date_epoch
+
+FRAMEWORK_DIR, DEPS_DIR, APP_DIR = "/opt/tooldock/framework", "/opt/tooldock/deps", "/app"
+NONROOT = "65532:65532"
+WORKER_PACKAGES = ("worker", "namespace")  # the parts of tooldock a worker image needs
+
+
+class BuildError(RuntimeError):
+    """A namespace cannot be built; the message says which file, which line, and why."""
+
+
+@dataclass
+class BuildOptions:
+    output: Path
+    cache: Path
+    base: str | None = None
+
+
+@dataclass
+class BuildResult:
+    namespace: str
+    image: Image
+    ref: str
+    layout: Path
+    tools: list[dict[str, Any]]
+    lock_hash: str
+    layers: list[dict[str, Any]] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "namespace": self.namespace, "digest": self.image.manifest_digest, "ref": self.ref,
+            "layout": str(self.layout), "config_digest": self.image.config_digest, "layers": self.layers,
+            "tools": [t["name"] for t in self.tools], "lock_hash": self.lock_hash,
+            "timings_ms": {k: round(v * 1000, 1) for k, v in self.timings.items()},
+        }
+
+
+def _worker_sources() -> list[Entry]:
+    """The `tooldock` package files a worker needs (never the gateway or the builder)."""
+    package = Path(tooldock.__file__).resolve().parent
+    entries = [Entry(f"{FRAMEWORK_DIR}/tooldock/__init__.py", source=package / "__init__.py")]
+    for sub in WORKER_PACKAGES:
+        for path in sorted((package / sub).glob("*.py")):
+            entries.append(Entry(f"{FRAMEWORK_DIR}/tooldock/{sub}/{path.name}", source=path))
+    return entries
+
+
+def entries_key(kind: str, entries: list[Entry]) -> str:
+    """A cache key over what a layer would contain: paths, modes, contents, link targets."""
+    def one(e: Entry) -> str:
+        if e.is_dir or e.target is not None:
+            return f"{e.path}:{e.mode:o}:{e.target}"
+        data = e.data if e.data is not None else e.source.read_bytes()  # type: ignore[union-attr]
+        return f"{e.path}:{e.mode:o}:{hashlib.sha256(data).hexdigest()}"
+
+    return cache_key(kind, *map(one, entries))
+
+
+def _copy_entries(entries: list[Entry], strip: str, dest: Path) -> None:
+    for entry in entries:
+        target = dest / entry.path.removeprefix(strip + "/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(entry.source, target)  # type: ignore[arg-type]
+
+
+def _app_entries(folder: Path, tools_json: bytes) -> list[Entry]:
+    entries = entries_from_dir(folder, APP_DIR, skip=lambda rel: Path(rel).name.startswith(".") or rel.endswith(".sock"))
+    return [*entries, Entry(f"{APP_DIR}/tools.json", tools_json)]
+
+
+def validate(folder: Path) -> NamespaceSource:
+    if not folder.is_dir():
+        raise BuildError(f"{folder}: no such directory; give the path of a namespace folder (e.g. examples/multi-tool)")
+    try:
+        validate_namespace_name(folder.resolve().name)
+    except NamespaceNameError as exc:
+        raise BuildError(f"{folder}: {exc}") from None
+    source = scan_namespace(folder)
+    if source.problems:
+        lines = "\n".join(f"  {folder.name}/{p.file}:{p.line or '-'}: {p.message}" for p in source.problems)
+        raise BuildError(f"namespace {source.name!r} is invalid:\n{lines}")
+    if not source.files:
+        raise BuildError(f"namespace {source.name!r} has no tool files; add a .py file with @tool functions")
+    return source
+
+
+class Builder:
+    def __init__(self, options: BuildOptions, say: Callable[[str], None] = lambda _: None) -> None:
+        self.options, self.say = options, say
+        self.store = BlobStore(options.cache)
+        self._base: tuple[Image, BaseInfo] | None = None
+
+    def base(self) -> tuple[Image, BaseInfo]:
+        if self._base is None:
+            ref = self.options.base
+            if ref is None:
+                self.say("base: tooldock base (pinned Debian packages)")
+                image = build_base(self.store, self.options.cache)
+            elif Path(ref).is_dir():
+                try:
+                    image = read_layout(Path(ref), self.store)
+                except LayoutError as exc:
+                    raise BuildError(str(exc)) from None
+            else:
+                raise BuildError(
+                    f"--base {ref!r}: no such OCI layout directory (registry and Docker-engine references "
+                    "are not supported yet)"
+                )
+            self._base = (image, base_info(image, ref or "tooldock base"))
+        return self._base
+
+    def build(self, folder: Path) -> BuildResult:
+        timings: dict[str, float] = {}
+        clock = time.perf_counter()
+
+        def lap(name: str) -> None:
+            nonlocal clock
+            now = time.perf_counter()
+            timings[name] = timings.get(name, 0.0) + now - clock
+            clock = now
+
+        source = validate(folder)
+        lap("validate")
+        base, info = self.base()
+        lap("base")
+        target = Target(info.python, info.platform)
+        cache = self.options.cache
+        fw_lock = framework_lock(cache, target)
+        ns_lock, reused = namespace_lock(source.path, source.requirements, fw_lock, target)
+        self.say(f"{source.name}: lock {'unchanged' if reused else 'written'} ({source.name}/requirements.lock)")
+        lap("lock")
+
+        worker_src = _worker_sources()
+        fw_key = cache_key("framework", fw_lock, str(target), entries_key("worker", worker_src))
+        python = interpreter_for(info.python)
+
+        def fill(lock_text: str) -> Callable[[Path], None]:
+            return lambda d: (install_lock(lock_text, d, target), compile_tree(d, python))
+
+        fw_tree, _ = tree(cache, "framework", fw_key, fill(fw_lock))
+        deps_text = only_new(ns_lock, fw_lock)
+        deps_key = cache_key("deps", deps_text, str(target))
+        deps_tree, _ = tree(cache, "deps", deps_key, fill(deps_text))
+        lap("install")
+
+        files = [f.filename for f in source.files]
+        schema_key = cache_key("schema", fw_key, deps_key, source.fingerprint, *files)
+        schema_path = cache / "schemas" / f"{schema_key[:32]}.json"
+        if schema_path.is_file():
+            tools = json.loads(schema_path.read_text())
+        else:
+            with_worker, _ = tree(cache, "worker", fw_key, lambda d: _copy_entries(worker_src, FRAMEWORK_DIR, d))
+            tools = extract(python, source.path, files, [deps_tree, with_worker, fw_tree])
+            schema_path.parent.mkdir(parents=True, exist_ok=True)
+            schema_path.write_text(json.dumps(tools))
+        tools_json = json.dumps(tools, indent=2, sort_keys=True).encode() + b"\n"
+        lap("schema")
+
+        named: list[tuple[str, Layer, bool]] = [("framework", *self.store.layer(
+            fw_key, lambda: [*entries_from_dir(fw_tree, FRAMEWORK_DIR), *worker_src]))]
+        if deps_text:
+            named.append(("deps", *self.store.layer(deps_key, lambda: entries_from_dir(deps_tree, DEPS_DIR))))
+        app_entries = _app_entries(source.path, tools_json)
+        named.append(("app", *self.store.layer(entries_key("app", app_entries), lambda: app_entries)))
+        lap("layers")
+
+        image = self._assemble(source, base, info, [(n, l) for n, l, _ in named], tools, ns_lock)
+        ref = source.config.version or "latest"
+        layout = self.options.output / source.name
+        write_layout(layout, self.store, image, ref)
+        lap("write")
+        return BuildResult(
+            source.name, image, ref, layout, tools, hashlib.sha256(ns_lock.encode()).hexdigest(),
+            [{"name": "base", "digest": l.digest, "size": l.size, "cached": True} for l in base.layers]
+            + [{"name": n, "digest": l.digest, "size": l.size, "cached": hit} for n, l, hit in named],
+            timings,
+        )
+
+    def _assemble(self, source: NamespaceSource, base: Image, info: BaseInfo, named: list[tuple[str, Layer]],
+                  tools: list[dict[str, Any]], lock: str) -> Image:
+        layers = [layer for _, layer in named]
+        base_config = base.config_json
+        created = _iso(source_date_epoch())
+        env = [e for e in (base_config.get("config") or {}).get("Env", []) if not e.startswith("PYTHONPATH=")]
+        env += [f"PYTHONPATH={DEPS_DIR}:{FRAMEWORK_DIR}", "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1",
+                f"TOOLDOCK_NAMESPACE={source.name}", f"TOOLDOCK_APP_DIR={APP_DIR}"]
+        env += [f"{k}={v}" for k, v in source.config.env]
+        cfg = source.config
+        labels = {
+            **((base_config.get("config") or {}).get("Labels") or {}),
+            "io.tooldock.namespace": source.name,
+            "io.tooldock.tools": json.dumps(tools, sort_keys=True, separators=(",", ":")),
+            "io.tooldock.secrets": json.dumps(list(cfg.secrets)),
+            "io.tooldock.protocol": str(PROTOCOL_VERSION),
+            "io.tooldock.network": cfg.network,
+            "io.tooldock.lock-hash": hashlib.sha256(lock.encode()).hexdigest(),
+            "io.tooldock.builder": f"tooldock {tooldock.__version__}",
+            "org.opencontainers.image.title": source.name,
+            "org.opencontainers.image.description": cfg.description,
+            "org.opencontainers.image.version": cfg.version,
+            "org.opencontainers.image.created": created,
+        }
+        if cfg.author:
+            labels["org.opencontainers.image.authors"] = cfg.author
+        config = {
+            "architecture": base_config.get("architecture", "amd64"), "os": base_config.get("os", "linux"),
+            "created": created,
+            "config": {
+                "User": NONROOT, "Env": env, "WorkingDir": APP_DIR, "Labels": labels,
+                "Entrypoint": [info.python_bin, "-s", "-m", "tooldock.worker"],
+                "Volumes": {"/run/tooldock": {}},
+            },
+            "rootfs": {"type": "layers", "diff_ids": [*(base_config.get("rootfs") or {}).get("diff_ids", []), *(l.diff_id for l in layers)]},
+            "history": [*base_config.get("history", []),
+                        *({"created": created, "created_by": f"tooldock build: {name} layer"} for name, _ in named)],
+        }
+        annotations = {"org.opencontainers.image.created": created, "org.opencontainers.image.title": source.name,
+                       "io.tooldock.namespace": source.name}
+        return assemble(self.store, config, [*base.layers, *layers], annotations)

@@ -1,0 +1,59 @@
+"""Install a lock into a directory tree for the image (uv pip install --target), cached by key.
+
+Trees are kept in the build cache: the layer made from a tree is cached by the same key, and the tree
+itself is what schema extraction imports at build time.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from uv import find_uv_bin
+
+from .lock import LockError, Target, _uv_env
+
+
+def compile_tree(dest: Path, python: str) -> None:
+    """Byte-compile a cached tree so build-time schema extraction imports fast. Layers never include
+    the bytecode (`tarball` skips it); hash-based pycs keep the tree independent of mtimes."""
+    subprocess.run([python, "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "unchecked-hash", str(dest)],
+                   capture_output=True)
+
+
+def install_lock(lock_text: str, dest: Path, target: Target) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
+    if not lock_text.strip():
+        return
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", prefix="tooldock-install-") as req:
+        req.write(lock_text)
+        req.flush()
+        proc = subprocess.run(
+            [find_uv_bin(), "pip", "install", "--quiet", "--target", str(dest), "--no-deps", "--require-hashes",
+             "--link-mode", "copy", "--python-version", target.python, "--python-platform", target.platform,
+             "-r", req.name],
+            capture_output=True, text=True, env=_uv_env(),
+        )
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-12:])
+        raise LockError(f"installing the locked packages failed:\n{tail}")
+
+
+def tree(cache: Path, kind: str, key: str, fill: Callable[[Path], None]) -> tuple[Path, bool]:
+    """The cached directory for `key`, filled by `fill(tmpdir)` and renamed into place if missing."""
+    final = cache / "trees" / f"{kind}-{key[:24]}"
+    if final.is_dir():
+        return final, True
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+    try:
+        fill(tmp)
+        os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final, False
