@@ -183,3 +183,78 @@ def tooldock_cli(*args: str, env: dict[str, str] | None = None, check: bool = Tr
     if check and proc.returncode != 0:
         raise AssertionError(f"tooldock {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
     return proc
+
+
+DOCKERD_SOCKET = Path("/tmp/tooldock-test-docker.sock")
+
+
+@pytest.fixture(scope="session")
+def docker_host() -> Iterator[str]:
+    """A reachable Docker engine: DOCKER_HOST / the default socket if one answers, else a `dockerd`
+    started here (no bridge network, no iptables: test containers use --network none)."""
+    import docker
+
+    def answers(host: str | None) -> bool:
+        try:
+            (docker.DockerClient(base_url=host) if host else docker.from_env()).ping()
+            return True
+        except Exception:
+            return False
+
+    if answers(None):
+        yield os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+        return
+    host = f"unix://{DOCKERD_SOCKET}"
+    if answers(host):
+        yield host
+        return
+    require("dockerd", root=True)
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    log = open(STATE_DIR / "dockerd.log", "ab")
+    proc = subprocess.Popen(
+        ["dockerd", "--host", host, "--bridge=none", "--iptables=false", "--ip6tables=false",
+         "--data-root", "/var/lib/tooldock-test-docker", "--exec-root", "/tmp/tooldock-test-docker-exec",
+         "--pidfile", "/tmp/tooldock-test-dockerd.pid"],
+        stdout=log, stderr=log,
+    )
+    deadline = time.monotonic() + 60
+    while not answers(host):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            message = f"dockerd did not start; see {STATE_DIR / 'dockerd.log'}"
+            pytest.fail(message) if os.environ.get("CI") == "true" else pytest.skip(message)
+        time.sleep(0.5)
+    yield host
+    proc.terminate()
+    proc.wait(30)
+    log.close()
+
+
+@pytest.fixture(scope="session")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Debian's docker-registry on a free 127.0.0.1 port, storing in a temp dir."""
+    import socket as socketlib
+
+    require("docker-registry")
+    tmp = tmp_path_factory.mktemp("registry")
+    with socketlib.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    (tmp / "config.yml").write_text(
+        f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {tmp / 'data'}\n"
+        f"http:\n  addr: 127.0.0.1:{port}\nlog:\n  level: warn\n"
+    )
+    proc = subprocess.Popen(["docker-registry", "serve", str(tmp / "config.yml")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    address = f"127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(f"http://{address}/v2/", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        assert proc.poll() is None and time.monotonic() < deadline, "docker-registry did not start"
+        time.sleep(0.2)
+    yield address
+    proc.terminate()
+    proc.wait(10)

@@ -107,8 +107,14 @@ def _cache_dir() -> Path:
 @click.option("--tar", "tar_path", default=None, type=click.Path(dir_okay=False, path_type=Path),
               help="Also write one tar that is both an OCI layout and a `docker load` archive; with several "
                    "namespaces, put {namespace} in the name.")
+@click.option("--load", is_flag=True, help="Load each image into the Docker engine as tooldock/<namespace>:<version> "
+              "and tooldock/<namespace>:sha256-<digest>.")
+@click.option("--push", "push_to", default=None, metavar="REGISTRY/PREFIX",
+              help="Push each image to REGISTRY/PREFIX/<namespace>:<version> (OCI distribution API; "
+                   "credentials from TOOLDOCK_REGISTRY_USERNAME / TOOLDOCK_REGISTRY_PASSWORD).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per namespace on stdout.")
-def build(namespace_dirs: tuple[Path, ...], output: Path, base_ref: str | None, tar_path: Path | None, as_json: bool) -> None:
+def build(namespace_dirs: tuple[Path, ...], output: Path, base_ref: str | None, tar_path: Path | None,
+          load: bool, push_to: str | None, as_json: bool) -> None:
     """Build each NAMESPACE_DIR into its own reproducible OCI image, without a Docker daemon.
 
     Locks requirements.txt into requirements.lock (next to the namespace; commit it), extracts the tool
@@ -122,9 +128,17 @@ def build(namespace_dirs: tuple[Path, ...], output: Path, base_ref: str | None, 
     from .builder.archive import write_archive
     from .builder.base import BaseError
     from .builder.build import Builder, BuildError, BuildOptions
+    from .builder.daemon import DaemonError
+    from .builder.daemon import load as load_image
     from .builder.lock import LockError
+    from .builder.registry import RegistryError, parse_target, push
     from .builder.schema import SchemaError
 
+    if push_to is not None:
+        try:
+            parse_target(push_to)
+        except RegistryError as exc:
+            raise click.UsageError(str(exc)) from None
     if tar_path is not None and len(namespace_dirs) > 1 and "{namespace}" not in str(tar_path):
         raise click.UsageError("with several namespaces, --tar needs {namespace} in the file name")
     console = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -137,7 +151,19 @@ def build(namespace_dirs: tuple[Path, ...], output: Path, base_ref: str | None, 
                 if tar_path is not None:
                     tar_file = Path(str(tar_path).replace("{namespace}", result.namespace))
                     write_archive(tar_file, builder.store, result.image, result.ref, f"tooldock/{result.namespace}:{result.ref}")
-        except (BuildError, LockError, SchemaError, BaseError) as exc:
+            extra = {}
+            if load:
+                with console.status(f"loading {result.namespace} into Docker"):
+                    extra["loaded"] = load_image(builder.store, result.image, f"tooldock/{result.namespace}", result.ref)
+                console.print(f"  loaded as {', '.join(extra['loaded'])}")
+            if push_to is not None:
+                with console.status(f"pushing {result.namespace} to {push_to}"):
+                    pushed = push(builder.store, result.image, push_to, result.namespace, result.ref)
+                extra["pushed"] = {"reference": pushed.reference, "digest": pushed.digest,
+                                   "uploaded": pushed.uploaded, "skipped": pushed.skipped}
+                console.print(f"  pushed {pushed.reference} ({len(pushed.uploaded)} blobs uploaded, "
+                              f"{len(pushed.skipped)} already there)")
+        except (BuildError, LockError, SchemaError, BaseError, DaemonError, RegistryError) as exc:
             failures += 1
             console.print(f"[red]✗ {folder}[/red]: {exc}")
             continue
@@ -145,7 +171,7 @@ def build(namespace_dirs: tuple[Path, ...], output: Path, base_ref: str | None, 
         console.print(f"[green]✓ {result.namespace}[/green] {result.image.manifest_digest} -> {result.layout} "
                       f"({len(result.tools)} tools, {total * 1000:.0f} ms)")
         if as_json:
-            click.echo(json.dumps(result.to_json(), sort_keys=True))
+            click.echo(json.dumps({**result.to_json(), **extra}, sort_keys=True))
     if failures:
         raise click.ClickException(f"{failures} of {len(namespace_dirs)} namespace(s) failed to build")
 

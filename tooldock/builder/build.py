@@ -159,7 +159,8 @@ class Builder:
         cache = self.options.cache
         fw_lock = framework_lock(cache, target)
         ns_lock, reused = namespace_lock(source.path, source.requirements, fw_lock, target)
-        self.say(f"{source.name}: lock {'unchanged' if reused else 'written'} ({source.name}/requirements.lock)")
+        if source.has_requirements:
+            self.say(f"{source.name}: lock {'unchanged' if reused else 'written'} ({source.name}/requirements.lock)")
         lap("lock")
 
         worker_src = _worker_sources()

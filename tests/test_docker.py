@@ -1,0 +1,101 @@
+"""Built images in a real Docker engine and a real registry: `--load`, `docker run --network none` with
+only the socket directory mounted, `--push` twice (the second uploads nothing), and clear failures."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import EXAMPLES, require, tooldock_cli
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    src = tmp_path_factory.mktemp("docker-src")
+    shutil.copytree(EXAMPLES / "multi-tool", src / "multi-tool", ignore=shutil.ignore_patterns("__pycache__"))
+    return src / "multi-tool"
+
+
+def _talk(sock_path: Path) -> tuple[dict, dict, dict]:
+    client = socket.socket(socket.AF_UNIX)
+    client.connect(str(sock_path))
+    stream = client.makefile("rwb")
+    ready = json.loads(stream.readline())
+    stream.write(b'{"id":"p","op":"ping"}\n{"id":"l","op":"tools.list"}\n')
+    stream.flush()
+    replies = {r["id"]: r for r in (json.loads(stream.readline()) for _ in range(2))}
+    client.close()
+    return ready, replies["p"], replies["l"]
+
+
+def test_load_and_run_with_no_network_and_no_arguments(docker_host, source, tmp_path):
+    import docker
+
+    result = json.loads(tooldock_cli("build", str(source), "--output", str(tmp_path / "oci"), "--load", "--json",
+                                     env={"DOCKER_HOST": docker_host}).stdout)
+    assert result["loaded"] == ["tooldock/multi-tool:latest", f"tooldock/multi-tool:{result['digest'].replace(':', '-')}"]
+    client = docker.DockerClient(base_url=docker_host)
+    image = client.images.get("tooldock/multi-tool:latest")
+    labels = image.labels
+    assert labels["io.tooldock.namespace"] == "multi-tool"
+    tools = json.loads(labels["io.tooldock.tools"])
+    assert image.attrs["Config"]["User"] == "65532:65532"
+
+    # A short socket directory (unix socket paths are limited), writable by the image's non-root user.
+    sockets = Path(tempfile.mkdtemp(prefix="tdk-"))
+    sockets.chmod(0o777)
+    container = client.containers.run("tooldock/multi-tool:latest", detach=True, network_mode="none",
+                                      volumes={str(sockets): {"bind": "/run/tooldock", "mode": "rw"}})
+    try:
+        sock = sockets / "multi-tool.sock"
+        deadline = time.monotonic() + 60
+        while not sock.exists():
+            container.reload()
+            assert container.status in ("created", "running"), container.logs().decode()
+            assert time.monotonic() < deadline, container.logs().decode()
+            time.sleep(0.2)
+        ready, ping, listed = _talk(sock)
+        container.reload()
+        assert container.attrs["HostConfig"]["NetworkMode"] == "none"
+    finally:
+        container.remove(force=True)
+        shutil.rmtree(sockets, ignore_errors=True)
+    assert ping["ok"] and ping["result"]["pong"]
+    assert ready["tools"] == tools and listed["result"]["tools"] == tools
+
+
+def test_push_twice_second_uploads_nothing(registry, source, tmp_path):
+    require("skopeo")
+    target = f"{registry}/tools"
+    first = json.loads(tooldock_cli("build", str(source), "--output", str(tmp_path / "oci"), "--push", target,
+                                    "--json").stdout)
+    assert first["pushed"]["reference"] == f"{registry}/tools/multi-tool:latest"
+    assert len(first["pushed"]["uploaded"]) + len(first["pushed"]["skipped"]) == 1 + len(first["layers"])
+    second = json.loads(tooldock_cli("build", str(source), "--output", str(tmp_path / "oci"), "--push", target,
+                                     "--json").stdout)
+    assert second["pushed"]["uploaded"] == []
+    info = json.loads(subprocess.run(
+        ["skopeo", "inspect", "--tls-verify=false", f"docker://{registry}/tools/multi-tool:latest"],
+        capture_output=True, text=True, check=True).stdout)
+    assert info["Digest"] == first["digest"] == second["digest"]
+
+
+def test_unreachable_registry_and_engine_are_clear_errors(source, tmp_path):
+    with socket.socket() as probe:  # a loopback port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = tooldock_cli("build", str(source), "--output", str(tmp_path / "oci"), "--push", f"127.0.0.1:{port}/tools",
+                        check=False)
+    assert proc.returncode == 1 and f"cannot reach registry 127.0.0.1:{port}" in proc.stderr
+    proc = tooldock_cli("build", str(source), "--output", str(tmp_path / "oci2"), "--load", check=False,
+                        env={"DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"})
+    assert proc.returncode == 1 and "cannot reach the Docker engine" in proc.stderr
+    bad = tooldock_cli("build", str(source), "--push", "not a registry", check=False)
+    assert bad.returncode == 2 and "REGISTRY/PREFIX" in bad.stderr

@@ -1,0 +1,125 @@
+"""Push an image to a registry through the OCI distribution API (no Docker).
+
+Blobs the registry already has are skipped (HEAD), the rest are uploaded monolithically (POST + PUT),
+then the manifest is PUT by tag; the registry's digest for it must equal the built one. Token auth
+follows the distribution spec: a 401 with `WWW-Authenticate: Bearer realm=...,service=...,scope=...` is
+answered by fetching a token from the realm (with TOOLDOCK_REGISTRY_USERNAME / _PASSWORD if set).
+Loopback registries are spoken to over plain HTTP, every other one over HTTPS.
+"""
+
+from __future__ import annotations
+
+import base64
+import ipaddress
+import os
+import re
+from dataclasses import dataclass, field
+
+import httpx
+
+from .blobs import BlobStore
+from .oci import MANIFEST, Image
+
+_REF_RE = re.compile(r"^(?P<host>[A-Za-z0-9.-]+(:[0-9]+)?|\[[0-9a-fA-F:]+\](:[0-9]+)?)/(?P<path>[a-z0-9]+([._/-][a-z0-9]+)*)$")
+
+
+class RegistryError(RuntimeError):
+    pass
+
+
+@dataclass
+class PushResult:
+    reference: str
+    digest: str
+    uploaded: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+def parse_target(target: str) -> tuple[str, str]:
+    """`REGISTRY/PREFIX` -> (host[:port], prefix). Raises with an example when malformed."""
+    match = _REF_RE.match(target.rstrip("/"))
+    if not match:
+        raise RegistryError(
+            f"--push {target!r}: expected REGISTRY/PREFIX, e.g. 127.0.0.1:5000/tools or ghcr.io/acme/tools"
+        )
+    return match.group("host"), match.group("path")
+
+
+def _scheme(host: str) -> str:
+    name = host.rsplit(":", 1)[0].strip("[]") if not host.startswith("[") else host[1:host.index("]")]
+    if name == "localhost":
+        return "http"
+    try:
+        return "http" if ipaddress.ip_address(name).is_loopback else "https"
+    except ValueError:
+        return "https"
+
+
+def _basic(user: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+class _Auth(httpx.Auth):
+    """Answers Bearer (token) and Basic challenges, once per request."""
+
+    def __init__(self) -> None:
+        self.user = os.environ.get("TOOLDOCK_REGISTRY_USERNAME")
+        self.password = os.environ.get("TOOLDOCK_REGISTRY_PASSWORD")
+        self.header: str | None = None
+
+    def auth_flow(self, request):
+        if self.header:
+            request.headers["Authorization"] = self.header
+        response = yield request
+        if response.status_code != 401:
+            return
+        challenge = response.headers.get("www-authenticate", "")
+        scheme, _, params = challenge.partition(" ")
+        fields = dict(re.findall(r'(\w+)="([^"]*)"', params))
+        if scheme.lower() == "bearer" and "realm" in fields:
+            query = {k: v for k, v in fields.items() if k in ("service", "scope")}
+            headers = {"Authorization": _basic(self.user, self.password or "")} if self.user else {}
+            token_response = yield httpx.Request("GET", fields["realm"], params=query, headers=headers)
+            if token_response.status_code != 200:
+                raise RegistryError(f"registry token request failed ({token_response.status_code})")
+            body = token_response.json()
+            self.header = f"Bearer {body.get('token') or body.get('access_token')}"
+        elif scheme.lower() == "basic" and self.user:
+            self.header = _basic(self.user, self.password or "")
+        else:
+            raise RegistryError("the registry wants credentials: set TOOLDOCK_REGISTRY_USERNAME and TOOLDOCK_REGISTRY_PASSWORD")
+        request.headers["Authorization"] = self.header
+        yield request
+
+
+def push(store: BlobStore, image: Image, target: str, namespace: str, tag: str) -> PushResult:
+    host, prefix = parse_target(target)
+    repository = f"{prefix}/{namespace}"
+    base = f"{_scheme(host)}://{host}/v2/{repository}"
+    result = PushResult(f"{host}/{repository}:{tag}", image.manifest_digest)
+    try:
+        with httpx.Client(auth=_Auth(), timeout=httpx.Timeout(30, write=300), follow_redirects=True) as client:
+            for digest in dict.fromkeys([image.config_digest, *(l.digest for l in image.layers)]):
+                head = client.head(f"{base}/blobs/{digest}")
+                if head.status_code == 200:
+                    result.skipped.append(digest)
+                    continue
+                start = client.post(f"{base}/blobs/uploads/")
+                if start.status_code != 202 or "location" not in start.headers:
+                    raise RegistryError(f"registry refused an upload to {repository} ({start.status_code}): {start.text[:200]}")
+                location = httpx.URL(f"{base}/").join(start.headers["location"])
+                done = client.put(location, params={**dict(location.params), "digest": digest},
+                                  content=store.path(digest).read_bytes(),
+                                  headers={"Content-Type": "application/octet-stream"})
+                if done.status_code != 201:
+                    raise RegistryError(f"upload of {digest} failed ({done.status_code}): {done.text[:200]}")
+                result.uploaded.append(digest)
+            put = client.put(f"{base}/manifests/{tag}", content=image.manifest, headers={"Content-Type": MANIFEST})
+            if put.status_code != 201:
+                raise RegistryError(f"manifest upload failed ({put.status_code}): {put.text[:300]}")
+            pushed = put.headers.get("docker-content-digest")
+            if pushed and pushed != image.manifest_digest:
+                raise RegistryError(f"the registry stored digest {pushed}, not the built {image.manifest_digest}")
+    except httpx.HTTPError as exc:
+        raise RegistryError(f"cannot reach registry {host}: {exc}") from None
+    return result
