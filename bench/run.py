@@ -180,7 +180,7 @@ if __name__ == "__main__":
         table.add_column(column, justify="left" if column == "path" else "right")
     for r in results:
         table.add_row(r.target, f"{r.rate:.0f}", f"{r.pct(0.5):.2f}", f"{r.pct(0.99):.2f}", str(r.errors))
-    Console().print(table)
+    Console(width=140).print(table)
     peer = results[-1]
     for r in results[:-1]:
         print(f"{r.target.split()[1]:>4}: {r.rate / peer.rate:.2f}x the peer's calls/s, "

@@ -178,7 +178,7 @@ BUILD_CACHE = STATE_DIR / "build-cache"
 def tooldock_cli(*args: str, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(
         [TOOLDOCK, *args], capture_output=True, text=True,
-        env={**os.environ, "TOOLDOCK_CACHE_DIR": str(BUILD_CACHE), **(env or {})},
+        env={**os.environ, "TOOLDOCK_CACHE_DIR": str(BUILD_CACHE), "TOOLDOCK_SCHEMA_ZYGOTE_IDLE": "30", **(env or {})},
     )
     if check and proc.returncode != 0:
         raise AssertionError(f"tooldock {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")

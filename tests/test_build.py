@@ -117,6 +117,22 @@ def test_editing_one_tool_file_rebuilds_only_the_app_layer(built, tmp_path):
     assert [l["digest"] for l in second["layers"][:2]] == [l["digest"] for l in first["layers"][:2]]
 
 
+def test_schema_zygote_and_plain_extraction_agree(built, tmp_path):
+    from conftest import BUILD_CACHE
+
+    src = tmp_path / "multi-tool"
+    shutil.copytree(built["src"] / "multi-tool", src)
+    (src / "extra_tools.py").write_text(
+        "from fastmcp.tools import tool\n\n@tool\ndef shout(text: str, times: int = 1) -> str:\n"
+        f"    \"\"\"Shout {uuid.uuid4()}.\"\"\"\n    return text.upper() * times\n"
+    )
+    fast = build_json(str(src), "--output", str(tmp_path / "a"))[0]
+    shutil.rmtree(BUILD_CACHE / "schemas")
+    plain = build_json(str(src), "--output", str(tmp_path / "b"), env={"TOOLDOCK_SCHEMA_ZYGOTE": "0"})[0]
+    assert fast["digest"] == plain["digest"]
+    assert "shout" in fast["tools"]
+
+
 def _worker_handshake(sock_path: Path) -> tuple[dict, dict, dict]:
     client = socket.socket(socket.AF_UNIX)
     client.connect(str(sock_path))

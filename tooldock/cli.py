@@ -112,9 +112,12 @@ def _cache_dir() -> Path:
 @click.option("--push", "push_to", default=None, metavar="REGISTRY/PREFIX",
               help="Push each image to REGISTRY/PREFIX/<namespace>:<version> (OCI distribution API; "
                    "credentials from TOOLDOCK_REGISTRY_USERNAME / TOOLDOCK_REGISTRY_PASSWORD).")
+@click.option("--engine", type=click.Choice(["oci", "docker"]), default="oci", show_default=True,
+              help="oci: ToolDock writes the layers itself (no daemon). docker: render a Dockerfile and run "
+                   "`docker build` (the image lands in the Docker engine).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per namespace on stdout.")
 def build(namespace_dirs: tuple[Path, ...], output: Path, base_ref: str | None, tar_path: Path | None,
-          load: bool, push_to: str | None, as_json: bool) -> None:
+          load: bool, push_to: str | None, engine: str, as_json: bool) -> None:
     """Build each NAMESPACE_DIR into its own reproducible OCI image, without a Docker daemon.
 
     Locks requirements.txt into requirements.lock (next to the namespace; commit it), extracts the tool
@@ -139,12 +142,17 @@ def build(namespace_dirs: tuple[Path, ...], output: Path, base_ref: str | None, 
             parse_target(push_to)
         except RegistryError as exc:
             raise click.UsageError(str(exc)) from None
+    if engine == "docker" and (tar_path or load or push_to):
+        raise click.UsageError("--engine docker builds into the Docker engine; --tar, --load and --push need --engine oci")
     if tar_path is not None and len(namespace_dirs) > 1 and "{namespace}" not in str(tar_path):
         raise click.UsageError("with several namespaces, --tar needs {namespace} in the file name")
     console = Console(stderr=True, highlight=False, soft_wrap=True)
     builder = Builder(BuildOptions(output=output, cache=_cache_dir(), base=base_ref), say=lambda m: console.print(f"  {m}"))
     failures = 0
     for folder in namespace_dirs:
+        if engine == "docker":
+            failures += _build_with_docker(builder, folder, console, as_json)
+            continue
         try:
             with console.status(f"building {folder}"):
                 result = builder.build(folder)
@@ -174,6 +182,28 @@ def build(namespace_dirs: tuple[Path, ...], output: Path, base_ref: str | None, 
             click.echo(json.dumps({**result.to_json(), **extra}, sort_keys=True))
     if failures:
         raise click.ClickException(f"{failures} of {len(namespace_dirs)} namespace(s) failed to build")
+
+
+def _build_with_docker(builder, folder: Path, console, as_json: bool) -> int:
+    import json
+
+    from .builder.base import BaseError
+    from .builder.build import BuildError
+    from .builder.daemon import DaemonError
+    from .builder.docker_engine import build_with_docker
+    from .builder.lock import LockError
+    from .builder.schema import SchemaError
+
+    try:
+        with console.status(f"docker build {folder}"):
+            result = build_with_docker(builder, folder)
+    except (BuildError, LockError, SchemaError, BaseError, DaemonError) as exc:
+        console.print(f"[red]✗ {folder}[/red]: {exc}")
+        return 1
+    console.print(f"[green]✓ {result['namespace']}[/green] {result['image_id']} as {result['tags'][0]} (docker build)")
+    if as_json:
+        click.echo(json.dumps(result, sort_keys=True))
+    return 0
 
 
 @main.command()

@@ -22,17 +22,15 @@ import tooldock
 from ..namespace.models import NamespaceSource
 from ..namespace.names import NamespaceNameError, validate_namespace_name
 from ..namespace.scanner import scan_namespace
-from ..worker.protocol import PROTOCOL_VERSION
 from .base import BaseInfo, _iso, base_info, build_base
 from .blobs import BlobStore, cache_key
 from .install import compile_tree, install_lock, tree
 from .lock import Target, framework_lock, namespace_lock, only_new
 from .oci import Image, LayoutError, assemble, read_layout, write_layout
 from .schema import extract, interpreter_for
+from .imageconfig import APP_DIR, DEPS_DIR, FRAMEWORK_DIR, USER, entrypoint, environment, labels
 from .tarball import Entry, Layer, entries_from_dir, source_date_epoch
 
-FRAMEWORK_DIR, DEPS_DIR, APP_DIR = "/opt/tooldock/framework", "/opt/tooldock/deps", "/app"
-NONROOT = "65532:65532"
 WORKER_PACKAGES = ("worker", "namespace")  # the parts of tooldock a worker image needs
 
 
@@ -45,6 +43,36 @@ class BuildOptions:
     output: Path
     cache: Path
     base: str | None = None
+
+
+@dataclass
+class Prepared:
+    """Everything a namespace's image is made of, before anyone writes layers."""
+
+    source: NamespaceSource
+    base: Image
+    info: BaseInfo
+    worker_src: list[Entry]
+    fw_key: str
+    fw_tree: Path
+    deps_key: str
+    deps_tree: Path
+    deps_text: str
+    tools: list[dict[str, Any]]
+    lock: str
+    timings: dict[str, float]
+
+    @property
+    def tools_json(self) -> bytes:
+        return json.dumps(self.tools, indent=2, sort_keys=True).encode() + b"\n"
+
+    @property
+    def app_entries(self) -> list[Entry]:
+        return _app_entries(self.source.path, self.tools_json)
+
+    @property
+    def ref(self) -> str:
+        return self.source.config.version or "latest"
 
 
 @dataclass
@@ -128,20 +156,13 @@ class Builder:
             if ref is None:
                 self.say("base: tooldock base (pinned Debian packages)")
                 image = build_base(self.store, self.options.cache)
-            elif Path(ref).is_dir():
-                try:
-                    image = read_layout(Path(ref), self.store)
-                except LayoutError as exc:
-                    raise BuildError(str(exc)) from None
             else:
-                raise BuildError(
-                    f"--base {ref!r}: no such OCI layout directory (registry and Docker-engine references "
-                    "are not supported yet)"
-                )
+                image = resolve_base(ref, self.store)
             self._base = (image, base_info(image, ref or "tooldock base"))
         return self._base
 
-    def build(self, folder: Path) -> BuildResult:
+    def prepare(self, folder: Path) -> Prepared:
+        """Validate, lock, install and extract: the stages both image writers share."""
         timings: dict[str, float] = {}
         clock = time.perf_counter()
 
@@ -177,8 +198,7 @@ class Builder:
         lap("install")
 
         files = [f.filename for f in source.files]
-        schema_key = cache_key("schema", fw_key, deps_key, source.fingerprint, *files)
-        schema_path = cache / "schemas" / f"{schema_key[:32]}.json"
+        schema_path = cache / "schemas" / f"{cache_key('schema', fw_key, deps_key, source.fingerprint, *files)[:32]}.json"
         if schema_path.is_file():
             tools = json.loads(schema_path.read_text())
         else:
@@ -186,67 +206,64 @@ class Builder:
             tools = extract(python, source.path, files, [deps_tree, with_worker, fw_tree])
             schema_path.parent.mkdir(parents=True, exist_ok=True)
             schema_path.write_text(json.dumps(tools))
-        tools_json = json.dumps(tools, indent=2, sort_keys=True).encode() + b"\n"
         lap("schema")
+        return Prepared(source, base, info, worker_src, fw_key, fw_tree, deps_key, deps_tree, deps_text, tools,
+                        ns_lock, timings)
 
+    def build(self, folder: Path) -> BuildResult:
+        """The daemonless route: reproducible layers, written as an OCI layout."""
+        p = self.prepare(folder)
+        started = time.perf_counter()
         named: list[tuple[str, Layer, bool]] = [("framework", *self.store.layer(
-            fw_key, lambda: [*entries_from_dir(fw_tree, FRAMEWORK_DIR), *worker_src]))]
-        if deps_text:
-            named.append(("deps", *self.store.layer(deps_key, lambda: entries_from_dir(deps_tree, DEPS_DIR))))
-        app_entries = _app_entries(source.path, tools_json)
+            p.fw_key, lambda: [*entries_from_dir(p.fw_tree, FRAMEWORK_DIR), *p.worker_src]))]
+        if p.deps_text:
+            named.append(("deps", *self.store.layer(p.deps_key, lambda: entries_from_dir(p.deps_tree, DEPS_DIR))))
+        app_entries = p.app_entries
         named.append(("app", *self.store.layer(entries_key("app", app_entries), lambda: app_entries)))
-        lap("layers")
+        p.timings["layers"] = time.perf_counter() - started
 
-        image = self._assemble(source, base, info, [(n, l) for n, l, _ in named], tools, ns_lock)
-        ref = source.config.version or "latest"
-        layout = self.options.output / source.name
-        write_layout(layout, self.store, image, ref)
-        lap("write")
+        started = time.perf_counter()
+        image = self._assemble(p, [(n, l) for n, l, _ in named])
+        layout = self.options.output / p.source.name
+        write_layout(layout, self.store, image, p.ref)
+        p.timings["write"] = time.perf_counter() - started
         return BuildResult(
-            source.name, image, ref, layout, tools, hashlib.sha256(ns_lock.encode()).hexdigest(),
-            [{"name": "base", "digest": l.digest, "size": l.size, "cached": True} for l in base.layers]
+            p.source.name, image, p.ref, layout, p.tools, hashlib.sha256(p.lock.encode()).hexdigest(),
+            [{"name": "base", "digest": l.digest, "size": l.size, "cached": True} for l in p.base.layers]
             + [{"name": n, "digest": l.digest, "size": l.size, "cached": hit} for n, l, hit in named],
-            timings,
+            p.timings,
         )
 
-    def _assemble(self, source: NamespaceSource, base: Image, info: BaseInfo, named: list[tuple[str, Layer]],
-                  tools: list[dict[str, Any]], lock: str) -> Image:
-        layers = [layer for _, layer in named]
-        base_config = base.config_json
+    def _assemble(self, p: Prepared, named: list[tuple[str, Layer]]) -> Image:
+        base_config = p.base.config_json
         created = _iso(source_date_epoch())
-        env = [e for e in (base_config.get("config") or {}).get("Env", []) if not e.startswith("PYTHONPATH=")]
-        env += [f"PYTHONPATH={DEPS_DIR}:{FRAMEWORK_DIR}", "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1",
-                f"TOOLDOCK_NAMESPACE={source.name}", f"TOOLDOCK_APP_DIR={APP_DIR}"]
-        env += [f"{k}={v}" for k, v in source.config.env]
-        cfg = source.config
-        labels = {
-            **((base_config.get("config") or {}).get("Labels") or {}),
-            "io.tooldock.namespace": source.name,
-            "io.tooldock.tools": json.dumps(tools, sort_keys=True, separators=(",", ":")),
-            "io.tooldock.secrets": json.dumps(list(cfg.secrets)),
-            "io.tooldock.protocol": str(PROTOCOL_VERSION),
-            "io.tooldock.network": cfg.network,
-            "io.tooldock.lock-hash": hashlib.sha256(lock.encode()).hexdigest(),
-            "io.tooldock.builder": f"tooldock {tooldock.__version__}",
-            "org.opencontainers.image.title": source.name,
-            "org.opencontainers.image.description": cfg.description,
-            "org.opencontainers.image.version": cfg.version,
-            "org.opencontainers.image.created": created,
-        }
-        if cfg.author:
-            labels["org.opencontainers.image.authors"] = cfg.author
+        inner = base_config.get("config") or {}
         config = {
             "architecture": base_config.get("architecture", "amd64"), "os": base_config.get("os", "linux"),
             "created": created,
             "config": {
-                "User": NONROOT, "Env": env, "WorkingDir": APP_DIR, "Labels": labels,
-                "Entrypoint": [info.python_bin, "-s", "-m", "tooldock.worker"],
+                "User": USER, "WorkingDir": APP_DIR, "Entrypoint": entrypoint(p.info),
+                "Env": [f"{k}={v}" for k, v in environment(p.source, inner.get("Env", []))],
+                "Labels": {**(inner.get("Labels") or {}), **labels(p.source, p.tools, p.lock, created)},
                 "Volumes": {"/run/tooldock": {}},
             },
-            "rootfs": {"type": "layers", "diff_ids": [*(base_config.get("rootfs") or {}).get("diff_ids", []), *(l.diff_id for l in layers)]},
+            "rootfs": {"type": "layers", "diff_ids": [*(base_config.get("rootfs") or {}).get("diff_ids", []),
+                                                      *(layer.diff_id for _, layer in named)]},
             "history": [*base_config.get("history", []),
                         *({"created": created, "created_by": f"tooldock build: {name} layer"} for name, _ in named)],
         }
-        annotations = {"org.opencontainers.image.created": created, "org.opencontainers.image.title": source.name,
-                       "io.tooldock.namespace": source.name}
-        return assemble(self.store, config, [*base.layers, *layers], annotations)
+        annotations = {"org.opencontainers.image.created": created, "org.opencontainers.image.title": p.source.name,
+                       "io.tooldock.namespace": p.source.name}
+        return assemble(self.store, config, [*p.base.layers, *(layer for _, layer in named)], annotations)
+
+
+def resolve_base(ref: str, store: BlobStore) -> Image:
+    """`--base`: an OCI layout directory (registry and Docker-engine references come next)."""
+    if Path(ref).is_dir():
+        try:
+            return read_layout(Path(ref), store)
+        except LayoutError as exc:
+            raise BuildError(str(exc)) from None
+    raise BuildError(
+        f"--base {ref!r}: no such OCI layout directory (registry and Docker-engine references are not supported yet)"
+    )

@@ -23,17 +23,24 @@ def digest_tag(digest: str) -> str:
     return digest.replace(":", "-")
 
 
-def load(store: BlobStore, image: Image, repository: str, ref: str) -> list[str]:
+def engine():
+    """A connected docker-py client (DOCKER_HOST or the default socket), or a clear error."""
     try:
         import docker
-        from docker.errors import DockerException
 
         client = docker.from_env()
         client.ping()
+        return client
     except Exception as exc:  # docker-py raises several types for "no engine"
         raise DaemonError(
             f"cannot reach the Docker engine ({exc}); start dockerd or set DOCKER_HOST, or use --tar/--push"
         ) from None
+
+
+def load(store: BlobStore, image: Image, repository: str, ref: str) -> list[str]:
+    from docker.errors import DockerException
+
+    client = engine()
     tags = [f"{repository}:{ref}", f"{repository}:{digest_tag(image.manifest_digest)}"]
     with tempfile.TemporaryDirectory(prefix="tooldock-load-") as tmp:
         archive = Path(tmp) / "image.tar"

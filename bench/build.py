@@ -1,0 +1,119 @@
+"""Build benchmark: ToolDock's daemonless OCI builder against the `docker build` route, same run.
+
+    .venv/bin/python bench/build.py
+
+For each route: a cold build of examples/multi-tool (empty build cache; the base image is prepared once
+beforehand and given to both with --base), a rebuild with nothing changed, and a rebuild after editing
+one tool file; then image sizes as the Docker engine reports them. Wall-clock times of the whole
+`tooldock build` command. Needs a Docker engine (DOCKER_HOST, the default socket, or a local `dockerd`
+it starts with no bridge network). Everything stays on this machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+ROOT = Path(__file__).resolve().parent.parent
+TOOLDOCK = str(Path(sys.executable).parent / "tooldock")
+
+
+def ensure_docker() -> tuple[str, subprocess.Popen | None]:
+    import docker
+
+    try:
+        docker.from_env().ping()
+        return os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock"), None
+    except Exception:
+        pass
+    host = "unix:///tmp/tooldock-bench-docker.sock"
+    proc = subprocess.Popen(["dockerd", "--host", host, "--bridge=none", "--iptables=false", "--ip6tables=false",
+                             "--data-root", "/var/lib/tooldock-bench-docker", "--exec-root", "/tmp/tooldock-bench-exec",
+                             "--pidfile", "/tmp/tooldock-bench-dockerd.pid"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(120):
+        try:
+            docker.DockerClient(base_url=host).ping()
+            return host, proc
+        except Exception:
+            time.sleep(0.5)
+    raise SystemExit("no Docker engine: set DOCKER_HOST or install docker.io (dockerd)")
+
+
+def run(args: list[str], env: dict[str, str]) -> tuple[float, dict]:
+    started = time.perf_counter()
+    proc = subprocess.run([TOOLDOCK, "build", "--json", *args], capture_output=True, text=True, env=env)
+    elapsed = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise SystemExit(f"tooldock build {' '.join(args)} failed:\n{proc.stderr}")
+    return elapsed, json.loads(proc.stdout.splitlines()[-1])
+
+
+def main() -> None:
+    import docker
+
+    host, dockerd = ensure_docker()
+    client = docker.DockerClient(base_url=host)
+    tmp = Path(tempfile.mkdtemp(prefix="tooldock-bench-"))
+    base_env = {**os.environ, "DOCKER_HOST": host}
+    try:
+        # The base image, prepared once and shared: both routes start from the same base.
+        shared = {**base_env, "TOOLDOCK_CACHE_DIR": str(tmp / "base-cache")}
+        subprocess.run([TOOLDOCK, "base", "--output", str(tmp / "base")], check=True, env=shared,
+                       stdout=subprocess.DEVNULL)
+        rows, sizes = [], {}
+        for route in ("oci", "docker"):
+            src = tmp / route / "multi-tool"
+            shutil.copytree(ROOT / "examples" / "multi-tool", src, ignore=shutil.ignore_patterns("__pycache__"))
+            env = {**base_env, "TOOLDOCK_CACHE_DIR": str(tmp / route / "cache")}
+            args = [str(src), "--base", str(tmp / "base"), "--engine", route]
+            if route == "oci":
+                args += ["--output", str(tmp / route / "out")]
+            for image in client.images.list(name="tooldock/multi-tool"):
+                client.images.remove(image.id, force=True)
+            client.api.prune_builds() if hasattr(client.api, "prune_builds") else None
+            cold, _ = run(args, env)
+            unchanged, _ = run(args, env)
+            tool = src / "math_tools.py"
+            tool.write_text(tool.read_text().replace("return a * b", f"return b * a  # {uuid.uuid4()}"))
+            edited, result = run(args, env)
+            if route == "oci":
+                _, loaded = run([*args, "--load"], env)
+                size = client.images.get(loaded["loaded"][0]).attrs["Size"]
+                compressed = sum(layer["size"] for layer in result["layers"])
+            else:
+                size = client.images.get(result["image_id"]).attrs["Size"]
+                compressed = None
+            sizes[route] = size
+            rows.append((route, cold, unchanged, edited, size, compressed))
+        table = Table(title="tooldock build examples/multi-tool (wall clock of the command)")
+        for column in ("route", "cold s", "no change s", "edit one file s", "image size MB", "compressed MB"):
+            table.add_column(column, justify="left" if column == "route" else "right")
+        names = {"oci": "ToolDock (daemonless OCI)", "docker": "docker build (peer)"}
+        for route, cold, unchanged, edited, size, compressed in rows:
+            table.add_row(names[route], f"{cold:.2f}", f"{unchanged:.2f}", f"{edited:.2f}", f"{size / 1e6:.1f}",
+                          f"{compressed / 1e6:.1f}" if compressed else "-")
+        Console(width=140).print(table)
+        oci, dock = rows
+        print(f"edit-one-file rebuild: {dock[3] / oci[3]:.1f}x faster than docker build; "
+              f"no-change rebuild: {dock[2] / oci[2]:.1f}x; cold: {dock[1] / oci[1]:.1f}x; "
+              f"image size {sizes['oci'] / sizes['docker']:.3f}x the docker route's")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if dockerd is not None:
+            dockerd.terminate()
+            dockerd.wait(30)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+"""What a worker image says about itself: environment, labels, entrypoint, user. One definition, used
+by both the daemonless builder and the `docker build` route, so the two produce the same contract."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import tooldock
+
+from ..namespace.models import NamespaceSource
+from ..worker.protocol import PROTOCOL_VERSION
+from .base import BaseInfo
+
+FRAMEWORK_DIR, DEPS_DIR, APP_DIR = "/opt/tooldock/framework", "/opt/tooldock/deps", "/app"
+USER = "65532:65532"
+
+
+def environment(source: NamespaceSource, base_env: list[str]) -> list[tuple[str, str]]:
+    pairs = [tuple(e.split("=", 1)) for e in base_env if "=" in e and not e.startswith("PYTHONPATH=")]
+    pairs += [("PYTHONPATH", f"{DEPS_DIR}:{FRAMEWORK_DIR}"), ("PYTHONDONTWRITEBYTECODE", "1"),
+              ("PYTHONUNBUFFERED", "1"), ("TOOLDOCK_NAMESPACE", source.name), ("TOOLDOCK_APP_DIR", APP_DIR)]
+    pairs += list(source.config.env)
+    return pairs  # type: ignore[return-value]
+
+
+def labels(source: NamespaceSource, tools: list[dict[str, Any]], lock: str, created: str) -> dict[str, str]:
+    cfg = source.config
+    result = {
+        "io.tooldock.namespace": source.name,
+        "io.tooldock.tools": json.dumps(tools, sort_keys=True, separators=(",", ":")),
+        "io.tooldock.secrets": json.dumps(list(cfg.secrets)),
+        "io.tooldock.protocol": str(PROTOCOL_VERSION),
+        "io.tooldock.network": cfg.network,
+        "io.tooldock.lock-hash": hashlib.sha256(lock.encode()).hexdigest(),
+        "io.tooldock.builder": f"tooldock {tooldock.__version__}",
+        "org.opencontainers.image.title": source.name,
+        "org.opencontainers.image.description": cfg.description,
+        "org.opencontainers.image.version": cfg.version,
+        "org.opencontainers.image.created": created,
+    }
+    if cfg.author:
+        result["org.opencontainers.image.authors"] = cfg.author
+    return result
+
+
+def entrypoint(info: BaseInfo) -> list[str]:
+    return [info.python_bin, "-s", "-m", "tooldock.worker"]
