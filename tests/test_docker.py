@@ -99,3 +99,41 @@ def test_unreachable_registry_and_engine_are_clear_errors(source, tmp_path):
     assert proc.returncode == 1 and "cannot reach the Docker engine" in proc.stderr
     bad = tooldock_cli("build", str(source), "--push", "not a registry", check=False)
     assert bad.returncode == 2 and "REGISTRY/PREFIX" in bad.stderr
+
+
+def test_base_from_the_engine_and_from_a_registry_give_the_same_image(docker_host, registry, source, tmp_path):
+    """--base accepts an OCI layout, an image in the Docker engine, or a registry reference: the same base
+    reached three ways must give the same digest."""
+    require("skopeo")
+    env = {"DOCKER_HOST": docker_host}
+    tooldock_cli("base", "--output", str(tmp_path / "base"))
+    layout = build_json(source, tmp_path, "--base", str(tmp_path / "base"))
+    # Into the engine (the docker route loads the base there under a digest tag) ...
+    docker_route = json.loads(tooldock_cli("build", str(source), "--engine", "docker", "--json", env=env).stdout)
+    assert docker_route["engine"] == "docker"
+    import docker
+
+    tags = [t for image in docker.DockerClient(base_url=docker_host).images.list(name="tooldock/base") for t in image.tags]
+    from_engine = build_json(source, tmp_path, "--base", tags[0], env=env)
+    # ... and into a registry.
+    subprocess.run(["skopeo", "copy", "-q", "--dest-tls-verify=false", f"oci:{tmp_path / 'base'}",
+                    f"docker://{registry}/bases/tooldock-base:v1"], check=True)
+    from_registry = build_json(source, tmp_path, "--base", f"{registry}/bases/tooldock-base:v1")
+    assert layout["digest"] == from_engine["digest"] == from_registry["digest"]
+
+
+def test_missing_bases_are_clear_errors(docker_host, registry, source, tmp_path):
+    for ref, message in [
+        (f"{registry}/bases/nope:v1", "not found in the registry"),
+        ("tooldock/no-such-base:1", "no such image in the Docker engine"),
+        (str(tmp_path / "no-such-dir"), "no such OCI layout directory"),
+    ]:
+        proc = tooldock_cli("build", str(source), "--base", ref, "--output", str(tmp_path / "out"), check=False,
+                            env={"DOCKER_HOST": docker_host})
+        assert proc.returncode == 1 and message in proc.stderr, proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def build_json(source, tmp_path, *args, env=None) -> dict:
+    out = tmp_path / f"out-{len(list(tmp_path.glob('out-*')))}"
+    return json.loads(tooldock_cli("build", str(source), "--output", str(out), "--json", *args, env=env).stdout)

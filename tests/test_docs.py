@@ -6,6 +6,7 @@ import click
 import pytest
 
 from tooldock.cli import main
+from tooldock.builder import ENV_VARS as BUILD_ENV_VARS
 from tooldock.runtime.settings import ENV_VARS
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
@@ -26,7 +27,7 @@ def test_cli_commands_and_options_are_documented(command, option):
         assert f"`{option}`" in README, f"{option} of `tooldock {command}` is not in the README"
 
 
-@pytest.mark.parametrize("variable", ENV_VARS)
+@pytest.mark.parametrize("variable", ENV_VARS + BUILD_ENV_VARS)
 def test_settings_are_documented(variable):
     assert f"`{variable}`" in README
 

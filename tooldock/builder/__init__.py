@@ -10,3 +10,14 @@ One module per stage, composed in `build`:
     archive  an OCI layout that is also a `docker load` archive, in one tar
     base     a minimal Python base image from pinned Debian packages (apt-get download + dpkg-deb -x)
 """
+
+# Environment variables `tooldock build` / `tooldock base` read (the README documents each).
+ENV_VARS = (
+    "TOOLDOCK_CACHE_DIR",
+    "SOURCE_DATE_EPOCH",
+    "TOOLDOCK_REGISTRY_USERNAME",
+    "TOOLDOCK_REGISTRY_PASSWORD",
+    "TOOLDOCK_SCHEMA_ZYGOTE",
+    "TOOLDOCK_SCHEMA_ZYGOTE_IDLE",
+    "DOCKER_HOST",
+)

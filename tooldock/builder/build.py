@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import platform
 import shutil
 import time
 from collections.abc import Callable
@@ -24,6 +25,8 @@ from ..namespace.names import NamespaceNameError, validate_namespace_name
 from ..namespace.scanner import scan_namespace
 from .base import BaseInfo, _iso, base_info, build_base
 from .blobs import BlobStore, cache_key
+from .daemon import DaemonError, save
+from .registry import RegistryError, looks_like_registry_ref, pull
 from .install import compile_tree, install_lock, tree
 from .lock import Target, framework_lock, namespace_lock, only_new
 from .oci import Image, LayoutError, assemble, read_layout, write_layout
@@ -258,12 +261,17 @@ class Builder:
 
 
 def resolve_base(ref: str, store: BlobStore) -> Image:
-    """`--base`: an OCI layout directory (registry and Docker-engine references come next)."""
+    """`--base`: an OCI layout directory, a registry reference (host/...), or an image in the Docker engine."""
     if Path(ref).is_dir():
         try:
             return read_layout(Path(ref), store)
         except LayoutError as exc:
             raise BuildError(str(exc)) from None
-    raise BuildError(
-        f"--base {ref!r}: no such OCI layout directory (registry and Docker-engine references are not supported yet)"
-    )
+    if ref.startswith(("/", "./", "../", "~")):
+        raise BuildError(f"--base {ref!r}: no such OCI layout directory")
+    try:
+        if looks_like_registry_ref(ref):
+            return pull(store, ref, {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine()))
+        return save(store, ref)
+    except (RegistryError, DaemonError) as exc:
+        raise BuildError(str(exc)) from None

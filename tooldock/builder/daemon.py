@@ -53,3 +53,44 @@ def load(store: BlobStore, image: Image, repository: str, ref: str) -> list[str]
         except DockerException as exc:
             raise DaemonError(f"docker load failed: {exc}") from None
     return tags
+
+
+def save(store: BlobStore, ref: str) -> Image:
+    """An image from the local Docker engine (`docker save`), its layers gzipped the way `tarball` does,
+    so a layer ToolDock built and the engine stored comes back with its original digest."""
+    import gzip
+    import io
+    import json
+    import tarfile
+
+    from docker.errors import DockerException, ImageNotFound
+
+    from .oci import assemble_from_registry
+
+    client = engine()
+    try:
+        chunks = client.images.get(ref).save()
+        raw = b"".join(chunks)
+    except ImageNotFound:
+        raise DaemonError(f"--base {ref!r}: no such image in the Docker engine (docker images lists them)") from None
+    except DockerException as exc:
+        raise DaemonError(f"docker save {ref} failed: {exc}") from None
+    with tarfile.open(fileobj=io.BytesIO(raw)) as archive:
+        entry = json.load(archive.extractfile("manifest.json"))[0]
+        config_bytes = archive.extractfile(entry["Config"]).read()
+        config_digest = store.put(config_bytes)
+        sizes, layers = {}, []
+        for name in entry["Layers"]:
+            data = archive.extractfile(name).read()
+            if data[:2] != b"\x1f\x8b":  # docker save writes uncompressed layers
+                buffer = io.BytesIO()
+                with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=0, compresslevel=6) as gz:
+                    gz.write(data)
+                data = buffer.getvalue()
+            digest = store.put(data)
+            sizes[digest] = len(data)
+            layers.append({"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": digest, "size": len(data)})
+    manifest = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config_digest,
+                           "size": len(config_bytes)}, "layers": layers}
+    return assemble_from_registry(store, manifest, sizes)

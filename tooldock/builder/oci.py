@@ -119,3 +119,15 @@ def read_layout(path: Path, store: BlobStore) -> Image:
 
 def write_json(path: Path, obj: Any) -> None:
     atomic_write(path, json.dumps(obj, indent=2, sort_keys=True).encode() + b"\n")
+
+
+def assemble_from_registry(store: BlobStore, manifest: dict[str, Any], sizes: dict[str, int]) -> Image:
+    """An `Image` for a manifest whose blobs are in `store` (Docker media types become OCI ones: same bytes)."""
+    config_bytes = store.path(manifest["config"]["digest"]).read_bytes()
+    diff_ids = json.loads(config_bytes).get("rootfs", {}).get("diff_ids", [])
+    layers = tuple(
+        Layer(d["digest"], diff_ids[i] if i < len(diff_ids) else "", sizes[d["digest"]])
+        for i, d in enumerate(manifest["layers"])
+    )
+    manifest_bytes = canonical(manifest)
+    return Image(manifest_bytes, store.put(manifest_bytes), config_bytes, manifest["config"]["digest"], layers)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from .blobs import BlobStore
-from .oci import MANIFEST, Image
+from .oci import MANIFEST, Image, assemble_from_registry
 
 _REF_RE = re.compile(r"^(?P<host>[A-Za-z0-9.-]+(:[0-9]+)?|\[[0-9a-fA-F:]+\](:[0-9]+)?)/(?P<path>[a-z0-9]+([._/-][a-z0-9]+)*)$")
 
@@ -123,3 +123,53 @@ def push(store: BlobStore, image: Image, target: str, namespace: str, tag: str) 
     except httpx.HTTPError as exc:
         raise RegistryError(f"cannot reach registry {host}: {exc}") from None
     return result
+
+
+_ACCEPT = ", ".join([
+    "application/vnd.oci.image.manifest.v1+json", "application/vnd.oci.image.index.v1+json",
+    "application/vnd.docker.distribution.manifest.v2+json", "application/vnd.docker.distribution.manifest.list.v2+json",
+])
+OCI_LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
+_IMAGE_REF_RE = re.compile(r"^(?P<host>[^/]+)/(?P<path>[a-z0-9]+(?:[._/-][a-z0-9]+)*)(?::(?P<tag>[\w][\w.-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?$")
+
+
+def looks_like_registry_ref(ref: str) -> bool:
+    first = ref.split("/", 1)[0]
+    return "/" in ref and ("." in first or ":" in first or first == "localhost")
+
+
+def pull(store: BlobStore, ref: str, architecture: str) -> Image:
+    """Fetch a single-platform image (picking `linux/<architecture>` from an index) into `store`."""
+    match = _IMAGE_REF_RE.match(ref)
+    if not match:
+        raise RegistryError(f"--base {ref!r}: expected REGISTRY/REPOSITORY[:TAG][@sha256:...], e.g. 127.0.0.1:5000/bases/python:3.11")
+    host, path = match.group("host"), match.group("path")
+    reference = match.group("digest") or match.group("tag") or "latest"
+    base = f"{_scheme(host)}://{host}/v2/{path}"
+    try:
+        with httpx.Client(auth=_Auth(), timeout=httpx.Timeout(30, read=300), follow_redirects=True) as client:
+            def get(url: str, **kw) -> httpx.Response:
+                response = client.get(url, **kw)
+                if response.status_code == 404:
+                    raise RegistryError(f"base image {ref} not found in the registry (404 for {url.rsplit('/v2/', 1)[-1]})")
+                if response.status_code != 200:
+                    raise RegistryError(f"registry answered {response.status_code} for {url}: {response.text[:200]}")
+                return response
+
+            manifest = get(f"{base}/manifests/{reference}", headers={"Accept": _ACCEPT}).json()
+            if "manifests" in manifest:  # an index: pick our platform
+                chosen = next((m for m in manifest["manifests"]
+                               if (m.get("platform") or {}).get("os") == "linux"
+                               and (m.get("platform") or {}).get("architecture") == architecture), None)
+                if chosen is None:
+                    raise RegistryError(f"base image {ref} has no linux/{architecture} variant")
+                manifest = get(f"{base}/manifests/{chosen['digest']}", headers={"Accept": _ACCEPT}).json()
+            blobs = {}
+            for descriptor in [manifest["config"], *manifest["layers"]]:
+                data = get(f"{base}/blobs/{descriptor['digest']}").content
+                if store.put(data) != descriptor["digest"]:
+                    raise RegistryError(f"blob {descriptor['digest']} of {ref} does not match its digest")
+                blobs[descriptor["digest"]] = len(data)
+    except httpx.HTTPError as exc:
+        raise RegistryError(f"cannot reach registry {host}: {exc}") from None
+    return assemble_from_registry(store, manifest, blobs)
