@@ -192,7 +192,7 @@ def test_bad_inputs_fail_clearly_and_leave_nothing_half_written(built, tmp_path)
     assert "no such directory" in proc.stderr
     assert "bad_syntax.py:5: syntax error" in proc.stderr
     assert "tooldock-no-such-package-xyz" in proc.stderr
-    assert "3 of 4 namespace(s) failed" in proc.stderr
+    assert "3 of 4 image(s) failed" in proc.stderr
     assert sorted(p.name for p in out.iterdir()) == ["multi-tool"]  # the good one is built, nothing else
     bad_base = tooldock_cli("build", str(src / "multi-tool"), "--base", str(tmp_path / "no-such-base"),
                             "--output", str(tmp_path / "out2"), check=False)

@@ -137,3 +137,40 @@ def test_missing_bases_are_clear_errors(docker_host, registry, source, tmp_path)
 def build_json(source, tmp_path, *args, env=None) -> dict:
     out = tmp_path / f"out-{len(list(tmp_path.glob('out-*')))}"
     return json.loads(tooldock_cli("build", str(source), "--output", str(out), "--json", *args, env=env).stdout)
+
+
+def test_gateway_image_serves_health_on_loopback(docker_host, tmp_path):
+    """`tooldock build --gateway`: the gateway's own image runs `tooldock serve`; host networking bound to
+    127.0.0.1 (the test's network rule), an empty tools directory, so nothing needs installing."""
+    import docker
+    import httpx
+
+    result = json.loads(tooldock_cli("build", "--gateway", "--output", str(tmp_path / "oci"), "--load", "--json",
+                                     env={"DOCKER_HOST": docker_host}).stdout)
+    assert result["namespace"] == "tooldock-gateway" and result["loaded"][0] == "tooldock/gateway:0.1.0"
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    client = docker.DockerClient(base_url=docker_host)
+    container = client.containers.run(
+        "tooldock/gateway:0.1.0", ["serve", "/tools", "--host", "127.0.0.1", "--port", str(port)], detach=True,
+        network_mode="host", environment={"TOOLDOCK_BEARER_TOKEN": "gateway-test-token"},
+        volumes={str(tools): {"bind": "/tools", "mode": "ro"}}, tmpfs={"/var/lib/tooldock": "uid=65532"},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
+                break
+            except httpx.HTTPError:
+                container.reload()
+                assert container.status == "running" and time.monotonic() < deadline, container.logs().decode()
+                time.sleep(0.3)
+        assert health.status_code == 200 and health.json()["status"] == "ok"
+        assert httpx.get(f"http://127.0.0.1:{port}/namespaces").status_code == 401
+        assert container.attrs["Config"]["User"] == "65532:65532"
+    finally:
+        container.remove(force=True)

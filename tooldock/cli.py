@@ -99,7 +99,7 @@ def _cache_dir() -> Path:
 
 
 @main.command()
-@click.argument("namespace_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("namespace_dirs", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--output", "-o", default="build/oci", show_default=True, type=click.Path(file_okay=False, path_type=Path),
               help="Directory for the OCI image layouts (one sub-directory per namespace).")
 @click.option("--base", "base_ref", default=None, metavar="REF",
@@ -115,9 +115,11 @@ def _cache_dir() -> Path:
 @click.option("--engine", type=click.Choice(["oci", "docker"]), default="oci", show_default=True,
               help="oci: ToolDock writes the layers itself (no daemon). docker: render a Dockerfile and run "
                    "`docker build` (the image lands in the Docker engine).")
+@click.option("--gateway", is_flag=True, help="Build an image of the gateway itself (OUTPUT/tooldock-gateway/), "
+              "running `tooldock serve /tools` on port 8000.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per namespace on stdout.")
 def build(namespace_dirs: tuple[Path, ...], output: Path, base_ref: str | None, tar_path: Path | None,
-          load: bool, push_to: str | None, engine: str, as_json: bool) -> None:
+          load: bool, push_to: str | None, engine: str, gateway: bool, as_json: bool) -> None:
     """Build each NAMESPACE_DIR into its own reproducible OCI image, without a Docker daemon.
 
     Locks requirements.txt into requirements.lock (next to the namespace; commit it), extracts the tool
@@ -133,6 +135,7 @@ def build(namespace_dirs: tuple[Path, ...], output: Path, base_ref: str | None, 
     from .builder.build import Builder, BuildError, BuildOptions
     from .builder.daemon import DaemonError
     from .builder.daemon import load as load_image
+    from .builder.gateway import build_gateway
     from .builder.lock import LockError
     from .builder.registry import RegistryError, parse_target, push
     from .builder.schema import SchemaError
@@ -142,6 +145,10 @@ def build(namespace_dirs: tuple[Path, ...], output: Path, base_ref: str | None, 
             parse_target(push_to)
         except RegistryError as exc:
             raise click.UsageError(str(exc)) from None
+    if not namespace_dirs and not gateway:
+        raise click.UsageError("give at least one NAMESPACE_DIR (or --gateway)")
+    if gateway and engine == "docker":
+        raise click.UsageError("--gateway is built by the oci engine")
     if engine == "docker" and (tar_path or load or push_to):
         raise click.UsageError("--engine docker builds into the Docker engine; --tar, --load and --push need --engine oci")
     if tar_path is not None and len(namespace_dirs) > 1 and "{namespace}" not in str(tar_path):
@@ -149,20 +156,21 @@ def build(namespace_dirs: tuple[Path, ...], output: Path, base_ref: str | None, 
     console = Console(stderr=True, highlight=False, soft_wrap=True)
     builder = Builder(BuildOptions(output=output, cache=_cache_dir(), base=base_ref), say=lambda m: console.print(f"  {m}"))
     failures = 0
-    for folder in namespace_dirs:
+    jobs: list = [None] if gateway else []
+    for folder in [*jobs, *namespace_dirs]:
         if engine == "docker":
             failures += _build_with_docker(builder, folder, console, as_json)
             continue
         try:
-            with console.status(f"building {folder}"):
-                result = builder.build(folder)
+            with console.status(f"building {folder or 'the gateway image'}"):
+                result = builder.build(folder) if folder is not None else build_gateway(builder)
                 if tar_path is not None:
                     tar_file = Path(str(tar_path).replace("{namespace}", result.namespace))
-                    write_archive(tar_file, builder.store, result.image, result.ref, f"tooldock/{result.namespace}:{result.ref}")
+                    write_archive(tar_file, builder.store, result.image, result.ref, f"{result.repository}:{result.ref}")
             extra = {}
             if load:
                 with console.status(f"loading {result.namespace} into Docker"):
-                    extra["loaded"] = load_image(builder.store, result.image, f"tooldock/{result.namespace}", result.ref)
+                    extra["loaded"] = load_image(builder.store, result.image, result.repository, result.ref)
                 console.print(f"  loaded as {', '.join(extra['loaded'])}")
             if push_to is not None:
                 with console.status(f"pushing {result.namespace} to {push_to}"):
@@ -173,7 +181,7 @@ def build(namespace_dirs: tuple[Path, ...], output: Path, base_ref: str | None, 
                               f"{len(pushed.skipped)} already there)")
         except (BuildError, LockError, SchemaError, BaseError, DaemonError, RegistryError) as exc:
             failures += 1
-            console.print(f"[red]✗ {folder}[/red]: {exc}")
+            console.print(f"[red]✗ {folder or 'gateway'}[/red]: {exc}")
             continue
         total = sum(result.timings.values())
         console.print(f"[green]✓ {result.namespace}[/green] {result.image.manifest_digest} -> {result.layout} "
@@ -181,7 +189,7 @@ def build(namespace_dirs: tuple[Path, ...], output: Path, base_ref: str | None, 
         if as_json:
             click.echo(json.dumps({**result.to_json(), **extra}, sort_keys=True))
     if failures:
-        raise click.ClickException(f"{failures} of {len(namespace_dirs)} namespace(s) failed to build")
+        raise click.ClickException(f"{failures} of {len(namespace_dirs) + len(jobs)} image(s) failed to build")
 
 
 def _build_with_docker(builder, folder: Path, console, as_json: bool) -> int:

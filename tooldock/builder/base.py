@@ -88,7 +88,7 @@ def _rootfs_entries(rootfs: Path) -> list[Entry]:
         Entry("/etc/group", f"root:x:0:\nnonroot:x:{NONROOT}:\n".encode()),
         Entry("/etc/ssl/certs/ca-certificates.crt", bundle),
         Entry("/tmp", is_dir=True, mode=0o1777),
-        Entry("/home/nonroot", is_dir=True, mode=0o755),
+        Entry("/home/nonroot", is_dir=True, mode=0o755, owner=NONROOT),
         Entry("/run/tooldock", is_dir=True, mode=0o755),
         Entry("/usr/bin/python3", target="python3.11"),
         Entry("/etc/localtime", target="/usr/share/zoneinfo/UTC"),

@@ -88,6 +88,10 @@ class BuildResult:
     lock_hash: str
     layers: list[dict[str, Any]] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    repository: str = ""  # for --load; default tooldock/<namespace>
+
+    def __post_init__(self) -> None:
+        self.repository = self.repository or f"tooldock/{self.namespace}"
 
     def to_json(self) -> dict[str, Any]:
         return {

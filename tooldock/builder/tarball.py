@@ -39,6 +39,7 @@ class Entry:
     mode: int = 0o644
     target: str | None = None
     is_dir: bool = False
+    owner: int = 0  # uid and gid; everything is root's unless a recipe says otherwise
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,7 @@ def write_layer(entries: list[Entry], out: io.BufferedIOBase, mtime: int | None 
         with tarfile.open(fileobj=Tee(), mode="w|", format=tarfile.PAX_FORMAT) as tar:
             for e in everything:
                 info = tarfile.TarInfo(e.path.lstrip("/"))
-                info.mtime, info.uid, info.gid, info.uname, info.gname = mtime, 0, 0, "", ""
+                info.mtime, info.uid, info.gid, info.uname, info.gname = mtime, e.owner, e.owner, "", ""
                 info.mode = e.mode
                 if e.is_dir:
                     info.type = tarfile.DIRTYPE

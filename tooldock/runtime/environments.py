@@ -91,7 +91,7 @@ class Environments:
         except DependencyError as exc:
             raise DependencyError(
                 f"cannot install the dependencies of namespace {namespace!r}: {exc.message}\n"
-                "Fix requirements.txt (package names and versions) and reload."
+                "Check the namespace's requirements.txt (package names and versions) and reload."
             ) from exc
         finally:
             if tmp.exists():

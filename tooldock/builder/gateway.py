@@ -1,0 +1,110 @@
+"""`tooldock build --gateway`: an image of the gateway itself, on the same base, built the same way.
+
+Layers: the base's, the gateway's locked dependencies (ToolDock's own requirements, resolved as of the
+framework date), and the `tooldock` package. It runs `tooldock serve /tools --host 0.0.0.0` as uid 65532;
+mount the tools directory at /tools and a writable directory at /var/lib/tooldock (worker environments).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import time
+from importlib import metadata
+from pathlib import Path
+
+import tooldock
+
+from .base import _iso
+from .blobs import cache_key
+from .build import Builder, BuildResult, entries_key
+from .imageconfig import USER
+from .install import compile_tree, install_lock, tree
+from .lock import FRAMEWORK_RESOLVED_AS_OF, LockError, Target, _compile
+from .oci import assemble, write_layout
+from .schema import interpreter_for
+from .tarball import Entry, entries_from_dir, source_date_epoch
+
+PACKAGES_DIR, SOURCE_DIR = "/opt/tooldock/gateway/packages", "/opt/tooldock/gateway/src"
+NAME = "tooldock-gateway"
+
+
+def requirements() -> str:
+    """ToolDock's own runtime requirements (no extras), from its installed metadata."""
+    wanted = [r for r in (metadata.requires("tooldock") or []) if "extra ==" not in r]
+    return "\n".join(sorted(wanted)) + "\n"
+
+
+def _source_entries() -> list[Entry]:
+    package = Path(tooldock.__file__).resolve().parent
+    return [e for e in entries_from_dir(package, f"{SOURCE_DIR}/tooldock")
+            if not e.path.endswith((".sock",)) and "/__pycache__" not in e.path]
+
+
+def build_gateway(builder: Builder) -> BuildResult:
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+    base, info = builder.base()
+    target = Target(info.python, info.platform)
+    cache = builder.options.cache
+    reqs = requirements()
+    lock_path = cache / "locks" / f"gateway-{cache_key(reqs, str(target), FRAMEWORK_RESOLVED_AS_OF)[:16]}.lock"
+    if lock_path.is_file():
+        lock = lock_path.read_text()
+    else:
+        try:
+            lock = _compile(reqs, target, exclude_newer=FRAMEWORK_RESOLVED_AS_OF)
+        except LockError as exc:
+            raise LockError(f"cannot lock the gateway's requirements for Python {target.python}:\n{exc}") from None
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        lock_path.write_text(lock)
+    timings["lock"] = time.perf_counter() - started
+    python = interpreter_for(info.python)
+    key = cache_key("gateway", lock, str(target))
+    packages, _ = tree(cache, "gateway", key, lambda d: (install_lock(lock, d, target), compile_tree(d, python)))
+    timings["install"] = time.perf_counter() - started - timings["lock"]
+
+    deps_layer, deps_hit = builder.store.layer(key, lambda: entries_from_dir(packages, PACKAGES_DIR))
+    sources = _source_entries()
+    src_layer, src_hit = builder.store.layer(entries_key("gateway-src", sources), lambda: sources)
+    created = _iso(source_date_epoch())
+    base_config = base.config_json
+    inner = base_config.get("config") or {}
+    config = {
+        "architecture": base_config.get("architecture", "amd64"), "os": base_config.get("os", "linux"),
+        "created": created,
+        "config": {
+            "User": USER, "WorkingDir": "/",
+            "Env": [*(e for e in inner.get("Env", []) if not e.startswith("PYTHONPATH=")),
+                    f"PYTHONPATH={SOURCE_DIR}:{PACKAGES_DIR}", "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1",
+                    "TOOLDOCK_STATE_DIR=/var/lib/tooldock", "UV_CACHE_DIR=/var/lib/tooldock/uv-cache",
+                    "HOME=/home/nonroot"],
+            "Entrypoint": [info.python_bin, "-s", "-m", "tooldock.cli"],
+            "Cmd": ["serve", "/tools", "--host", "0.0.0.0"],
+            "ExposedPorts": {"8000/tcp": {}},
+            "Volumes": {"/tools": {}, "/var/lib/tooldock": {}},
+            "Labels": {**(inner.get("Labels") or {}), "io.tooldock.gateway": tooldock.__version__,
+                       "org.opencontainers.image.title": NAME, "org.opencontainers.image.version": tooldock.__version__,
+                       "org.opencontainers.image.created": created},
+        },
+        "rootfs": {"type": "layers", "diff_ids": [*(base_config.get("rootfs") or {}).get("diff_ids", []),
+                                                  deps_layer.diff_id, src_layer.diff_id]},
+        "history": [*base_config.get("history", []),
+                    {"created": created, "created_by": "tooldock build --gateway: dependencies"},
+                    {"created": created, "created_by": "tooldock build --gateway: tooldock"}],
+    }
+    image = assemble(builder.store, config, [*base.layers, deps_layer, src_layer],
+                     {"org.opencontainers.image.created": created, "org.opencontainers.image.title": NAME})
+    layout = builder.options.output / NAME
+    write_layout(layout, builder.store, image, tooldock.__version__)
+    timings["total"] = time.perf_counter() - started
+    return BuildResult(
+        NAME, image, tooldock.__version__, layout, [], hashlib.sha256(lock.encode()).hexdigest(),
+        [{"name": "base", "digest": l.digest, "size": l.size, "cached": True} for l in base.layers]
+        + [{"name": "gateway-deps", "digest": deps_layer.digest, "size": deps_layer.size, "cached": deps_hit},
+           {"name": "gateway", "digest": src_layer.digest, "size": src_layer.size, "cached": src_hit}],
+        timings,
+        repository="tooldock/gateway",
+    )
+
+
