@@ -6,7 +6,6 @@ Prints the port it listens on (127.0.0.1 only), then serves until killed.
 import asyncio
 import importlib.util
 import socket
-import sys
 from pathlib import Path
 
 from fastmcp import FastMCP

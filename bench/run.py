@@ -12,7 +12,6 @@ import argparse
 import asyncio
 import os
 import re
-import statistics
 import subprocess
 import sys
 import tempfile

@@ -5,8 +5,8 @@ from pathlib import Path
 import click
 import pytest
 
-from tooldock.cli import main
 from tooldock.builder import ENV_VARS as BUILD_ENV_VARS
+from tooldock.cli import main
 from tooldock.runtime.settings import ENV_VARS
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()

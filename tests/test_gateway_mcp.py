@@ -5,9 +5,8 @@ from __future__ import annotations
 import httpx
 import mcp_types as types
 import pytest
-from mcp.shared.exceptions import MCPError
-
 from conftest import run_mcp
+from mcp.shared.exceptions import MCPError
 
 INIT = {
     "jsonrpc": "2.0", "id": 1, "method": "initialize",

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import signal
 import shutil
+import signal
 
 from conftest import EXAMPLES, FIXTURES
 

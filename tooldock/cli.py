@@ -11,6 +11,8 @@ import click
 
 import tooldock
 
+from .errors import BuilderError
+
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(tooldock.__version__, prog_name="tooldock")
@@ -131,14 +133,10 @@ def build(namespace_dirs: tuple[Path, ...], output: Path, base_ref: str | None, 
     from rich.console import Console
 
     from .builder.archive import write_archive
-    from .builder.base import BaseError
-    from .builder.build import Builder, BuildError, BuildOptions
-    from .builder.daemon import DaemonError
+    from .builder.build import Builder, BuildOptions
     from .builder.daemon import load as load_image
     from .builder.gateway import build_gateway
-    from .builder.lock import LockError
     from .builder.registry import RegistryError, parse_target, push
-    from .builder.schema import SchemaError
 
     if push_to is not None:
         try:
@@ -179,7 +177,7 @@ def build(namespace_dirs: tuple[Path, ...], output: Path, base_ref: str | None, 
                                    "uploaded": pushed.uploaded, "skipped": pushed.skipped}
                 console.print(f"  pushed {pushed.reference} ({len(pushed.uploaded)} blobs uploaded, "
                               f"{len(pushed.skipped)} already there)")
-        except (BuildError, LockError, SchemaError, BaseError, DaemonError, RegistryError) as exc:
+        except BuilderError as exc:
             failures += 1
             console.print(f"[red]✗ {folder or 'gateway'}[/red]: {exc}")
             continue
@@ -195,17 +193,12 @@ def build(namespace_dirs: tuple[Path, ...], output: Path, base_ref: str | None, 
 def _build_with_docker(builder, folder: Path, console, as_json: bool) -> int:
     import json
 
-    from .builder.base import BaseError
-    from .builder.build import BuildError
-    from .builder.daemon import DaemonError
     from .builder.docker_engine import build_with_docker
-    from .builder.lock import LockError
-    from .builder.schema import SchemaError
 
     try:
         with console.status(f"docker build {folder}"):
             result = build_with_docker(builder, folder)
-    except (BuildError, LockError, SchemaError, BaseError, DaemonError) as exc:
+    except BuilderError as exc:
         console.print(f"[red]✗ {folder}[/red]: {exc}")
         return 1
     console.print(f"[green]✓ {result['namespace']}[/green] {result['image_id']} as {result['tags'][0]} (docker build)")
@@ -222,14 +215,14 @@ def base(output: Path) -> None:
 
     Needs apt-get with up-to-date package lists; no Docker. Prints the image digest on stdout.
     """
-    from .builder.base import BaseError, build_base
+    from .builder.base import build_base
     from .builder.blobs import BlobStore
     from .builder.oci import write_layout
 
     store = BlobStore(_cache_dir())
     try:
         image = build_base(store, _cache_dir())
-    except BaseError as exc:
+    except BuilderError as exc:
         raise click.ClickException(str(exc)) from None
     write_layout(output, store, image, "base")
     click.echo(image.manifest_digest)

@@ -17,8 +17,14 @@
     ├── WorkerCrashed                  500 internal_error    (the worker died during the call)
     └── ReloadFailed                   500 reload_failed     (the tools directory could not be scanned)
 
-Each error carries its HTTP status and its worker-protocol code. They are converted in exactly three
-places: the REST error response (`runtime.rest`), the MCP tool result (`runtime.mcp`) and the CLI
+    BuilderError                       `tooldock build` / `tooldock base` (CLI message, exit 1)
+    ├── BuildError, LayoutError        invalid namespace or base layout
+    ├── LockError, SchemaError         uv could not lock/install; tools failed to import with the lock
+    ├── BaseError                      the Debian base could not be made
+    └── DaemonError, RegistryError     the Docker engine or a registry refused or is unreachable
+
+Each gateway error carries its HTTP status and its worker-protocol code. They are converted in exactly
+three places: the REST error response (`runtime.rest`), the MCP tool result (`runtime.mcp`) and the CLI
 message (`cli`). Nothing else inspects error text.
 """
 
@@ -101,6 +107,10 @@ class WorkerCrashed(ToolDockError):
 
 class ReloadFailed(ToolDockError):
     status, code = 500, "reload_failed"
+
+
+class BuilderError(Exception):
+    """A build step failed; the message says what and what to do. The CLI prints it and exits 1."""
 
 
 # Worker-protocol error codes (seed 000, "Worker Runtime Contract") -> the error a caller sees.

@@ -18,11 +18,11 @@ from .tarball import source_date_epoch
 
 
 def write_archive(dest: Path, store: BlobStore, image: Image, ref: str, repo_tag: str) -> None:
-    blobs = [image.manifest_digest, image.config_digest, *(l.digest for l in image.layers)]
+    blobs = [image.manifest_digest, image.config_digest, *(layer.digest for layer in image.layers)]
     docker_manifest = canonical([{
         "Config": f"blobs/sha256/{image.config_digest.split(':')[1]}",
         "RepoTags": [repo_tag],
-        "Layers": [f"blobs/sha256/{l.digest.split(':')[1]}" for l in image.layers],
+        "Layers": [f"blobs/sha256/{layer.digest.split(':')[1]}" for layer in image.layers],
     }])
     files: list[tuple[str, bytes | Path]] = [
         ("oci-layout", canonical({"imageLayoutVersion": "1.0.0"})),

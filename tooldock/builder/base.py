@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from ..errors import BuilderError
 from .blobs import BlobStore, cache_key
 from .oci import Image, assemble, read_layout, write_layout
-from .tarball import Entry, entries_from_dir, source_date_epoch
+from .tarball import Entry, entries_from_dir, iso_time, source_date_epoch
 
 PYTHON, PYTHON_BIN = "3.11", "/usr/bin/python3.11"
 NONROOT = 65532
@@ -27,7 +28,7 @@ LABEL_PYTHON, LABEL_PYTHON_BIN, LABEL_PLATFORM = "io.tooldock.base.python", "io.
 _ARCH = {"x86_64": ("amd64", "x86_64-manylinux_2_36"), "aarch64": ("arm64", "aarch64-manylinux_2_36")}
 
 
-class BaseError(RuntimeError):
+class BaseError(BuilderError):
     pass
 
 
@@ -116,7 +117,7 @@ def build_base(store: BlobStore, cache: Path) -> Image:
             if proc.returncode != 0:
                 raise BaseError(f"dpkg-deb -x {deb.name} failed: {proc.stderr.strip()}")
         layer, _ = store.layer(key, lambda: _rootfs_entries(rootfs))
-    created = _iso(source_date_epoch())
+    created = iso_time(source_date_epoch())
     config = {
         "architecture": arch, "os": "linux", "created": created,
         "config": {
@@ -134,9 +135,3 @@ def build_base(store: BlobStore, cache: Path) -> Image:
     image = assemble(store, config, [layer], {"org.opencontainers.image.created": created})
     write_layout(layout, store, image, "base")
     return image
-
-
-def _iso(epoch: int) -> str:
-    import datetime
-
-    return datetime.datetime.fromtimestamp(epoch, tz=datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -20,24 +20,25 @@ from typing import Any
 
 import tooldock
 
+from ..errors import BuilderError
 from ..namespace.models import NamespaceSource
 from ..namespace.names import NamespaceNameError, validate_namespace_name
 from ..namespace.scanner import scan_namespace
-from .base import BaseInfo, _iso, base_info, build_base
+from .base import BaseInfo, base_info, build_base
 from .blobs import BlobStore, cache_key
 from .daemon import DaemonError, save
-from .registry import RegistryError, looks_like_registry_ref, pull
+from .imageconfig import APP_DIR, DEPS_DIR, FRAMEWORK_DIR, USER, entrypoint, environment, labels
 from .install import compile_tree, install_lock, tree
 from .lock import Target, framework_lock, namespace_lock, only_new
 from .oci import Image, LayoutError, assemble, read_layout, write_layout
+from .registry import RegistryError, looks_like_registry_ref, pull
 from .schema import extract, interpreter_for
-from .imageconfig import APP_DIR, DEPS_DIR, FRAMEWORK_DIR, USER, entrypoint, environment, labels
-from .tarball import Entry, Layer, entries_from_dir, source_date_epoch
+from .tarball import Entry, Layer, entries_from_dir, iso_time, source_date_epoch
 
 WORKER_PACKAGES = ("worker", "namespace")  # the parts of tooldock a worker image needs
 
 
-class BuildError(RuntimeError):
+class BuildError(BuilderError):
     """A namespace cannot be built; the message says which file, which line, and why."""
 
 
@@ -230,20 +231,20 @@ class Builder:
         p.timings["layers"] = time.perf_counter() - started
 
         started = time.perf_counter()
-        image = self._assemble(p, [(n, l) for n, l, _ in named])
+        image = self._assemble(p, [(n, layer) for n, layer, _ in named])
         layout = self.options.output / p.source.name
         write_layout(layout, self.store, image, p.ref)
         p.timings["write"] = time.perf_counter() - started
         return BuildResult(
             p.source.name, image, p.ref, layout, p.tools, hashlib.sha256(p.lock.encode()).hexdigest(),
-            [{"name": "base", "digest": l.digest, "size": l.size, "cached": True} for l in p.base.layers]
-            + [{"name": n, "digest": l.digest, "size": l.size, "cached": hit} for n, l, hit in named],
+            [{"name": "base", "digest": layer.digest, "size": layer.size, "cached": True} for layer in p.base.layers]
+            + [{"name": n, "digest": layer.digest, "size": layer.size, "cached": hit} for n, layer, hit in named],
             p.timings,
         )
 
     def _assemble(self, p: Prepared, named: list[tuple[str, Layer]]) -> Image:
         base_config = p.base.config_json
-        created = _iso(source_date_epoch())
+        created = iso_time(source_date_epoch())
         inner = base_config.get("config") or {}
         config = {
             "architecture": base_config.get("architecture", "amd64"), "os": base_config.get("os", "linux"),

@@ -8,12 +8,13 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from ..errors import BuilderError
 from .archive import write_archive
 from .blobs import BlobStore
 from .oci import Image
 
 
-class DaemonError(RuntimeError):
+class DaemonError(BuilderError):
     pass
 
 

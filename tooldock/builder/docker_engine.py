@@ -18,11 +18,10 @@ from typing import Any
 
 import jinja2
 
-from .base import _iso
 from .build import Builder, Prepared
 from .daemon import DaemonError, digest_tag, engine, load
 from .imageconfig import APP_DIR, DEPS_DIR, FRAMEWORK_DIR, USER, entrypoint, environment, labels
-from .tarball import source_date_epoch
+from .tarball import iso_time, source_date_epoch
 
 
 def docker_quote(value: str) -> str:
@@ -34,7 +33,7 @@ def render_dockerfile(p: Prepared, base_tag: str) -> str:
     template = resources.files("tooldock").joinpath("templates/worker.Dockerfile.j2").read_text()
     env = jinja2.Environment(autoescape=False, keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
     env.filters["dq"] = docker_quote
-    created = _iso(source_date_epoch())
+    created = iso_time(source_date_epoch())
     base_env = (p.base.config_json.get("config") or {}).get("Env", [])
     return env.from_string(template).render(
         namespace=p.source.name, base=base_tag, framework_dir=FRAMEWORK_DIR, deps_dir=DEPS_DIR, app_dir=APP_DIR,

@@ -8,22 +8,20 @@ mount the tools directory at /tools and a writable directory at /var/lib/tooldoc
 from __future__ import annotations
 
 import hashlib
-
 import time
 from importlib import metadata
 from pathlib import Path
 
 import tooldock
 
-from .base import _iso
 from .blobs import cache_key
 from .build import Builder, BuildResult, entries_key
 from .imageconfig import USER
 from .install import compile_tree, install_lock, tree
-from .lock import FRAMEWORK_RESOLVED_AS_OF, LockError, Target, _compile
+from .lock import FRAMEWORK_RESOLVED_AS_OF, LockError, Target, compile_requirements
 from .oci import assemble, write_layout
 from .schema import interpreter_for
-from .tarball import Entry, entries_from_dir, source_date_epoch
+from .tarball import Entry, entries_from_dir, iso_time, source_date_epoch
 
 PACKAGES_DIR, SOURCE_DIR = "/opt/tooldock/gateway/packages", "/opt/tooldock/gateway/src"
 NAME = "tooldock-gateway"
@@ -53,7 +51,7 @@ def build_gateway(builder: Builder) -> BuildResult:
         lock = lock_path.read_text()
     else:
         try:
-            lock = _compile(reqs, target, exclude_newer=FRAMEWORK_RESOLVED_AS_OF)
+            lock = compile_requirements(reqs, target, exclude_newer=FRAMEWORK_RESOLVED_AS_OF)
         except LockError as exc:
             raise LockError(f"cannot lock the gateway's requirements for Python {target.python}:\n{exc}") from None
         lock_path.parent.mkdir(parents=True, exist_ok=True)
@@ -67,7 +65,7 @@ def build_gateway(builder: Builder) -> BuildResult:
     deps_layer, deps_hit = builder.store.layer(key, lambda: entries_from_dir(packages, PACKAGES_DIR))
     sources = _source_entries()
     src_layer, src_hit = builder.store.layer(entries_key("gateway-src", sources), lambda: sources)
-    created = _iso(source_date_epoch())
+    created = iso_time(source_date_epoch())
     base_config = base.config_json
     inner = base_config.get("config") or {}
     config = {
@@ -100,7 +98,7 @@ def build_gateway(builder: Builder) -> BuildResult:
     timings["total"] = time.perf_counter() - started
     return BuildResult(
         NAME, image, tooldock.__version__, layout, [], hashlib.sha256(lock.encode()).hexdigest(),
-        [{"name": "base", "digest": l.digest, "size": l.size, "cached": True} for l in base.layers]
+        [{"name": "base", "digest": layer.digest, "size": layer.size, "cached": True} for layer in base.layers]
         + [{"name": "gateway-deps", "digest": deps_layer.digest, "size": deps_layer.size, "cached": deps_hit},
            {"name": "gateway", "digest": src_layer.digest, "size": src_layer.size, "cached": src_hit}],
         timings,

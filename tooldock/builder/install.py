@@ -15,7 +15,7 @@ from pathlib import Path
 
 from uv import find_uv_bin
 
-from .lock import LockError, Target, _uv_env
+from .lock import LockError, Target, uv_env
 
 
 def compile_tree(dest: Path, python: str) -> None:
@@ -36,7 +36,7 @@ def install_lock(lock_text: str, dest: Path, target: Target) -> None:
             [find_uv_bin(), "pip", "install", "--quiet", "--target", str(dest), "--no-deps", "--require-hashes",
              "--link-mode", "copy", "--python-version", target.python, "--python-platform", target.platform,
              "-r", req.name],
-            capture_output=True, text=True, env=_uv_env(),
+            capture_output=True, text=True, env=uv_env(),
         )
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.strip().splitlines()[-12:])

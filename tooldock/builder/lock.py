@@ -18,6 +18,7 @@ from pathlib import Path
 
 from uv import find_uv_bin
 
+from ..errors import BuilderError
 from ..worker import FRAMEWORK_REQUIREMENTS
 from .blobs import atomic_write
 
@@ -27,7 +28,7 @@ _HEADER = "# tooldock-lock: "
 _PIN_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?==([^\s\\;]+)", re.M)
 
 
-class LockError(RuntimeError):
+class LockError(BuilderError):
     pass
 
 
@@ -38,14 +39,14 @@ class Target:
 
 
 def _uv(*args: str) -> str:
-    proc = subprocess.run([find_uv_bin(), *args], capture_output=True, text=True, env=_uv_env())
+    proc = subprocess.run([find_uv_bin(), *args], capture_output=True, text=True, env=uv_env())
     if proc.returncode != 0:
         tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-12:])
         raise LockError(tail)
     return proc.stdout
 
 
-def _uv_env() -> dict[str, str]:
+def uv_env() -> dict[str, str]:
     import os
 
     return {**os.environ, "UV_PYTHON_DOWNLOADS": "never", "UV_NO_PROGRESS": "1"}
@@ -56,7 +57,7 @@ def pins(lock_text: str) -> dict[str, str]:
     return {re.sub(r"[-_.]+", "-", m.group(1)).lower(): m.group(3) for m in _PIN_RE.finditer(lock_text)}
 
 
-def _compile(requirements: str, target: Target, *, constraints: str | None = None, exclude_newer: str | None = None) -> str:
+def compile_requirements(requirements: str, target: Target, *, constraints: str | None = None, exclude_newer: str | None = None) -> str:
     with tempfile.TemporaryDirectory(prefix="tooldock-lock-") as tmp:
         req = Path(tmp) / "requirements.in"
         req.write_text(requirements)
@@ -76,7 +77,7 @@ def framework_lock(cache: Path, target: Target) -> str:
     if path.is_file():
         return path.read_text()
     try:
-        text = _compile("\n".join(FRAMEWORK_REQUIREMENTS) + "\n", target, exclude_newer=FRAMEWORK_RESOLVED_AS_OF)
+        text = compile_requirements("\n".join(FRAMEWORK_REQUIREMENTS) + "\n", target, exclude_newer=FRAMEWORK_RESOLVED_AS_OF)
     except LockError as exc:
         raise LockError(f"cannot lock the worker framework for Python {target.python} ({target.platform}):\n{exc}") from None
     atomic_write(path, text.encode())
@@ -94,7 +95,7 @@ def namespace_lock(folder: Path, requirements: str, framework: str, target: Targ
         if existing.startswith(_HEADER + fingerprint):
             return existing, True
     try:
-        text = _compile(requirements, target, constraints=framework)
+        text = compile_requirements(requirements, target, constraints=framework)
     except LockError as exc:
         raise LockError(
             f"cannot resolve {folder.name}/requirements.txt for Python {target.python} ({target.platform}):\n{exc}\n"

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import BuilderError
 from .blobs import BlobStore, atomic_write
 from .tarball import Layer
 
@@ -19,7 +20,7 @@ INDEX = "application/vnd.oci.image.index.v1+json"
 REF_NAME = "org.opencontainers.image.ref.name"
 
 
-class LayoutError(ValueError):
+class LayoutError(BuilderError):
     pass
 
 
@@ -49,7 +50,7 @@ def assemble(store: BlobStore, config: dict[str, Any], layers: list[Layer], anno
         "schemaVersion": 2,
         "mediaType": MANIFEST,
         "config": {"mediaType": CONFIG, "digest": config_digest, "size": len(config_bytes)},
-        "layers": [{"mediaType": l.media_type, "digest": l.digest, "size": l.size} for l in layers],
+        "layers": [{"mediaType": layer.media_type, "digest": layer.digest, "size": layer.size} for layer in layers],
         "annotations": annotations,
     }
     manifest_bytes = canonical(manifest)
@@ -76,7 +77,7 @@ def write_layout(dest: Path, store: BlobStore, image: Image, ref: str) -> None:
         (tmp / "index.json").write_bytes(index_json(image, ref))
         blobs = tmp / "blobs" / "sha256"
         blobs.mkdir(parents=True)
-        for digest in (image.manifest_digest, image.config_digest, *(l.digest for l in image.layers)):
+        for digest in (image.manifest_digest, image.config_digest, *(layer.digest for layer in image.layers)):
             target = blobs / digest.split(":", 1)[1]
             try:
                 os.link(store.path(digest), target)
@@ -113,7 +114,7 @@ def read_layout(path: Path, store: BlobStore) -> Image:
         store.add_file(path / "blobs" / d["digest"].replace(":", "/"), d["digest"])
         layers.append(Layer(d["digest"], "", d["size"], d["mediaType"]))
     diff_ids = json.loads(config_bytes).get("rootfs", {}).get("diff_ids", [])
-    layers = [Layer(l.digest, diff_ids[i] if i < len(diff_ids) else "", l.size, l.media_type) for i, l in enumerate(layers)]
+    layers = [Layer(layer.digest, diff_ids[i] if i < len(diff_ids) else "", layer.size, layer.media_type) for i, layer in enumerate(layers)]
     return Image(manifest_bytes, store.put(manifest_bytes), config_bytes, store.put(config_bytes), tuple(layers))
 
 

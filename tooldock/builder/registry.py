@@ -17,13 +17,14 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from ..errors import BuilderError
 from .blobs import BlobStore
 from .oci import MANIFEST, Image, assemble_from_registry
 
 _REF_RE = re.compile(r"^(?P<host>[A-Za-z0-9.-]+(:[0-9]+)?|\[[0-9a-fA-F:]+\](:[0-9]+)?)/(?P<path>[a-z0-9]+([._/-][a-z0-9]+)*)$")
 
 
-class RegistryError(RuntimeError):
+class RegistryError(BuilderError):
     pass
 
 
@@ -99,7 +100,7 @@ def push(store: BlobStore, image: Image, target: str, namespace: str, tag: str) 
     result = PushResult(f"{host}/{repository}:{tag}", image.manifest_digest)
     try:
         with httpx.Client(auth=_Auth(), timeout=httpx.Timeout(30, write=300), follow_redirects=True) as client:
-            for digest in dict.fromkeys([image.config_digest, *(l.digest for l in image.layers)]):
+            for digest in dict.fromkeys([image.config_digest, *(layer.digest for layer in image.layers)]):
                 head = client.head(f"{base}/blobs/{digest}")
                 if head.status_code == 200:
                     result.skipped.append(digest)

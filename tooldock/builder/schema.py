@@ -20,8 +20,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..errors import BuilderError
 
-class SchemaError(RuntimeError):
+
+class SchemaError(BuilderError):
     pass
 
 

@@ -6,6 +6,7 @@ to mode 0755 (directories, executables) or 0644; gzip carries no name and mtime 
 
 from __future__ import annotations
 
+import datetime
 import gzip
 import hashlib
 import io
@@ -27,6 +28,11 @@ def source_date_epoch() -> int:
         return int(raw)
     except ValueError:
         raise ValueError(f"SOURCE_DATE_EPOCH={raw!r} is not a number of seconds") from None
+
+
+def iso_time(epoch: int) -> str:
+    """The image's `created` timestamps: the same epoch as the layers' mtimes."""
+    return datetime.datetime.fromtimestamp(epoch, tz=datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)

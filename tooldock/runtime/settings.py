@@ -8,7 +8,6 @@ import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
 # Every environment variable the gateway reads (the README documents each; tests/test_docs.py checks).
 ENV_VARS = (
     "TOOLDOCK_BEARER_TOKEN",
