@@ -70,6 +70,19 @@ def test_load_and_run_with_no_network_and_no_arguments(docker_host, source, tmp_
     assert ready["tools"] == tools and listed["result"]["tools"] == tools
 
 
+def test_docker_load_of_the_tar_output(docker_host, source, tmp_path):
+    import docker
+
+    tar = tmp_path / "multi-tool.tar"
+    result = json.loads(tooldock_cli("build", str(source), "--output", str(tmp_path / "oci"), "--tar", str(tar),
+                                     "--json").stdout)
+    client = docker.DockerClient(base_url=docker_host)
+    with tar.open("rb") as data:
+        (image,) = client.images.load(data)
+    assert "tooldock/multi-tool:latest" in image.tags
+    assert image.id == result["config_digest"]  # the engine's image id is the config digest we wrote
+
+
 def test_push_twice_second_uploads_nothing(registry, source, tmp_path):
     require("skopeo")
     target = f"{registry}/tools"
