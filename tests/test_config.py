@@ -6,6 +6,16 @@ from tooldock.namespace.config import ConfigError, parse_config
 from tooldock.runtime.settings import Settings, SettingsError
 
 
+def test_config_round_trips_through_its_label_form():
+    from tooldock.namespace.config import config_to_dict
+
+    raw = {"description": "d", "secrets": ["A_KEY"], "env": {"X": "1"}, "network": "egress",
+           "limits": {"timeout": 5, "concurrency": 2, "memory": "256m"}, "python": "3.11"}
+    cfg = parse_config(raw)
+    assert parse_config(config_to_dict(cfg)) == cfg
+    assert parse_config(config_to_dict(parse_config({}))) == parse_config({})
+
+
 def test_seed_example_config():
     cfg = parse_config({
         "description": "GitHub API tools", "version": "1.0.0", "author": "someone",

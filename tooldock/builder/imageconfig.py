@@ -9,6 +9,7 @@ from typing import Any
 
 import tooldock
 
+from ..namespace.config import config_to_dict
 from ..namespace.models import NamespaceSource
 from ..worker.protocol import PROTOCOL_VERSION
 from .base import BaseInfo
@@ -31,6 +32,7 @@ def labels(source: NamespaceSource, tools: list[dict[str, Any]], lock: str, crea
         "io.tooldock.namespace": source.name,
         "io.tooldock.tools": json.dumps(tools, sort_keys=True, separators=(",", ":")),
         "io.tooldock.secrets": json.dumps(list(cfg.secrets)),
+        "io.tooldock.config": json.dumps(config_to_dict(cfg), sort_keys=True, separators=(",", ":")),
         "io.tooldock.protocol": str(PROTOCOL_VERSION),
         "io.tooldock.network": cfg.network,
         "io.tooldock.lock-hash": hashlib.sha256(lock.encode()).hexdigest(),

@@ -99,6 +99,20 @@ def parse_config(data: Any) -> NamespaceConfig:
     )
 
 
+def config_to_dict(cfg: NamespaceConfig) -> dict[str, Any]:
+    """The inverse of `parse_config`: what an image carries in its `io.tooldock.config` label."""
+    limits = {k: v for k, v in vars(cfg.limits).items() if v is not None}
+    data: dict[str, Any] = {
+        "description": cfg.description, "version": cfg.version, "author": cfg.author,
+        "secrets": list(cfg.secrets), "env": dict(cfg.env), "network": cfg.network,
+    }
+    if limits:
+        data["limits"] = limits
+    if cfg.python:
+        data["python"] = cfg.python
+    return data
+
+
 def read_config(folder: Path) -> tuple[NamespaceConfig, Problem | None]:
     """The folder's config, or the defaults plus a problem if the file is unreadable or invalid."""
     path = folder / CONFIG_FILE
