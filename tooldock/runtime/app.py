@@ -62,8 +62,8 @@ def _install_sighup(registry: Registry) -> None:
 
 
 def create_app(tools_dir: Path, settings: Settings, host: str = "127.0.0.1", url: str = "") -> FastAPI:
-    backend = ProcessBackend(settings)
-    registry = Registry(tools_dir, backend, settings)
+    backend = ProcessBackend(settings, tools_dir)
+    registry = Registry(backend, settings)
     engine = Engine(registry, settings)
     hub = McpHub(engine, settings, host)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Protocol
 
-from ..namespace.models import NamespaceSource
+from ..namespace.models import NamespaceSource, ScanResult
 
 WorkerState = Literal["starting", "ready", "restarting", "crash_loop", "failed", "stopped"]
 
@@ -35,6 +35,9 @@ class Worker(Protocol):
 
 class Backend(Protocol):
     name: str
+
+    async def discover(self) -> ScanResult:
+        """The namespaces that exist now; a source's fingerprint changes whenever its worker must change."""
 
     def create(self, source: NamespaceSource) -> Worker: ...
 

@@ -1,6 +1,7 @@
 """The registry: an immutable snapshot of namespaces, replaced in one assignment on every reload.
 
-A reload rescans the tools directory and starts workers only for namespaces whose folder changed. The new
+A reload asks the backend what namespaces exist (the process backend scans the tools directory, the docker
+backend lists worker containers) and starts workers only for namespaces whose fingerprint changed. The new
 workers must be ready (or have failed) before the snapshot is swapped; a changed namespace whose new
 worker fails keeps its old worker serving. Replaced and removed workers are drained after the swap, so a
 call never sees a half-swapped namespace.
@@ -12,13 +13,11 @@ import asyncio
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from ..errors import ReloadFailed
 from ..namespace.models import NamespaceSource, Problem
-from ..namespace.scanner import scan_tools_dir
 from .backend import Backend, Worker
 from .settings import Settings
 
@@ -63,8 +62,8 @@ class Snapshot:
 
 
 class Registry:
-    def __init__(self, tools_dir: Path, backend: Backend, settings: Settings) -> None:
-        self.tools_dir, self.backend, self.settings = tools_dir, backend, settings
+    def __init__(self, backend: Backend, settings: Settings) -> None:
+        self.backend, self.settings = backend, settings
         self.snapshot = Snapshot()
         self._lock = asyncio.Lock()
         self._retiring: set[asyncio.Task[None]] = set()
@@ -73,8 +72,8 @@ class Registry:
         """Rescan and apply; returns what changed (the `reload_core` result of seed 000)."""
         async with self._lock:
             try:
-                scan = await asyncio.to_thread(scan_tools_dir, self.tools_dir)
-            except OSError as exc:  # the tools directory itself is gone: keep serving what we have
+                scan = await self.backend.discover()
+            except OSError as exc:  # e.g. the tools directory itself is gone: keep serving what we have
                 raise ReloadFailed(f"reload failed, still serving the previous namespaces: {exc}") from exc
             old = self.snapshot.entries
             keep: dict[str, NamespaceEntry] = {}

@@ -1,0 +1,218 @@
+"""Supervision shared by every backend: start a worker, wait for its ready handshake on the unix socket,
+restart it with exponential backoff when it dies, call it, drain and stop it.
+
+A backend supplies how a worker is launched, observed and stopped (`_prepare`, `_launch`, `_exit_code`,
+`_wait_exited`, `_terminate`); everything else, including crash-loop detection, lives here once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ..errors import DependencyError, NamespaceUnavailable
+from .backend import WorkerState
+from .settings import Settings
+from .workerclient import WorkerConnection
+
+STABLE_AFTER = 10.0  # seconds a worker must stay up for a later death not to count toward a crash loop
+CRASH_LOOP_AFTER = 5  # consecutive failed starts / quick deaths
+BACKOFF_MAX = 30.0
+
+
+class StartFailure(Exception):
+    pass
+
+
+class SupervisedWorker:
+    kind = "worker"
+
+    def __init__(self, namespace: str, settings: Settings, socket_path: Path) -> None:
+        self.namespace, self.settings, self.socket_path = namespace, settings, socket_path
+        self.state: WorkerState = "starting"
+        self.tools: list[dict[str, Any]] = []
+        self.failed_files: list[dict[str, Any]] = []
+        self.deps_synced = False
+        self.restarts = 0
+        self.last_error: str | None = None
+        self.pid: int | str | None = None
+        self._conn: WorkerConnection | None = None
+        self._ready = asyncio.Event()
+        self._settled = asyncio.Event()
+        self._stopping = False
+        self._inflight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._output: collections.deque[str] = collections.deque(maxlen=20)
+        self._task: asyncio.Task[None] | None = None
+
+    # -- what a backend provides ---------------------------------------------------------------------
+
+    async def _prepare(self) -> None:
+        """Once, before the first launch (e.g. make the virtualenv). Raise DependencyError to fail."""
+
+    async def _launch(self) -> None:
+        raise NotImplementedError
+
+    def _exit_code(self) -> int | None:
+        """The worker's exit status if it has exited, else None."""
+        raise NotImplementedError
+
+    async def _wait_exited(self) -> None:
+        raise NotImplementedError
+
+    async def _terminate(self) -> None:
+        """Make sure the launched worker is gone (called after every run, and on stop)."""
+        raise NotImplementedError
+
+    # -- supervision ---------------------------------------------------------------------------------
+
+    async def start(self, timeout: float) -> None:
+        self._task = asyncio.create_task(self._supervise(), name=f"supervise-{self.namespace}")
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await self._settled.wait()
+        if not self._settled.is_set():
+            self.last_error = f"{self.kind} did not become ready within {timeout:g}s"
+
+    async def _supervise(self) -> None:
+        try:
+            await self._prepare()
+        except DependencyError as exc:
+            self._fail("failed", exc.message)
+            return
+        failures = 0
+        while not self._stopping:
+            ready_at = None
+            try:
+                self.socket_path.unlink(missing_ok=True)
+                self._output.clear()
+                await self._launch()
+                await self._wait_ready()
+                ready_at = time.monotonic()
+                self.state = "ready"
+                self._ready.set()
+                self._settled.set()
+                await self._wait_exit()
+            except StartFailure as exc:
+                self.last_error = str(exc)
+            finally:
+                self._ready.clear()
+                await self._disconnect()
+                await self._terminate()
+            if self._stopping:
+                break
+            if ready_at is not None:
+                self.last_error = f"{self.kind} exited unexpectedly: {self._tail()}"
+            quick = ready_at is None or time.monotonic() - ready_at < STABLE_AFTER
+            failures = failures + 1 if quick else 0
+            if failures >= CRASH_LOOP_AFTER:
+                self._fail("crash_loop", f"crash loop: {failures} failed starts in a row; last error: {self.last_error}")
+                return
+            self.state = "restarting"
+            self.restarts += 1
+            print(f"tooldock: [{self.namespace}] {self.kind} died ({self.last_error}); restart #{self.restarts}",
+                  file=sys.stderr, flush=True)
+            await asyncio.sleep(min(BACKOFF_MAX, self.settings.restart_backoff * 2 ** max(0, failures - 1)))
+
+    def _fail(self, state: WorkerState, message: str) -> None:
+        self.state, self.last_error = state, message
+        print(f"tooldock: [{self.namespace}] {message}", file=sys.stderr, flush=True)
+        self._settled.set()
+
+    def _tail(self) -> str:
+        return " | ".join(list(self._output)[-3:]) or "no output"
+
+    def _log_line(self, line: str) -> None:
+        self._output.append(line)
+        print(line if line.startswith(f"[{self.namespace}]") else f"[{self.namespace}] {line}",
+              file=sys.stderr, flush=True)
+
+    async def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.settings.worker_start_timeout
+        while True:
+            code = self._exit_code()
+            if code is not None:
+                await asyncio.sleep(0.05)  # let the last output lines arrive
+                raise StartFailure(f"{self.kind} exited with code {code} before it was ready: {self._tail()}")
+            if self.socket_path.exists():
+                try:
+                    self._conn = await WorkerConnection.open(self.namespace, self.socket_path)
+                    break
+                except (ConnectionRefusedError, FileNotFoundError, PermissionError):
+                    pass
+            if time.monotonic() > deadline:
+                raise StartFailure(f"{self.kind} did not open its socket in time: {self._tail()}")
+            await asyncio.sleep(0.02)
+        handshake = self._conn.handshake
+        self.tools = list(handshake.get("tools") or [])
+        self.failed_files = list(handshake.get("failed_files") or [])
+
+    async def _wait_exit(self) -> None:
+        assert self._conn is not None
+        exited = asyncio.create_task(self._wait_exited())
+        closed = asyncio.create_task(self._conn.closed.wait())
+        await asyncio.wait({exited, closed}, return_when=asyncio.FIRST_COMPLETED)
+        closed.cancel()
+        exited.cancel()
+
+    async def _disconnect(self) -> None:
+        if self._conn is not None:
+            await self._conn.close()
+            self._conn = None
+
+    # -- calls ---------------------------------------------------------------------------------------
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        if self.state in ("failed", "crash_loop", "stopped"):
+            raise NamespaceUnavailable(
+                f"namespace {self.namespace!r} is not running ({self.state}): {self.last_error}",
+                {"state": self.state},
+            )
+        if not self._ready.is_set():
+            try:
+                async with asyncio.timeout(self.settings.call_timeout):
+                    await self._ready.wait()
+            except TimeoutError:
+                raise NamespaceUnavailable(f"namespace {self.namespace!r} is {self.state}; retry shortly") from None
+        conn = self._conn
+        if conn is None:
+            raise NamespaceUnavailable(f"namespace {self.namespace!r} is {self.state}; retry shortly")
+        self._inflight += 1
+        self._idle.clear()
+        try:
+            return await conn.request("tools.call", tool=tool, arguments=arguments)
+        finally:
+            self._inflight -= 1
+            if self._inflight == 0:
+                self._idle.set()
+
+    async def stop(self, drain_timeout: float) -> None:
+        self._stopping = True
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(drain_timeout):
+                await self._idle.wait()
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(2):
+                    await self._conn.request("shutdown")
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(3):
+                    await self._wait_exited()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        await self._disconnect()
+        await self._terminate()
+        self.state = "stopped"
+        self.socket_path.unlink(missing_ok=True)
+
+    def status(self) -> dict[str, Any]:
+        return {"state": self.state, "pid": self.pid if self.state == "ready" else None,
+                "restarts": self.restarts, "last_error": self.last_error, "inflight": self._inflight}
