@@ -32,8 +32,9 @@ STATE_DIR = Path(os.environ.get("TOOLDOCK_TEST_STATE_DIR", ROOT / ".tooldock-tes
 class Gateway:
     """A `tooldock serve` subprocess. Logs go to a file so tests can read what it said."""
 
-    def __init__(self, tools_dir: Path, log_path: Path, env: dict[str, str] | None = None) -> None:
-        self.tools_dir, self.log_path = tools_dir, log_path
+    def __init__(self, tools_dir: Path, log_path: Path, env: dict[str, str] | None = None,
+                 args: tuple[str, ...] = ()) -> None:
+        self.tools_dir, self.log_path, self.args = tools_dir, log_path, args
         self.token = TOKEN
         self.env = {
             **os.environ,
@@ -47,7 +48,7 @@ class Gateway:
     def start(self, timeout: float = 300) -> Gateway:
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
-            [TOOLDOCK, "serve", str(self.tools_dir), "--port", "0"],
+            [TOOLDOCK, "serve", str(self.tools_dir), "--port", "0", *self.args],
             env=self.env, stdout=subprocess.PIPE, stderr=self._log,
         )
         deadline = time.monotonic() + timeout

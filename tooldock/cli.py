@@ -37,11 +37,15 @@ def _uvicorn_log_config(level: str) -> dict:
               help="Address to listen on.")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535), envvar="TOOLDOCK_PORT",
               help="Port to listen on.")
-@click.option("--backend", type=click.Choice(["process"]), default="process", show_default=True,
-              help="How workers run: 'process' = local processes in per-namespace virtualenvs.")
+@click.option("--backend", type=click.Choice(["process", "docker"]), default="process", show_default=True,
+              envvar="TOOLDOCK_BACKEND",
+              help="How workers run: 'process' = local processes in per-namespace virtualenvs (serves "
+                   "TOOLS_DIR); 'docker' = worker containers found through the Docker socket (see deploy).")
+@click.option("--read-only", is_flag=True,
+              help="docker backend: only discover and call worker containers; never start, restart or remove them.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
               show_default=True, envvar="LOG_LEVEL", help="Log verbosity (stderr).")
-def serve(tools_dir: Path, host: str, port: int, backend: str, log_level: str) -> None:
+def serve(tools_dir: Path, host: str, port: int, backend: str, read_only: bool, log_level: str) -> None:
     """Serve every namespace folder in TOOLS_DIR (default: ./tools).
 
     Each sub-folder is a namespace; each runs in its own worker process. Clients pick a namespace with
@@ -52,7 +56,7 @@ def serve(tools_dir: Path, host: str, port: int, backend: str, log_level: str) -
     from .runtime.app import create_app
     from .runtime.settings import Settings, SettingsError
 
-    if not tools_dir.is_dir():
+    if backend == "process" and not tools_dir.is_dir():
         raise click.ClickException(
             f"tools directory '{tools_dir}' does not exist; create it with one sub-folder per namespace "
             "(see examples/), or pass another directory: tooldock serve DIR"
@@ -71,7 +75,14 @@ def serve(tools_dir: Path, host: str, port: int, backend: str, log_level: str) -
     sock = _bind(host, port)
     shown_host = f"[{host}]" if ":" in host else host
     url = f"http://{shown_host}:{sock.getsockname()[1]}"
-    app = create_app(tools_dir.resolve(), settings, host, url)
+    if backend == "docker":
+        from .builder.daemon import engine
+
+        try:
+            engine()
+        except BuilderError as exc:
+            raise click.ClickException(str(exc)) from None
+    app = create_app(tools_dir.resolve(), settings, host, url, backend, read_only)
     config = uvicorn.Config(app, log_config=_uvicorn_log_config(log_level), log_level=log_level)
     uvicorn.Server(config).run(sockets=[sock])
 
@@ -226,6 +237,119 @@ def base(output: Path) -> None:
         raise click.ClickException(str(exc)) from None
     write_layout(output, store, image, "base")
     click.echo(image.manifest_digest)
+
+
+def _settings():
+    from .runtime.settings import Settings, SettingsError
+
+    try:
+        return Settings.from_env()
+    except SettingsError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@main.command()
+@click.argument("targets", nargs=-1, required=True)
+@click.option("--env", "-e", "env_pairs", multiple=True, metavar="KEY=VALUE",
+              help="Extra environment for the worker containers (repeatable).")
+@click.option("--drain", default=30.0, show_default=True, type=click.FloatRange(0),
+              help="Seconds a replaced container gets to finish in-flight calls before it is removed.")
+@click.option("--base", "base_ref", default=None, metavar="REF", help="Base image when TARGETS are folders (see build).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per namespace on stdout.")
+def deploy(targets: tuple[str, ...], env_pairs: tuple[str, ...], drain: float, base_ref: str | None, as_json: bool) -> None:
+    """Start (or replace) one hardened worker container per namespace.
+
+    Each TARGET is a namespace folder (built and loaded first) or an image in the Docker engine. Containers
+    run as uid 65532 with a read-only root filesystem, no capabilities, no-new-privileges, memory/CPU/pids
+    limits from tooldock.yaml and --network none (unless the namespace declares network: egress). Their
+    sockets appear under TOOLDOCK_SOCKET_DIR, where `tooldock serve --backend docker` finds them.
+    """
+    import json
+
+    from rich.console import Console
+
+    from .builder.build import Builder, BuildOptions
+    from .builder.daemon import engine
+    from .builder.daemon import load as load_image
+    from .runtime.deploy import deploy_image
+
+    env = {}
+    for pair in env_pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.UsageError(f"--env {pair!r}: use KEY=VALUE")
+        env[key] = value
+    settings = _settings()
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    try:
+        client = engine()
+    except BuilderError as exc:
+        raise click.ClickException(str(exc)) from None
+    builder = Builder(BuildOptions(output=Path("build/oci"), cache=_cache_dir(), base=base_ref),
+                      say=lambda m: console.print(f"  {m}"))
+    failures = 0
+    for target in targets:
+        try:
+            ref = target
+            if Path(target).is_dir():
+                with console.status(f"building {target}"):
+                    result = builder.build(Path(target))
+                    ref = load_image(builder.store, result.image, result.repository, result.ref)[1]
+            with console.status(f"starting {ref}"):
+                deployed = deploy_image(client, ref, settings.sockets, env, drain=drain)
+        except BuilderError as exc:
+            failures += 1
+            console.print(f"[red]✗ {target}[/red]: {exc}")
+            continue
+        replaced = f", replaced {', '.join(deployed['replaced'])}" if deployed["replaced"] else ""
+        console.print(f"[green]✓ {deployed['namespace']}[/green] running as {deployed['container']}{replaced}")
+        if as_json:
+            click.echo(json.dumps(deployed, sort_keys=True))
+    if failures:
+        raise click.ClickException(f"{failures} of {len(targets)} deployment(s) failed")
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per container on stdout.")
+def ps(as_json: bool) -> None:
+    """List worker containers: namespace, container, generation, state, image, socket."""
+    import json
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from .builder.daemon import engine
+    from .runtime.deploy import ps as list_workers
+
+    try:
+        rows = list_workers(engine())
+    except BuilderError as exc:
+        raise click.ClickException(str(exc)) from None
+    if as_json:
+        for row in rows:
+            click.echo(json.dumps(row, sort_keys=True))
+        return
+    table = Table()
+    for column in ("namespace", "container", "gen", "status", "healthy", "image"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(row["namespace"], row["container"], str(row["generation"]), row["status"],
+                      "yes" if row["healthy"] else "no", (row["tags"] or [row["image"] or ""])[0][:60])
+    Console().print(table)
+
+
+@main.command()
+@click.argument("namespace")
+def stop(namespace: str) -> None:
+    """Stop and remove the worker container(s) of NAMESPACE."""
+    from .builder.daemon import engine
+    from .runtime.deploy import stop as stop_workers
+
+    try:
+        removed = stop_workers(engine(), namespace, _settings().sockets)
+    except BuilderError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo("\n".join(removed))
 
 
 if __name__ == "__main__":

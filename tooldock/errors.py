@@ -21,7 +21,8 @@
     ├── BuildError, LayoutError        invalid namespace or base layout
     ├── LockError, SchemaError         uv could not lock/install; tools failed to import with the lock
     ├── BaseError                      the Debian base could not be made
-    └── DaemonError, RegistryError     the Docker engine or a registry refused or is unreachable
+    ├── DaemonError, RegistryError     the Docker engine or a registry refused or is unreachable
+    └── DeployError                    `tooldock deploy / stop`: no such image, no labels, never became ready
 
 Each gateway error carries its HTTP status and its worker-protocol code. They are converted in exactly
 three places: the REST error response (`runtime.rest`), the MCP tool result (`runtime.mcp`) and the CLI
@@ -111,6 +112,10 @@ class ReloadFailed(ToolDockError):
 
 class BuilderError(Exception):
     """A build step failed; the message says what and what to do. The CLI prints it and exits 1."""
+
+
+class DeployError(BuilderError):
+    """Deploying or stopping a worker container failed."""
 
 
 # Worker-protocol error codes (seed 000, "Worker Runtime Contract") -> the error a caller sees.

@@ -61,8 +61,43 @@ def _install_sighup(registry: Registry) -> None:
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, on_hup)
 
 
-def create_app(tools_dir: Path, settings: Settings, host: str = "127.0.0.1", url: str = "") -> FastAPI:
-    backend = ProcessBackend(settings, tools_dir)
+def _watch(backend, registry: Registry) -> None:
+    """Backends that can tell when namespaces change (docker events) trigger reloads, coalesced."""
+    if not hasattr(backend, "watch"):
+        return
+    pending: set[asyncio.Task] = set()
+    state = {"dirty": False}
+
+    async def settle() -> None:
+        while state["dirty"]:
+            state["dirty"] = False
+            await asyncio.sleep(0.2)
+            try:
+                await registry.reload()
+            except Exception as exc:  # reported, and the previous snapshot keeps serving
+                print(f"tooldock: reload failed: {exc}", file=sys.stderr, flush=True)
+
+    def changed() -> None:
+        state["dirty"] = True
+        if not pending:
+            task = asyncio.ensure_future(settle())
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+
+    backend.watch(changed)
+
+
+def make_backend(name: str, settings: Settings, tools_dir: Path, read_only: bool = False):
+    if name == "docker":
+        from .docker_backend import DockerBackend
+
+        return DockerBackend(settings, read_only=read_only)
+    return ProcessBackend(settings, tools_dir)
+
+
+def create_app(tools_dir: Path, settings: Settings, host: str = "127.0.0.1", url: str = "", backend_name: str = "process",
+               read_only: bool = False) -> FastAPI:
+    backend = make_backend(backend_name, settings, tools_dir, read_only)
     registry = Registry(backend, settings)
     engine = Engine(registry, settings)
     hub = McpHub(engine, settings, host)
@@ -71,12 +106,14 @@ def create_app(tools_dir: Path, settings: Settings, host: str = "127.0.0.1", url
     async def lifespan(app: FastAPI):
         report = await registry.reload()
         print(
-            f"tooldock: serving {len(report['namespaces'])} namespace(s) from {tools_dir}: "
+            f"tooldock: serving {len(report['namespaces'])} namespace(s) from "
+            f"{tools_dir if backend.name == 'process' else 'docker containers'}: "
             + ", ".join(f"{n} ({e.state}, {len(e.tools)} tools)" for n, e in registry.snapshot.entries.items()),
             file=sys.stderr,
             flush=True,
         )
         _install_sighup(registry)
+        _watch(backend, registry)
         if url:
             print(f"tooldock: ready on {url} (MCP at {url}/mcp, REST at {url}/tools)", file=sys.stderr, flush=True)
         try:

@@ -29,6 +29,9 @@ class Worker(Protocol):
     async def stop(self, drain_timeout: float) -> None:
         """Let in-flight calls finish (bounded), then stop the worker for good."""
 
+    async def release(self) -> None:
+        """The gateway is shutting down: stop what only lives with the gateway, leave the rest running."""
+
     def status(self) -> dict[str, Any]:
         """State, restarts, last error: what `/namespaces` and `/health` report."""
 

@@ -71,6 +71,7 @@ class ProcessWorker(SupervisedWorker):
                 "--parent-pid", str(os.getpid())]
         for tool_file in self.source.files:
             args += ["--file", tool_file.filename]
+        self.socket_path.unlink(missing_ok=True)
         self._proc = await asyncio.create_subprocess_exec(
             *args, cwd=str(self.source.path), env=env, stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,

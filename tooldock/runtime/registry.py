@@ -129,6 +129,6 @@ class Registry:
         async with self._lock:
             workers = [e.worker for e in self.snapshot.entries.values() if e.worker is not None]
             self.snapshot = Snapshot(generation=self.snapshot.generation + 1)
-            await asyncio.gather(*(w.stop(min(5.0, self.settings.drain_timeout)) for w in workers))
+            await asyncio.gather(*(w.release() for w in workers))
             if self._retiring:
                 await asyncio.gather(*self._retiring, return_exceptions=True)

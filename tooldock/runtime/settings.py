@@ -21,6 +21,7 @@ ENV_VARS = (
     "TOOLDOCK_DRAIN_TIMEOUT",
     "TOOLDOCK_RESTART_BACKOFF",
     "TOOLDOCK_DNS_REBINDING_PROTECTION",
+    "TOOLDOCK_SOCKET_DIR",
 )
 
 
@@ -77,6 +78,7 @@ class Settings:
     worker_start_timeout: float = 120.0
     drain_timeout: float = 30.0
     restart_backoff: float = 0.5
+    socket_dir: Path | None = None  # docker backend: where worker containers' sockets live on the host
     dns_rebinding_protection: bool = True
 
     @classmethod
@@ -100,8 +102,13 @@ class Settings:
             worker_start_timeout=_number(env, "TOOLDOCK_WORKER_START_TIMEOUT", 120.0),
             drain_timeout=_number(env, "TOOLDOCK_DRAIN_TIMEOUT", 30.0),
             restart_backoff=_number(env, "TOOLDOCK_RESTART_BACKOFF", 0.5),
+            socket_dir=Path(env["TOOLDOCK_SOCKET_DIR"]) if env.get("TOOLDOCK_SOCKET_DIR") else None,
             dns_rebinding_protection=_bool(env, "TOOLDOCK_DNS_REBINDING_PROTECTION", True),
         )
+
+    @property
+    def sockets(self) -> Path:
+        return self.socket_dir or self.state_dir / "sockets"
 
     def __repr__(self) -> str:  # never print the tokens
         return f"Settings(state_dir={str(self.state_dir)!r}, call_timeout={self.call_timeout})"

@@ -29,6 +29,10 @@ class StartFailure(Exception):
     pass
 
 
+class WorkerGone(Exception):
+    """The thing that ran the worker no longer exists (a removed container): stop supervising."""
+
+
 class SupervisedWorker:
     kind = "worker"
 
@@ -90,7 +94,6 @@ class SupervisedWorker:
         while not self._stopping:
             ready_at = None
             try:
-                self.socket_path.unlink(missing_ok=True)
                 self._output.clear()
                 await self._launch()
                 await self._wait_ready()
@@ -101,6 +104,11 @@ class SupervisedWorker:
                 await self._wait_exit()
             except StartFailure as exc:
                 self.last_error = str(exc)
+            except WorkerGone as exc:
+                self._fail("failed", str(exc))
+                return
+            except Exception as exc:  # a backend error must never end supervision silently
+                self.last_error = f"{type(exc).__name__}: {exc}"
             finally:
                 self._ready.clear()
                 await self._disconnect()
@@ -212,6 +220,10 @@ class SupervisedWorker:
         await self._terminate()
         self.state = "stopped"
         self.socket_path.unlink(missing_ok=True)
+
+    async def release(self) -> None:
+        """The gateway is stopping. For a local process that means stopping it."""
+        await self.stop(min(5.0, self.settings.drain_timeout))
 
     def status(self) -> dict[str, Any]:
         return {"state": self.state, "pid": self.pid if self.state == "ready" else None,

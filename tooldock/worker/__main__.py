@@ -52,6 +52,12 @@ def main(argv: list[str] | None = None) -> int:
         pass
     finally:
         socket_path.unlink(missing_ok=True)
+        # Let connection handlers and calls still running end inside the loop, not after it closed.
+        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for task in pending:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        loop.close()
     return 0
 
 

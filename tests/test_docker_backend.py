@@ -1,0 +1,149 @@
+"""The docker backend end to end: `tooldock deploy` starts hardened worker containers, `tooldock serve
+--backend docker` finds them by label, serves them to the official MCP client, survives `docker kill`,
+and follows a redeploy with no restart of its own."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import EXAMPLES, FIXTURES, Gateway, run_mcp, tooldock_cli
+
+
+@pytest.fixture(scope="module")
+def deployed(docker_host, tmp_path_factory):
+    """examples/multi-tool, basic-tool and the testing fixture, deployed once; removed at the end."""
+    import docker
+
+    src = tmp_path_factory.mktemp("deploy-src")
+    for folder in (EXAMPLES / "multi-tool", EXAMPLES / "basic-tool", FIXTURES / "tools" / "testing"):
+        shutil.copytree(folder, src / folder.name, ignore=shutil.ignore_patterns("__pycache__"))
+    sockets = Path(tempfile.mkdtemp(prefix="tds-"))  # short: unix socket paths are limited
+    env = {"DOCKER_HOST": docker_host, "TOOLDOCK_SOCKET_DIR": str(sockets)}
+    proc = tooldock_cli("deploy", str(src / "multi-tool"), str(src / "basic-tool"), str(src / "testing"), "--json",
+                        "--drain", "5", env=env)
+    results = {r["namespace"]: r for r in map(json.loads, proc.stdout.splitlines())}
+    yield {"src": src, "sockets": sockets, "env": env, "results": results}
+    client = docker.DockerClient(base_url=docker_host)
+    for container in client.containers.list(all=True, filters={"label": "io.tooldock.namespace"}):
+        if any(str(m.get("Source", "")).startswith(str(sockets)) for m in container.attrs.get("Mounts") or []):
+            container.remove(force=True)
+    shutil.rmtree(sockets, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def docker_gateway(deployed, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("docker-gw")
+    gw = Gateway(tmp, tmp / "gateway.log", {**deployed["env"], "TOOLDOCK_RESTART_BACKOFF": "0.2"},
+                 args=("--backend", "docker")).start()
+    yield gw
+    gw.stop()
+
+
+def test_deploy_reports_and_hardens_the_containers(deployed, docker_host):
+    import docker
+
+    results = deployed["results"]
+    assert set(results) == {"multi-tool", "basic-tool", "testing"}
+    assert results["multi-tool"]["tools"] == ["add", "multiply", "reverse_text", "word_count"]
+    container = docker.DockerClient(base_url=docker_host).containers.get(results["multi-tool"]["container"])
+    host = container.attrs["HostConfig"]
+    assert container.attrs["Config"]["User"] == "65532:65532"
+    assert host["ReadonlyRootfs"] is True
+    assert host["CapDrop"] == ["ALL"]
+    assert "no-new-privileges:true" in host["SecurityOpt"]
+    assert host["NetworkMode"] == "none"
+    assert host["Memory"] == 256 * 1024 * 1024 and host["NanoCpus"] == 1_000_000_000 and host["PidsLimit"] == 256
+    assert "/tmp" in host["Tmpfs"]
+    rows = [json.loads(line) for line in tooldock_cli("ps", "--json", env=deployed["env"]).stdout.splitlines()]
+    mine = {r["namespace"]: r for r in rows if r["socket"] and r["socket"].startswith(str(deployed["sockets"]))}
+    assert mine["multi-tool"]["healthy"] and mine["multi-tool"]["status"] == "running"
+
+
+def test_gateway_serves_deployed_containers_to_the_mcp_client(docker_gateway):
+    async def body(session):
+        tools = await session.list_tools()
+        return [t.name for t in tools.tools], await session.call_tool("add", {"a": 2, "b": 3})
+
+    names, result = run_mcp(docker_gateway, "multi-tool", body)
+    assert names == ["add", "multiply", "reverse_text", "word_count"]
+    assert result.structured_content == {"result": 5}
+    listing = {n["name"]: n for n in docker_gateway.get("/namespaces").json()["namespaces"]}
+    assert listing["multi-tool"]["state"] == "ready" and listing["multi-tool"]["pid"].startswith("tooldock-multi-tool-")
+
+
+def test_docker_kill_mid_call_fails_cleanly_and_the_worker_comes_back(docker_gateway, deployed, docker_host):
+    import docker
+
+    container = docker.DockerClient(base_url=docker_host).containers.get(deployed["results"]["testing"]["container"])
+    replies = []
+    caller = threading.Thread(target=lambda: replies.append(docker_gateway.call("testing", "slow", seconds=10)))
+    caller.start()
+    docker_gateway.wait_for(lambda: docker_gateway.namespace("testing")["inflight"] == 1, what="the call in flight")
+    container.kill()
+    caller.join(30)
+    (reply,) = replies
+    assert reply.status_code == 500 and "exited during the call" in reply.json()["error"]["message"]
+    docker_gateway.wait_for(lambda: docker_gateway.namespace("testing")["state"] == "ready", what="the restart")
+    assert docker_gateway.namespace("testing")["restarts"] >= 1
+    assert docker_gateway.call("testing", "echo", value={"back": True}).json() == {"result": {"back": True}}
+
+
+def test_redeploy_swaps_the_namespace_without_restarting_the_gateway(docker_gateway, deployed, docker_host):
+    import docker
+
+    hello = deployed["src"] / "basic-tool" / "hello.py"
+    hello.write_text(hello.read_text().replace('f"Hello, {name}!"', 'f"Howdy, {name}!"'))
+    before = deployed["results"]["basic-tool"]["container"]
+    result = json.loads(tooldock_cli("deploy", str(deployed["src"] / "basic-tool"), "--json", "--drain", "10",
+                                     env=deployed["env"]).stdout)
+    assert result["replaced"] == [before] and result["generation"] == 2
+    docker_gateway.wait_for(
+        lambda: docker_gateway.call("basic-tool", "say_hello", name="Ada").json() == {"result": "Howdy, Ada!"},
+        what="the new version to be served")
+    client = docker.DockerClient(base_url=docker_host)
+    assert not client.containers.list(all=True, filters={"name": before})
+    assert docker_gateway.call("multi-tool", "add", a=1, b=1).json() == {"result": 2}
+
+
+def test_bad_deploys_are_clear_and_running_namespaces_keep_serving(docker_gateway, deployed, tmp_path):
+    env = deployed["env"]
+    unlabelled = tooldock_cli("deploy", "tooldock/no-such-image:1", env=env, check=False)
+    assert unlabelled.returncode == 1 and "no image 'tooldock/no-such-image:1'" in unlabelled.stderr
+    invalid = tooldock_cli("deploy", str(FIXTURES / "tools" / "broken-file"), env=env, check=False)
+    assert invalid.returncode == 1 and "bad_syntax.py:5: syntax error" in invalid.stderr
+    # Builds fine (the builder's import works), but dies as soon as it starts inside a container.
+    crashy = tmp_path / "crashy"
+    crashy.mkdir()
+    (crashy / "dies.py").write_text(
+        "import os\n\nfrom fastmcp.tools import tool\n\nif os.environ.get('TOOLDOCK_APP_DIR'):\n    os._exit(3)\n\n\n"
+        "@tool\ndef never(x: int) -> int:\n    \"\"\"Never served.\"\"\"\n    return x\n"
+    )
+    dies = tooldock_cli("deploy", str(crashy), env=env, check=False)
+    assert dies.returncode == 1 and "tooldock-crashy-1 did not become ready (exited)" in dies.stderr
+    assert docker_gateway.get("/tools", "crashy").status_code == 404
+    assert docker_gateway.call("multi-tool", "add", a=2, b=2).json() == {"result": 4}
+
+
+def test_image_without_tooldock_labels_is_refused(docker_gateway, deployed, docker_host):
+    import docker
+
+    client = docker.DockerClient(base_url=docker_host)
+    base = next(t for image in client.images.list(name="tooldock/base") for t in image.tags)
+    proc = tooldock_cli("deploy", base, env=deployed["env"], check=False)
+    assert proc.returncode == 1 and "has no ToolDock labels" in proc.stderr
+
+
+def test_stop_removes_the_namespace_from_the_gateway(docker_gateway, deployed):
+    removed = tooldock_cli("stop", "testing", env=deployed["env"]).stdout.split()
+    assert removed and all(name.startswith("tooldock-testing-") for name in removed)
+    docker_gateway.wait_for(lambda: docker_gateway.get("/tools", "testing").status_code == 404,
+                            what="the gateway to drop the namespace")
+    missing = tooldock_cli("stop", "testing", env=deployed["env"], check=False)
+    assert missing.returncode == 1 and "no worker container" in missing.stderr

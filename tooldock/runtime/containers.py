@@ -1,0 +1,93 @@
+"""Conventions shared by `tooldock deploy` and the docker backend: labels, names, socket directories, and
+the hardened `docker run` settings of a worker container."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from ..errors import DeployError
+from ..namespace.config import ConfigError, parse_config
+from ..namespace.models import NamespaceConfig
+
+LABEL_NAMESPACE = "io.tooldock.namespace"
+LABEL_GENERATION = "io.tooldock.generation"
+LABEL_MANAGED = "io.tooldock.managed"  # started by `tooldock deploy`: the gateway may stop and remove it
+SOCKET_MOUNT = "/run/tooldock"
+WORKER_UID = 65532
+DEFAULT_MEMORY, DEFAULT_CPUS, DEFAULT_PIDS = "256m", 1.0, 256
+
+
+def container_name(namespace: str, generation: int) -> str:
+    return f"tooldock-{namespace}-{generation}"
+
+
+def generation(container: Any) -> int:
+    try:
+        return int(container.labels.get(LABEL_GENERATION, "0"))
+    except ValueError:
+        return 0
+
+
+def image_contract(labels: dict[str, str] | None, where: str) -> tuple[str, NamespaceConfig, list[dict[str, Any]]]:
+    """Namespace, config and tools from an image's labels; a clear error for an image ToolDock did not build."""
+    labels = labels or {}
+    if LABEL_NAMESPACE not in labels or labels.get("io.tooldock.protocol") != "1":
+        raise DeployError(
+            f"{where} has no ToolDock labels (io.tooldock.namespace, io.tooldock.protocol=1): "
+            "build it with `tooldock build --load`, or deploy the namespace folder"
+        )
+    try:
+        config = parse_config(json.loads(labels.get("io.tooldock.config") or "{}"))
+        tools = json.loads(labels.get("io.tooldock.tools") or "[]")
+    except (ConfigError, ValueError) as exc:
+        raise DeployError(f"{where} has unreadable ToolDock labels: {exc}") from None
+    return labels[LABEL_NAMESPACE], config, tools
+
+
+def socket_dir_for(root: Path, name: str) -> Path:
+    """The host directory mounted at /run/tooldock in one container, writable by the worker's user."""
+    path = root / name
+    path.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() == 0:
+        os.chown(path, WORKER_UID, WORKER_UID)
+        path.chmod(0o750)
+    else:  # we cannot give it to uid 65532; the directory above stays private to this user
+        root.chmod(0o700)
+        path.chmod(0o777)
+    return path
+
+
+def remove_socket_dir(root: Path, name: str) -> None:
+    shutil.rmtree(root / name, ignore_errors=True)
+
+
+def run_settings(config: NamespaceConfig, sockets: Path, name: str, gen: int, env: dict[str, str]) -> dict[str, Any]:
+    """docker-py `containers.run` keyword arguments: non-root, read-only, no capabilities, no network."""
+    limits = config.limits
+    return {
+        "name": name,
+        "detach": True,
+        "user": f"{WORKER_UID}:{WORKER_UID}",
+        "read_only": True,
+        "tmpfs": {"/tmp": "rw,nosuid,nodev,noexec,size=64m"},
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges:true"],
+        "mem_limit": limits.memory or DEFAULT_MEMORY,
+        "nano_cpus": int((limits.cpus or DEFAULT_CPUS) * 1e9),
+        "pids_limit": DEFAULT_PIDS,
+        "network_mode": "none" if config.network == "none" else "bridge",
+        "volumes": {str(sockets): {"bind": SOCKET_MOUNT, "mode": "rw"}},
+        "labels": {LABEL_GENERATION: str(gen), LABEL_MANAGED: "true"},
+        "environment": env,
+    }
+
+
+def mounted_socket_dir(container: Any) -> Path | None:
+    for mount in container.attrs.get("Mounts") or []:
+        if mount.get("Destination") == SOCKET_MOUNT and mount.get("Source"):
+            return Path(mount["Source"])
+    return None

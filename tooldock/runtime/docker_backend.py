@@ -1,0 +1,198 @@
+"""The `docker` backend: worker containers found through the Docker socket, by label.
+
+Discovery lists containers labelled `io.tooldock.namespace` (the newest generation of each namespace
+wins) and reads each one's tools from its image labels, so `tools/list` needs no round trip. Docker's
+event stream (no polling) triggers a reload when a worker container starts or is removed. Workers are
+reached on the unix socket in the directory mounted at /run/tooldock. A dead container is restarted
+with backoff by the shared supervisor; a replaced one is drained, then stopped and removed if `tooldock
+deploy` started it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..errors import DependencyError, DeployError
+from ..namespace.models import NamespaceSource, Problem, ScanResult, ToolFile
+from .containers import (
+    LABEL_MANAGED,
+    LABEL_NAMESPACE,
+    generation,
+    image_contract,
+    mounted_socket_dir,
+    remove_socket_dir,
+)
+from .settings import Settings
+from .supervisor import StartFailure, SupervisedWorker, WorkerGone
+
+
+class DockerWorker(SupervisedWorker):
+    kind = "container"
+
+    def __init__(self, backend: DockerBackend, source: NamespaceSource, container_id: str, sockets: Path,
+                 tools: list[dict[str, Any]], managed: bool) -> None:
+        super().__init__(source.name, backend.settings, sockets / f"{source.name}.sock")
+        self.backend, self.source, self.container_id, self.managed = backend, source, container_id, managed
+        self.tools = tools  # from the image labels: listable before the worker connects
+        self._exited = asyncio.Event()
+        self._code: int | None = None
+
+    async def _prepare(self) -> None:
+        if self.backend.read_only:
+            return
+        try:
+            await asyncio.to_thread(self.backend.client.containers.get, self.container_id)
+        except Exception as exc:
+            raise DependencyError(f"container {self.container_id[:12]} is gone: {exc}") from None
+
+    async def _launch(self) -> None:
+        from docker.errors import NotFound
+
+        loop = asyncio.get_running_loop()
+        self._exited.clear()
+        self._code = None
+        try:
+            container = await asyncio.to_thread(self.backend.client.containers.get, self.container_id)
+        except NotFound:
+            raise WorkerGone(f"container {self.container_id[:12]} was removed") from None
+        if container.status != "running":
+            if self.backend.read_only:
+                raise StartFailure(f"container {container.name} is {container.status} (read-only discovery: not restarting it)")
+            self.socket_path.unlink(missing_ok=True)
+            await asyncio.to_thread(container.start)
+        self.pid = container.name
+
+        def watch() -> None:
+            try:
+                result = container.wait()
+                code = int(result.get("StatusCode", -1))
+            except Exception:
+                code = -1
+            loop.call_soon_threadsafe(self._set_exited, code)
+
+        def logs() -> None:
+            with contextlib.suppress(Exception):
+                for raw in container.logs(stream=True, follow=True, tail=0):
+                    line = raw.decode(errors="replace").rstrip()
+                    loop.call_soon_threadsafe(self._log_line, line)
+
+        threading.Thread(target=watch, daemon=True, name=f"wait-{container.name}").start()
+        threading.Thread(target=logs, daemon=True, name=f"logs-{container.name}").start()
+
+    def _set_exited(self, code: int) -> None:
+        self._code = code
+        self._exited.set()
+
+    def _exit_code(self) -> int | None:
+        return self._code
+
+    async def _wait_exited(self) -> None:
+        await self._exited.wait()
+
+    async def release(self) -> None:
+        """The gateway is stopping: let go of the container and leave it running for the next gateway."""
+        self._stopping = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        await self._disconnect()
+        self.state = "stopped"
+
+    async def _terminate(self) -> None:
+        if not self._stopping or not self.managed or self.backend.read_only:
+            return  # a crashed container is restarted in place by the next _launch
+        with contextlib.suppress(Exception):
+            container = await asyncio.to_thread(self.backend.client.containers.get, self.container_id)
+            await asyncio.to_thread(container.remove, force=True)
+        root = self.socket_path.parent.parent
+        remove_socket_dir(root, self.socket_path.parent.name)
+
+
+class DockerBackend:
+    name = "docker"
+
+    def __init__(self, settings: Settings, read_only: bool = False) -> None:
+        import docker
+
+        self.settings, self.read_only = settings, read_only
+        self.client = docker.from_env()
+        self._found: dict[str, dict[str, Any]] = {}
+        self._watcher: threading.Thread | None = None
+        self._closing = threading.Event()
+
+    def _discover(self) -> ScanResult:
+        containers = self.client.containers.list(all=True, filters={"label": LABEL_NAMESPACE})
+        newest: dict[str, Any] = {}
+        for c in containers:
+            ns = c.labels.get(LABEL_NAMESPACE, "")
+            if ns not in newest or (generation(c), c.attrs.get("Created", "")) > (generation(newest[ns]), newest[ns].attrs.get("Created", "")):
+                newest[ns] = c
+        sources, problems, found = [], [], {}
+        for ns, c in sorted(newest.items()):
+            try:
+                _, config, tools = image_contract(c.labels, f"container {c.name}")
+            except DeployError as exc:
+                problems.append(Problem(c.name, str(exc), None, "invalid_container"))
+                continue
+            sockets = mounted_socket_dir(c)
+            if sockets is None:
+                problems.append(Problem(c.name, "no host directory mounted at /run/tooldock; redeploy it with tooldock deploy",
+                                        None, "invalid_container"))
+                continue
+            sources.append(NamespaceSource(
+                name=ns, path=Path("/app"), files=(ToolFile(c.name, tuple(t["name"] for t in tools)),),
+                problems=(), config=config, requirements="", fingerprint=c.id,
+            ))
+            found[ns] = {"id": c.id, "sockets": sockets, "tools": tools, "managed": c.labels.get(LABEL_MANAGED) == "true"}
+        self._found = found
+        return ScanResult(tuple(sources), tuple(problems))
+
+    async def discover(self) -> ScanResult:
+        try:
+            return await asyncio.to_thread(self._discover)
+        except Exception as exc:  # the engine is down: keep what we have, say why
+            raise OSError(f"cannot list worker containers: {exc}") from exc
+
+    def create(self, source: NamespaceSource) -> DockerWorker:
+        found = self._found[source.name]
+        return DockerWorker(self, source, found["id"], found["sockets"], list(found["tools"]), found["managed"])
+
+    def watch(self, on_change: Callable[[], None]) -> None:
+        """Follow Docker's event stream in a thread; reconnect (and rescan) when the engine comes back."""
+        loop = asyncio.get_running_loop()
+
+        def follow() -> None:
+            import time
+
+            delay = 0.5
+            while not self._closing.is_set():
+                try:
+                    events = self.client.events(decode=True, filters={
+                        "type": "container", "label": LABEL_NAMESPACE, "event": ["start", "destroy"]})
+                    loop.call_soon_threadsafe(on_change)  # (re)connected: catch up on what we missed
+                    delay = 0.5
+                    for _ in events:
+                        loop.call_soon_threadsafe(on_change)
+                        if self._closing.is_set():
+                            return
+                except Exception as exc:
+                    if self._closing.is_set():
+                        return
+                    print(f"tooldock: docker events: {exc}; retrying in {delay:g}s", file=sys.stderr, flush=True)
+                time.sleep(delay)
+                delay = min(delay * 2, 10.0)
+
+        self._watcher = threading.Thread(target=follow, daemon=True, name="docker-events")
+        self._watcher.start()
+
+    async def close(self) -> None:
+        self._closing.set()
+        with contextlib.suppress(Exception):
+            self.client.close()
