@@ -84,7 +84,10 @@ def serve(tools_dir: Path, host: str, port: int, backend: str, read_only: bool, 
             raise click.ClickException(str(exc)) from None
     app = create_app(tools_dir.resolve(), settings, host, url, backend, read_only)
     config = uvicorn.Config(app, log_config=_uvicorn_log_config(log_level), log_level=log_level)
-    uvicorn.Server(config).run(sockets=[sock])
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it already handled: a clean stop, not an abort
+        pass
 
 
 def _bind(host: str, port: int) -> socket.socket:
