@@ -70,3 +70,43 @@ def test_reload_of_a_vanished_tools_dir_keeps_serving(make_gateway):
     error = reply.json()["error"]
     assert error["code"] == "reload_failed" and "still serving" in error["message"]
     assert gw.call("multi-tool", "add", a=1, b=1).json() == {"result": 2}
+
+
+def test_open_mcp_sessions_hear_tools_list_changed(make_gateway):
+    """A reload that changes a namespace's tools notifies its open MCP sessions; one that changes only
+    behaviour does not."""
+    import asyncio
+
+    import httpx2
+    import mcp_types as types
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    gw = make_gateway(EXAMPLES, env={"MANAGER_INTERNAL_TOKEN": MANAGER})
+    heard: list[str] = []
+
+    async def on_message(message) -> None:
+        if isinstance(message, types.ServerNotification):
+            heard.append(message.method if hasattr(message, "method") else message.root.method)
+
+    async def main() -> tuple[list[str], list[str]]:
+        async with httpx2.AsyncClient(headers=gw.headers("multi-tool"), timeout=60) as http:
+            async with streamable_http_client(f"{gw.url}/mcp", http_client=http) as (read, write):
+                async with ClientSession(read, write, message_handler=on_message) as session:
+                    init = await session.initialize()
+                    assert init.capabilities.tools.list_changed is True
+                    await session.list_tools()
+                    (gw.tools_dir / "multi-tool" / "more_tools.py").write_text(
+                        "from fastmcp.tools import tool\n\n@tool\ndef negate(x: float) -> float:\n"
+                        '    """Negate x."""\n    return -x\n')
+                    await asyncio.to_thread(gw.post, "/reload", headers={"X-Manager-Token": MANAGER})
+                    for _ in range(100):
+                        if heard:
+                            break
+                        await asyncio.sleep(0.05)
+                    after = [t.name for t in (await session.list_tools()).tools]
+                    return list(heard), after
+
+    notified, tools = asyncio.run(main())
+    assert notified == ["notifications/tools/list_changed"]
+    assert "negate" in tools

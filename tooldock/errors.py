@@ -11,6 +11,7 @@
     ├── PayloadTooLarge                413 payload_too_large
     ├── InvalidArguments               422 invalid_arguments
     ├── NamespaceUnavailable           503 namespace_unavailable
+    │   └── WorkerRetired              503 (the engine retries the call on the namespace's new worker)
     ├── ExecutionTimeout               504 execution_timeout
     ├── ToolFailed                     500 internal_error    (the tool raised, or the worker failed)
     ├── DependencyError                500 dependency_error  (an import inside the tool failed)
@@ -88,6 +89,10 @@ class InvalidArguments(ToolDockError):
 
 class NamespaceUnavailable(ToolDockError):
     status, code = 503, "namespace_unavailable"
+
+
+class WorkerRetired(NamespaceUnavailable):
+    """The worker is being replaced; a call that reached it late goes to the new one instead."""
 
 
 class ExecutionTimeout(ToolDockError):

@@ -101,6 +101,7 @@ def create_app(tools_dir: Path, settings: Settings, host: str = "127.0.0.1", url
     registry = Registry(backend, settings)
     engine = Engine(registry, settings)
     hub = McpHub(engine, settings, host)
+    registry.listeners.append(hub.tools_changed)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):

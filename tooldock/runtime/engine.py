@@ -10,7 +10,14 @@ import asyncio
 import weakref
 from typing import Any
 
-from ..errors import ExecutionTimeout, InvalidArguments, MissingNamespace, NamespaceNotFound, ToolNotFound
+from ..errors import (
+    ExecutionTimeout,
+    InvalidArguments,
+    MissingNamespace,
+    NamespaceNotFound,
+    ToolNotFound,
+    WorkerRetired,
+)
 from ..namespace.names import NamespaceNameError, validate_namespace_name
 from .registry import NamespaceEntry, Registry
 from .settings import Settings
@@ -74,8 +81,16 @@ class Engine:
         timeout = entry.source.config.limits.timeout or self.settings.call_timeout
         try:
             async with asyncio.timeout(timeout):
-                async with self._semaphore(entry):
-                    return await entry.worker.call(tool, arguments)
+                try:
+                    async with self._semaphore(entry):
+                        return await entry.worker.call(tool, arguments)
+                except WorkerRetired:
+                    # Swapped between our lookup and the call: the snapshot now has the new worker.
+                    fresh = self.namespace(entry.source.name)
+                    if fresh.worker is entry.worker or fresh.worker is None:
+                        raise
+                    async with self._semaphore(fresh):
+                        return await fresh.worker.call(tool, arguments)
         except TimeoutError:
             raise ExecutionTimeout(
                 f"tool {tool!r} in namespace {entry.source.name!r} did not finish within {timeout:g}s",

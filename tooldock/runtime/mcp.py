@@ -10,11 +10,12 @@ errors into MCP results here, in one place.
 from __future__ import annotations
 
 import contextlib
+import weakref
 from typing import Any
 
 import anyio
 import mcp_types as types
-from mcp.server.lowlevel import Server
+from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
@@ -38,8 +39,22 @@ def error_result(err: ToolDockError) -> types.CallToolResult:
     )
 
 
-def _server_for(namespace: str, engine: Engine) -> Server[Any]:
+class _Server(Server[Any]):
+    """Advertises `tools.listChanged`: ToolDock tells open sessions when a namespace's tools change."""
+
+    def create_initialization_options(self, notification_options=None, *args: Any, **kwargs: Any):
+        return super().create_initialization_options(NotificationOptions(tools_changed=True), *args, **kwargs)
+
+
+def _connection(ctx: Any) -> Any:
+    """The connection behind a request. SDK 2.x hands handlers a per-request `ServerSession`; change
+    notifications must go to the connection-scoped object it wraps (no public accessor yet)."""
+    return getattr(ctx.session, "_connection", ctx.session)
+
+
+def _server_for(namespace: str, engine: Engine, sessions: weakref.WeakSet) -> Server[Any]:
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        sessions.add(_connection(ctx))
         try:
             tools = engine.list_tools(namespace)
         except ToolDockError as err:
@@ -47,6 +62,7 @@ def _server_for(namespace: str, engine: Engine) -> Server[Any]:
         return types.ListToolsResult(tools=[types.Tool.model_validate(t) for t in tools])
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        sessions.add(_connection(ctx))
         try:
             result = await engine.call_tool(namespace, params.name, params.arguments or {})
         except ToolNotFound as err:
@@ -57,7 +73,7 @@ def _server_for(namespace: str, engine: Engine) -> Server[Any]:
 
     entry = engine.registry.snapshot.entries.get(namespace)
     description = entry.source.config.description if entry is not None else None
-    return Server(
+    return _Server(
         f"tooldock/{namespace}",
         version=tooldock.__version__,
         description=description or None,
@@ -72,6 +88,8 @@ class McpHub:
     def __init__(self, engine: Engine, settings: Settings, host: str) -> None:
         self.engine, self.settings = engine, settings
         self._managers: dict[str, StreamableHTTPSessionManager] = {}
+        # Sessions seen per namespace (from their first tools/list or tools/call), for list_changed.
+        self._sessions: dict[str, weakref.WeakSet] = {}
         self._lock = anyio.Lock()
         self._tg: anyio.abc.TaskGroup | None = None
         security = None
@@ -99,7 +117,7 @@ class McpHub:
         async with self._lock:
             if namespace not in self._managers:
                 manager = StreamableHTTPSessionManager(
-                    app=_server_for(namespace, self.engine),
+                    app=_server_for(namespace, self.engine, self._sessions.setdefault(namespace, weakref.WeakSet())),
                     security_settings=self._security,
                     max_request_body_size=self.settings.max_body_bytes,
                 )
@@ -113,6 +131,15 @@ class McpHub:
                 await self._tg.start(keep_running)
                 self._managers[namespace] = manager
         return self._managers[namespace]
+
+    async def tools_changed(self, namespaces: list[str]) -> None:
+        """Send `notifications/tools/list_changed` to every open session of these namespaces."""
+        for namespace in namespaces:
+            for session in list(self._sessions.get(namespace, ())):
+                try:
+                    await session.send_tool_list_changed()
+                except Exception:  # a closed session: forget it
+                    self._sessions[namespace].discard(session)
 
     async def handle(self, namespace: str, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve one `/mcp` request for a namespace the caller has already resolved."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -67,6 +67,8 @@ class Registry:
         self.snapshot = Snapshot()
         self._lock = asyncio.Lock()
         self._retiring: set[asyncio.Task[None]] = set()
+        # Called with the names of namespaces whose tool list changed (or that went away) after a swap.
+        self.listeners: list[Callable[[list[str]], Awaitable[None]]] = []
 
     async def reload(self) -> dict[str, Any]:
         """Rescan and apply; returns what changed (the `reload_core` result of seed 000)."""
@@ -108,6 +110,10 @@ class Registry:
             self.snapshot = Snapshot(MappingProxyType(entries), scan.problems, self.snapshot.generation + 1)
             for worker in retire:
                 self._retire(worker)
+            changed = sorted(n for n in set(old) | set(entries)
+                             if (old[n].tools if n in old else None) != (entries[n].tools if n in entries else None))
+            for listener in self.listeners:
+                self._spawn(listener(changed))
             for problem in scan.problems:
                 print(f"tooldock: skipped {problem.file}: {problem.message}", file=sys.stderr, flush=True)
             return {
@@ -121,7 +127,10 @@ class Registry:
             }
 
     def _retire(self, worker: Worker) -> None:
-        task = asyncio.create_task(worker.stop(self.settings.drain_timeout))
+        self._spawn(worker.stop(self.settings.drain_timeout))
+
+    def _spawn(self, work: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(work)
         self._retiring.add(task)
         task.add_done_callback(self._retiring.discard)
 

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..errors import DependencyError, NamespaceUnavailable
+from ..errors import DependencyError, NamespaceUnavailable, WorkerRetired
 from .backend import WorkerState
 from .settings import Settings
 from .workerclient import WorkerConnection
@@ -177,6 +177,8 @@ class SupervisedWorker:
     # -- calls ---------------------------------------------------------------------------------------
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        if self._stopping:
+            raise WorkerRetired(f"namespace {self.namespace!r}: this worker is being replaced")
         if self.state in ("failed", "crash_loop", "stopped"):
             raise NamespaceUnavailable(
                 f"namespace {self.namespace!r} is not running ({self.state}): {self.last_error}",

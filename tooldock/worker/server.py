@@ -129,7 +129,7 @@ class WorkerServer:
                         task.cancel()
                     continue
                 self.tasks[(conn, request.get("id"))] = asyncio.create_task(run(request))
-        except ConnectionError:
+        except (ConnectionError, asyncio.CancelledError):  # the peer left, or the worker is stopping
             pass
         finally:
             for (c, _), task in list(self.tasks.items()):
