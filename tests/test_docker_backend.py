@@ -112,6 +112,71 @@ def test_redeploy_swaps_the_namespace_without_restarting_the_gateway(docker_gate
     assert docker_gateway.call("multi-tool", "add", a=1, b=1).json() == {"result": 2}
 
 
+def test_hot_swap_under_load_drops_no_call(docker_gateway, deployed):
+    """20 clients call multi-tool while a new version (one more tool) is built, deployed and swapped in:
+    no call fails, the new tool is served afterwards, and an open MCP session hears list_changed.
+    Bounded: the load stops 2 s after the deploy returns, and never runs longer than 60 s."""
+    import asyncio
+
+    import httpx
+    import httpx2
+    import mcp_types as types
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    (deployed["src"] / "multi-tool" / "extra.py").write_text(
+        "from fastmcp.tools import tool\n\n@tool\ndef version() -> str:\n    \"\"\"Which build.\"\"\"\n    return 'v2'\n")
+    stop = threading.Event()
+    outcomes: list[int] = []
+    lock = threading.Lock()
+
+    def client() -> None:
+        with httpx.Client(headers=docker_gateway.headers("multi-tool"), timeout=30) as http:
+            deadline = time.monotonic() + 60
+            while not stop.is_set() and time.monotonic() < deadline:
+                reply = http.post(f"{docker_gateway.url}/tools/add", json={"a": 1, "b": 2})
+                ok = reply.status_code == 200 and reply.json() == {"result": 3}
+                with lock:
+                    outcomes.append(200 if ok else reply.status_code)
+
+    heard: list[str] = []
+
+    async def watch_session(done: threading.Event) -> None:
+        async def on_message(message) -> None:
+            if isinstance(message, types.ServerNotification):
+                heard.append(message.method)
+
+        async with httpx2.AsyncClient(headers=docker_gateway.headers("multi-tool"), timeout=60) as http:
+            async with streamable_http_client(f"{docker_gateway.url}/mcp", http_client=http) as (read, write):
+                async with ClientSession(read, write, message_handler=on_message) as session:
+                    await session.initialize()
+                    await session.list_tools()
+                    while not done.is_set():
+                        await asyncio.sleep(0.1)
+
+    session_done = threading.Event()
+    watcher = threading.Thread(target=lambda: asyncio.run(watch_session(session_done)))
+    watcher.start()
+    threads = [threading.Thread(target=client) for _ in range(20)]
+    for t in threads:
+        t.start()
+    time.sleep(2)
+    result = json.loads(tooldock_cli("deploy", str(deployed["src"] / "multi-tool"), "--json", "--drain", "20",
+                                     env=deployed["env"]).stdout)
+    time.sleep(2)
+    stop.set()
+    for t in threads:
+        t.join(60)
+    docker_gateway.wait_for(lambda: bool(heard), timeout=20, what="list_changed")
+    session_done.set()
+    watcher.join(30)
+    failures = [code for code in outcomes if code != 200]
+    assert result["replaced"] and "version" in result["tools"]
+    assert len(outcomes) > 100 and failures == [], f"{len(failures)} of {len(outcomes)} calls failed: {failures[:5]}"
+    assert docker_gateway.call("multi-tool", "version").json() == {"result": "v2"}
+    assert heard == ["notifications/tools/list_changed"]
+
+
 def test_bad_deploys_are_clear_and_running_namespaces_keep_serving(docker_gateway, deployed, tmp_path):
     env = deployed["env"]
     unlabelled = tooldock_cli("deploy", "tooldock/no-such-image:1", env=env, check=False)
