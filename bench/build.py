@@ -37,11 +37,16 @@ def ensure_docker() -> tuple[str, subprocess.Popen | None]:
     except Exception:
         pass
     host = "unix:///tmp/tooldock-bench-docker.sock"
+    try:  # one started by an earlier run
+        docker.DockerClient(base_url=host).ping()
+        return host, None
+    except Exception:
+        pass
     proc = subprocess.Popen(["dockerd", "--host", host, "--bridge=none", "--iptables=false", "--ip6tables=false",
                              "--data-root", "/var/lib/tooldock-bench-docker", "--exec-root", "/tmp/tooldock-bench-exec",
                              "--pidfile", "/tmp/tooldock-bench-dockerd.pid"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(120):
+    for _ in range(240):
         try:
             docker.DockerClient(base_url=host).ping()
             return host, proc

@@ -47,11 +47,12 @@ class Result:
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000 if ordered else float("nan")
 
 
-def start_gateway(log) -> tuple[subprocess.Popen, str]:
-    env = {**os.environ, "TOOLDOCK_BEARER_TOKEN": TOKEN}
+def start_gateway(log, args: list[str] | None = None, env: dict[str, str] | None = None,
+                  tools: Path | None = None) -> tuple[subprocess.Popen, str]:
+    env = {**(env or os.environ), "TOOLDOCK_BEARER_TOKEN": TOKEN}
     tooldock = str(Path(sys.executable).parent / "tooldock")
-    proc = subprocess.Popen([tooldock, "serve", str(HERE / "tools"), "--port", "0", "--log-level", "warning"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=log)
+    proc = subprocess.Popen([tooldock, "serve", str(tools or HERE / "tools"), "--port", "0", "--log-level", "warning",
+                             *(args or [])], env=env, stdout=subprocess.DEVNULL, stderr=log)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         text = Path(log.name).read_text(errors="replace")
