@@ -212,3 +212,27 @@ def test_stop_removes_the_namespace_from_the_gateway(docker_gateway, deployed):
                             what="the gateway to drop the namespace")
     missing = tooldock_cli("stop", "testing", env=deployed["env"], check=False)
     assert missing.returncode == 1 and "no worker container" in missing.stderr
+
+
+def test_read_only_discovery_never_restarts_a_container(docker_gateway, deployed, docker_host, tmp_path):
+    """`--read-only`: serves what it finds, but a container that dies stays dead (the operator's tooling
+    owns the containers). Runs last: it stops the module's managing gateway first."""
+    import docker
+
+    docker_gateway.stop()
+    gw = Gateway(tmp_path, tmp_path / "ro.log", deployed["env"], args=("--backend", "docker", "--read-only")).start()
+    try:
+        # Regression: a gateway that stops leaves the worker containers running for the next one.
+        assert gw.call("multi-tool", "add", a=2, b=5).json() == {"result": 7}
+        client = docker.DockerClient(base_url=docker_host)
+        container = next(c for c in client.containers.list(filters={"label": "io.tooldock.namespace=multi-tool"})
+                         if c.name.startswith("tooldock-multi-tool-"))
+        container.kill()
+        gw.wait_for(lambda: gw.namespace("multi-tool")["state"] != "ready", what="the read-only gateway to notice")
+        time.sleep(2)
+        container.reload()
+        assert container.status == "exited"
+        assert gw.call("multi-tool", "add", a=1, b=1).status_code in (500, 503)
+        assert gw.call("basic-tool", "say_hello").status_code == 200
+    finally:
+        gw.stop()

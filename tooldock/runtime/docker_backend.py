@@ -29,7 +29,7 @@ from .containers import (
     remove_socket_dir,
 )
 from .settings import Settings
-from .supervisor import StartFailure, SupervisedWorker, WorkerGone
+from .supervisor import SupervisedWorker, WorkerGone
 
 
 class DockerWorker(SupervisedWorker):
@@ -62,8 +62,8 @@ class DockerWorker(SupervisedWorker):
         except NotFound:
             raise WorkerGone(f"container {self.container_id[:12]} was removed") from None
         if container.status != "running":
-            if self.backend.read_only:
-                raise StartFailure(f"container {container.name} is {container.status} (read-only discovery: not restarting it)")
+            if self.backend.read_only:  # not ours to restart: reported, and rediscovered when it starts again
+                raise WorkerGone(f"container {container.name} is {container.status} (read-only discovery: not restarting it)")
             self.socket_path.unlink(missing_ok=True)
             await asyncio.to_thread(container.start)
         self.pid = container.name
@@ -106,8 +106,8 @@ class DockerWorker(SupervisedWorker):
         self.state = "stopped"
 
     async def _terminate(self) -> None:
-        if not self._stopping or not self.managed or self.backend.read_only:
-            return  # a crashed container is restarted in place by the next _launch
+        if not self._retiring or not self.managed or self.backend.read_only:
+            return  # crashed: restarted in place by the next _launch; released: left running for the next gateway
         with contextlib.suppress(Exception):
             container = await asyncio.to_thread(self.backend.client.containers.get, self.container_id)
             await asyncio.to_thread(container.remove, force=True)

@@ -23,6 +23,7 @@ from .workerclient import WorkerConnection
 STABLE_AFTER = 10.0  # seconds a worker must stay up for a later death not to count toward a crash loop
 CRASH_LOOP_AFTER = 5  # consecutive failed starts / quick deaths
 BACKOFF_MAX = 30.0
+READY_WAIT_MAX = 10.0  # a call waits this long at most for a restarting worker, then gets a 503
 
 
 class StartFailure(Exception):
@@ -48,7 +49,8 @@ class SupervisedWorker:
         self._conn: WorkerConnection | None = None
         self._ready = asyncio.Event()
         self._settled = asyncio.Event()
-        self._stopping = False
+        self._stopping = False  # no more restarts
+        self._retiring = False  # stop() was called: the worker is going away for good (not just released)
         self._inflight = 0
         self._idle = asyncio.Event()
         self._idle.set()
@@ -186,7 +188,7 @@ class SupervisedWorker:
             )
         if not self._ready.is_set():
             try:
-                async with asyncio.timeout(self.settings.call_timeout):
+                async with asyncio.timeout(min(self.settings.call_timeout, READY_WAIT_MAX)):
                     await self._ready.wait()
             except TimeoutError:
                 raise NamespaceUnavailable(f"namespace {self.namespace!r} is {self.state}; retry shortly") from None
@@ -203,7 +205,7 @@ class SupervisedWorker:
                 self._idle.set()
 
     async def stop(self, drain_timeout: float) -> None:
-        self._stopping = True
+        self._stopping = self._retiring = True
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(drain_timeout):
                 await self._idle.wait()
