@@ -214,6 +214,32 @@ def test_stop_removes_the_namespace_from_the_gateway(docker_gateway, deployed):
     assert missing.returncode == 1 and "no worker container" in missing.stderr
 
 
+def test_gateway_in_a_container_serves_the_deployed_workers(deployed, docker_host):
+    """`tooldock deploy --gateway`: the gateway image, docker backend, host network on 127.0.0.1, the
+    Docker socket and the worker socket directory mounted; it serves the workers deployed earlier."""
+    import socket
+
+    import docker
+    import httpx
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**deployed["env"], "TOOLDOCK_BEARER_TOKEN": "container-gateway-token"}
+    started = json.loads(tooldock_cli("deploy", "--gateway", "--port", str(port), "--json", env=env).stdout)
+    client = docker.DockerClient(base_url=docker_host)
+    try:
+        assert started["url"] == f"http://127.0.0.1:{port}"
+        headers = {"Authorization": "Bearer container-gateway-token", "X-Namespace": "multi-tool"}
+        reply = httpx.post(f"{started['url']}/tools/add", json={"a": 20, "b": 22}, headers=headers, timeout=30)
+        assert reply.status_code == 200 and reply.json() == {"result": 42}, client.containers.get("tooldock-gateway").logs().decode()[-3000:]
+        attrs = client.containers.get("tooldock-gateway").attrs
+        assert attrs["Config"]["User"] == "65532:65532" and attrs["HostConfig"]["ReadonlyRootfs"] is True
+        assert attrs["HostConfig"]["NetworkMode"] == "host"
+    finally:
+        client.containers.get("tooldock-gateway").remove(force=True)
+
+
 def test_read_only_discovery_never_restarts_a_container(docker_gateway, deployed, docker_host, tmp_path):
     """`--read-only`: serves what it finds, but a container that dies stays dead (the operator's tooling
     owns the containers). Runs last: it stops the module's managing gateway first."""

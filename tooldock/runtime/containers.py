@@ -55,6 +55,7 @@ def socket_dir_for(root: Path, name: str) -> Path:
     if os.geteuid() == 0:
         os.chown(path, WORKER_UID, WORKER_UID)
         path.chmod(0o750)
+        root.chmod(0o711)  # traversable (not listable) by uid 65532: a containerised gateway runs as it
     else:  # we cannot give it to uid 65532; the directory above stays private to this user
         root.chmod(0o700)
         path.chmod(0o777)

@@ -129,3 +129,51 @@ def stop(client: Any, namespace: str, root: Path) -> list[str]:
         c.remove(force=True)
         remove_socket_dir(root, c.name)
     return [c.name for c in containers]
+
+
+GATEWAY_NAME = "tooldock-gateway"
+
+
+def deploy_gateway(client: Any, image_ref: str, root: Path, docker_socket: Path, host: str, port: int,
+                   token: str, wait: float = 60.0) -> dict[str, Any]:
+    """Run the gateway image with the docker backend: host networking on `host:port`, the Docker socket
+    and the worker socket directory mounted (at the same path, so container mounts line up)."""
+    import httpx
+    from docker.errors import DockerException, NotFound
+
+    try:
+        client.containers.get(GATEWAY_NAME).remove(force=True)
+    except NotFound:
+        pass
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        container = client.containers.run(
+            image_ref, ["serve", "--backend", "docker", "--host", host, "--port", str(port)],
+            name=GATEWAY_NAME, detach=True, network_mode="host",
+            # uid 65532 plus the Docker socket's group: it can use the socket, and read the workers'
+            # socket directories, without being root.
+            user="65532:65532", group_add=[str(docker_socket.stat().st_gid)],
+            read_only=True, tmpfs={"/tmp": "rw,nosuid,nodev,noexec,size=64m"}, cap_drop=["ALL"],
+            security_opt=["no-new-privileges:true"],
+            environment={"TOOLDOCK_BEARER_TOKEN": token, "TOOLDOCK_SOCKET_DIR": str(root),
+                         "DOCKER_HOST": "unix:///var/run/docker.sock", "TOOLDOCK_STATE_DIR": "/tmp/tooldock"},
+            volumes={str(docker_socket): {"bind": "/var/run/docker.sock", "mode": "rw"},
+                     str(root): {"bind": str(root), "mode": "rw"}},
+            labels={"io.tooldock.gateway": "true"},
+        )
+    except DockerException as exc:
+        raise DeployError(f"docker could not start the gateway: {exc}") from None
+    url = f"http://{host}:{port}"
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        container.reload()
+        if container.status != "running" or time.monotonic() > deadline:
+            logs = container.logs(tail=20).decode(errors="replace").strip()
+            raise DeployError(f"the gateway container did not come up ({container.status}):\n{logs}")
+        time.sleep(0.2)
+    return {"container": GATEWAY_NAME, "id": container.id, "url": url}
