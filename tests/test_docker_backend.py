@@ -214,6 +214,33 @@ def test_stop_removes_the_namespace_from_the_gateway(docker_gateway, deployed):
     assert missing.returncode == 1 and "no worker container" in missing.stderr
 
 
+def test_idle_container_scales_to_zero_and_wakes(docker_gateway, deployed, docker_host, tmp_path):
+    import docker
+
+    folder = tmp_path / "sleepy"
+    folder.mkdir()
+    shutil.copy(FIXTURES / "tools" / "broken-file" / "good.py", folder / "good.py")
+    (folder / "tooldock.yaml").write_text("idle_timeout: 1\n")
+    name = json.loads(tooldock_cli("deploy", str(folder), "--json", env=deployed["env"]).stdout)["container"]
+    docker_gateway.wait_for(lambda: docker_gateway.get("/tools", "sleepy").status_code == 200, what="discovery")
+    assert docker_gateway.call("sleepy", "still_works", x=3).json() == {"result": 6}
+    container = docker.DockerClient(base_url=docker_host).containers.get(name)
+
+    def stopped() -> bool:
+        container.reload()
+        return container.status == "exited"
+
+    docker_gateway.wait_for(stopped, timeout=20, what="the idle container to stop")
+    assert docker_gateway.namespace("sleepy")["state"] == "sleeping"
+    assert [t["name"] for t in docker_gateway.get("/tools", "sleepy").json()["tools"]] == ["still_works"]
+    assert docker_gateway.call("sleepy", "still_works", x=5).json() == {"result": 10}
+    woken = docker_gateway.namespace("sleepy")
+    container.reload()
+    assert container.status == "running" and woken["last_wake_ms"] > 0
+    print(f"\ncold start of a sleeping container: {woken['last_wake_ms']} ms")
+    tooldock_cli("stop", "sleepy", env=deployed["env"])
+
+
 def test_gateway_in_a_container_serves_the_deployed_workers(deployed, docker_host):
     """`tooldock deploy --gateway`: the gateway image, docker backend, host network on 127.0.0.1, the
     Docker socket and the worker socket directory mounted; it serves the workers deployed earlier."""

@@ -4,6 +4,7 @@ other namespaces keep serving throughout."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import threading
 
@@ -68,3 +69,29 @@ def test_generated_token_is_printed_once_and_works(make_gateway):
     assert gw.call("basic-tool", "say_hello").status_code == 200
     gw.token = "wrong-token-123"
     assert gw.call("basic-tool", "say_hello").status_code == 401
+
+
+def test_idle_worker_sleeps_and_wakes_on_the_next_call(make_gateway, tmp_path):
+    """Scale to zero: `idle_timeout` stops an unused worker; its tools stay listed; the next call starts it."""
+    folder = tmp_path / "src" / "sleepy"
+    folder.mkdir(parents=True)
+    shutil.copy(FIXTURES / "tools" / "broken-file" / "good.py", folder / "good.py")
+    (folder / "tooldock.yaml").write_text("idle_timeout: 1\n")
+    gw = make_gateway(tmp_path / "src")
+    first = gw.namespace("sleepy")
+    assert gw.call("sleepy", "still_works", x=1).json() == {"result": 2}
+    gw.wait_for(lambda: gw.namespace("sleepy")["state"] == "sleeping", what="the worker to go to sleep")
+
+    def gone(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+            return False
+        except ProcessLookupError:
+            return True
+
+    gw.wait_for(lambda: gone(first["pid"]), timeout=10, what="the worker process to exit")
+    assert [t["name"] for t in gw.get("/tools", "sleepy").json()["tools"]] == ["still_works"]
+    assert gw.get("/health").json()["status"] == "ok"
+    assert gw.call("sleepy", "still_works", x=4).json() == {"result": 8}
+    woken = gw.namespace("sleepy")
+    assert woken["state"] == "ready" and woken["restarts"] == 0 and woken["last_wake_ms"] > 0

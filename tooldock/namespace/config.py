@@ -14,7 +14,7 @@ CONFIG_FILE = "tooldock.yaml"
 _ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _MEMORY_RE = re.compile(r"^[0-9]+[kmgKMG]?$")
 _PYTHON_RE = re.compile(r"^3\.[0-9]{1,2}$")
-KNOWN_KEYS = {"description", "version", "author", "secrets", "env", "network", "limits", "python"}
+KNOWN_KEYS = {"description", "version", "author", "secrets", "env", "network", "limits", "python", "idle_timeout"}
 
 
 class ConfigError(ValueError):
@@ -87,7 +87,11 @@ def parse_config(data: Any) -> NamespaceConfig:
     python = data.get("python")
     if python is not None and not _PYTHON_RE.match(str(python)):
         raise ConfigError("'python' must be a version like '3.12'")
+    idle = data.get("idle_timeout")
+    if idle is not None and (isinstance(idle, bool) or not isinstance(idle, (int, float)) or idle <= 0):
+        raise ConfigError("'idle_timeout' must be a positive number of seconds")
     return NamespaceConfig(
+        idle_timeout=float(idle) if idle is not None else None,
         description=_str(data, "description"),
         version=_str(data, "version"),
         author=_str(data, "author"),
@@ -110,6 +114,8 @@ def config_to_dict(cfg: NamespaceConfig) -> dict[str, Any]:
         data["limits"] = limits
     if cfg.python:
         data["python"] = cfg.python
+    if cfg.idle_timeout:
+        data["idle_timeout"] = cfg.idle_timeout
     return data
 
 

@@ -42,6 +42,7 @@ class NamespaceConfig:
     network: NetworkMode = "none"
     limits: Limits = field(default_factory=Limits)
     python: str | None = None
+    idle_timeout: float | None = None  # seconds without a call after which the worker is stopped (scale to zero)
 
 
 @dataclass(frozen=True)

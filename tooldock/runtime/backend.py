@@ -10,7 +10,7 @@ from typing import Any, Literal, Protocol
 
 from ..namespace.models import NamespaceSource, ScanResult
 
-WorkerState = Literal["starting", "ready", "restarting", "crash_loop", "failed", "stopped"]
+WorkerState = Literal["starting", "ready", "sleeping", "restarting", "crash_loop", "failed", "stopped"]
 
 
 class Worker(Protocol):

@@ -37,7 +37,7 @@ class DockerWorker(SupervisedWorker):
 
     def __init__(self, backend: DockerBackend, source: NamespaceSource, container_id: str, sockets: Path,
                  tools: list[dict[str, Any]], managed: bool) -> None:
-        super().__init__(source.name, backend.settings, sockets / f"{source.name}.sock")
+        super().__init__(source.name, backend.settings, sockets / f"{source.name}.sock", source.config.idle_timeout)
         self.backend, self.source, self.container_id, self.managed = backend, source, container_id, managed
         self.tools = tools  # from the image labels: listable before the worker connects
         self._exited = asyncio.Event()

@@ -50,7 +50,8 @@ class ProcessWorker(SupervisedWorker):
     """One namespace as a local process: `python -m tooldock.worker` in the namespace's virtualenv."""
 
     def __init__(self, backend: ProcessBackend, source: NamespaceSource, generation: int) -> None:
-        super().__init__(source.name, backend.settings, backend.socket_dir / f"{source.name}.{generation}.sock")
+        super().__init__(source.name, backend.settings, backend.socket_dir / f"{source.name}.{generation}.sock",
+                         source.config.idle_timeout)
         self.backend, self.source = backend, source
         self._interpreter: Path | None = None
         self._proc: asyncio.subprocess.Process | None = None

@@ -50,7 +50,7 @@ def create_router(engine: Engine, settings: Settings) -> APIRouter:
     @router.get("/health", summary="Liveness and namespace health (no auth)")
     async def health() -> dict[str, Any]:
         entries = engine.registry.snapshot.entries
-        unhealthy = {n: e.state for n, e in entries.items() if e.state not in ("ready", "empty")}
+        unhealthy = {n: e.state for n, e in entries.items() if e.state not in ("ready", "empty", "sleeping")}
         return {
             "status": "degraded" if unhealthy else "ok",
             "namespaces": len(entries),

@@ -37,8 +37,10 @@ class WorkerGone(Exception):
 class SupervisedWorker:
     kind = "worker"
 
-    def __init__(self, namespace: str, settings: Settings, socket_path: Path) -> None:
+    def __init__(self, namespace: str, settings: Settings, socket_path: Path, idle_timeout: float | None = None) -> None:
         self.namespace, self.settings, self.socket_path = namespace, settings, socket_path
+        self.idle_timeout = idle_timeout  # scale to zero: stop after this long without calls, start on the next
+        self.last_wake_ms: float | None = None
         self.state: WorkerState = "starting"
         self.tools: list[dict[str, Any]] = []
         self.failed_files: list[dict[str, Any]] = []
@@ -52,6 +54,8 @@ class SupervisedWorker:
         self._stopping = False  # no more restarts
         self._retiring = False  # stop() was called: the worker is going away for good (not just released)
         self._inflight = 0
+        self._last_call = time.monotonic()
+        self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
         self._output: collections.deque[str] = collections.deque(maxlen=20)
@@ -99,11 +103,13 @@ class SupervisedWorker:
                 self._output.clear()
                 await self._launch()
                 await self._wait_ready()
-                ready_at = time.monotonic()
+                ready_at = self._last_call = time.monotonic()  # idle time counts from readiness
                 self.state = "ready"
                 self._ready.set()
                 self._settled.set()
-                await self._wait_exit()
+                if await self._wait_exit_or_idle():
+                    await self._sleep()
+                    continue
             except StartFailure as exc:
                 self.last_error = str(exc)
             except WorkerGone as exc:
@@ -171,6 +177,41 @@ class SupervisedWorker:
         closed.cancel()
         exited.cancel()
 
+    async def _wait_exit_or_idle(self) -> bool:
+        """Wait until the worker dies (False) or, with an idle timeout, stays unused that long (True)."""
+        if not self.idle_timeout:
+            await self._wait_exit()
+            return False
+        exited = asyncio.create_task(self._wait_exit())
+        try:
+            while not exited.done():
+                quiet = time.monotonic() - self._last_call
+                if self._inflight == 0 and quiet >= self.idle_timeout:
+                    return True
+                await asyncio.wait({exited}, timeout=max(0.05, min(1.0, self.idle_timeout - quiet)))
+            return False
+        finally:
+            exited.cancel()
+
+    async def _sleep(self) -> None:
+        """Scale to zero: stop the worker cleanly, then wait for the next call to wake it."""
+        self._ready.clear()
+        self._wake.clear()  # before the state change: a call that sees "sleeping" must be able to wake us
+        self.state = "sleeping"
+        print(f"tooldock: [{self.namespace}] idle for {self.idle_timeout:g}s: stopping the {self.kind}",
+              file=sys.stderr, flush=True)
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(2):
+                    await self._conn.request("shutdown")
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(5):
+                    await self._wait_exited()
+        await self._disconnect()
+        await self._terminate()
+        await self._wake.wait()
+        self.state = "starting"
+
     async def _disconnect(self) -> None:
         if self._conn is not None:
             await self._conn.close()
@@ -186,6 +227,15 @@ class SupervisedWorker:
                 f"namespace {self.namespace!r} is not running ({self.state}): {self.last_error}",
                 {"state": self.state},
             )
+        if self.state == "sleeping":
+            woken = self._last_call = time.monotonic()
+            self._wake.set()
+            try:
+                async with asyncio.timeout(self.settings.call_timeout):
+                    await self._ready.wait()
+            except TimeoutError:
+                raise NamespaceUnavailable(f"namespace {self.namespace!r} did not wake up in time") from None
+            self.last_wake_ms = round((time.monotonic() - woken) * 1000, 1)
         if not self._ready.is_set():
             try:
                 async with asyncio.timeout(min(self.settings.call_timeout, READY_WAIT_MAX)):
@@ -197,15 +247,18 @@ class SupervisedWorker:
             raise NamespaceUnavailable(f"namespace {self.namespace!r} is {self.state}; retry shortly")
         self._inflight += 1
         self._idle.clear()
+        self._last_call = time.monotonic()
         try:
             return await conn.request("tools.call", tool=tool, arguments=arguments)
         finally:
             self._inflight -= 1
+            self._last_call = time.monotonic()
             if self._inflight == 0:
                 self._idle.set()
 
     async def stop(self, drain_timeout: float) -> None:
         self._stopping = self._retiring = True
+        self._wake.set()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(drain_timeout):
                 await self._idle.wait()
@@ -230,5 +283,8 @@ class SupervisedWorker:
         await self.stop(min(5.0, self.settings.drain_timeout))
 
     def status(self) -> dict[str, Any]:
-        return {"state": self.state, "pid": self.pid if self.state == "ready" else None,
-                "restarts": self.restarts, "last_error": self.last_error, "inflight": self._inflight}
+        status = {"state": self.state, "pid": self.pid if self.state == "ready" else None,
+                  "restarts": self.restarts, "last_error": self.last_error, "inflight": self._inflight}
+        if self.idle_timeout:
+            status.update(idle_timeout=self.idle_timeout, last_wake_ms=self.last_wake_ms)
+        return status
