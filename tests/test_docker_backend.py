@@ -113,7 +113,7 @@ def test_redeploy_swaps_the_namespace_without_restarting_the_gateway(docker_gate
 
 
 def test_hot_swap_under_load_drops_no_call(docker_gateway, deployed):
-    """20 clients call multi-tool while a new version (one more tool) is built, deployed and swapped in:
+    """20 clients call multi-tool while an edited version (one more tool) is built, deployed and swapped in:
     no call fails, the new tool is served afterwards, and an open MCP session hears list_changed.
     Bounded: the load stops 2 s after the deploy returns, and never runs longer than 60 s."""
     import asyncio
@@ -124,8 +124,8 @@ def test_hot_swap_under_load_drops_no_call(docker_gateway, deployed):
     from mcp.client.session import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
-    (deployed["src"] / "multi-tool" / "extra.py").write_text(
-        "from fastmcp.tools import tool\n\n@tool\ndef version() -> str:\n    \"\"\"Which build.\"\"\"\n    return 'v2'\n")
+    strings = deployed["src"] / "multi-tool" / "string_tools.py"  # an existing tool file, edited
+    strings.write_text(strings.read_text() + "\n\n@tool\ndef version() -> str:\n    \"\"\"Which build.\"\"\"\n    return 'v2'\n")
     stop = threading.Event()
     outcomes: list[int] = []
     lock = threading.Lock()
