@@ -131,3 +131,30 @@ def test_malformed_json_rpc_body_is_a_clear_error(gateway):
     )
     assert reply.status_code == 400
     assert reply.json()["error"]["code"] == types.PARSE_ERROR
+
+
+def test_legacy_sse_client_lists_and_calls(gateway):
+    """Protocol 2024-11-05 through `GET /sse` + `POST /messages`, with the SDK's SSE client."""
+    import asyncio
+
+    from mcp.client.session import ClientSession
+    from mcp.client.sse import sse_client
+
+    async def main():
+        async with sse_client(f"{gateway.url}/sse", headers=gateway.headers("multi-tool")) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                tools = await session.list_tools()
+                return [t.name for t in tools.tools], await session.call_tool("add", {"a": 2, "b": 3})
+
+    names, result = asyncio.run(main())
+    assert names == ["add", "multiply", "reverse_text", "word_count"]
+    assert result.structured_content == {"result": 5}
+
+
+def test_legacy_endpoints_need_namespace_and_token(gateway):
+    assert httpx.get(f"{gateway.url}/sse", headers={"X-Namespace": "multi-tool"}).status_code == 401
+    missing = httpx.get(f"{gateway.url}/sse", headers=gateway.headers(None))
+    assert missing.status_code == 400 and missing.json()["error"]["code"] == "missing_namespace"
+    unknown = httpx.post(f"{gateway.url}/messages?session_id=abc", headers=gateway.headers("nope"), json={})
+    assert unknown.status_code == 404

@@ -20,6 +20,7 @@ import tooldock
 from ..errors import BadRequest, ToolDockError
 from .auth import BearerAuth
 from .engine import Engine
+from .legacy import MESSAGES_PATH, LegacySse
 from .mcp import McpHub
 from .process import ProcessBackend
 from .registry import Registry
@@ -28,12 +29,12 @@ from .rest import create_router
 from .settings import Settings
 
 
-class McpEndpoint:
-    """`/mcp` (POST, GET, DELETE): resolve `X-Namespace`, then hand the request to that namespace's SDK
-    session manager."""
+class NamespacedEndpoint:
+    """Resolve `X-Namespace` (400/404 in ToolDock's error shape), then hand the raw ASGI request on:
+    `/mcp` to the namespace's SDK session manager, `/sse` and `/messages` to the legacy transport."""
 
-    def __init__(self, engine: Engine, hub: McpHub) -> None:
-        self.engine, self.hub = engine, hub
+    def __init__(self, engine: Engine, handler) -> None:
+        self.engine, self.handler = engine, handler
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -41,7 +42,7 @@ class McpEndpoint:
         except ToolDockError as err:
             await error_response(err)(scope, receive, send)
             return
-        await self.hub.handle(entry.source.name, scope, receive, send)
+        await self.handler(entry.source.name, scope, receive, send)
 
 
 def _install_sighup(registry: Registry) -> None:
@@ -148,6 +149,10 @@ def create_app(tools_dir: Path, settings: Settings, host: str = "127.0.0.1", url
         return error_response(BadRequest(f"invalid request: {exc.errors()}"))
 
     app.include_router(create_router(engine, settings))
-    app.router.routes.append(Route("/mcp", endpoint=McpEndpoint(engine, hub), methods=["GET", "POST", "DELETE"]))
+    app.router.routes.append(Route("/mcp", endpoint=NamespacedEndpoint(engine, hub.handle), methods=["GET", "POST", "DELETE"]))
+    if settings.enable_legacy_mcp:
+        legacy = LegacySse(hub, settings.max_body_bytes)
+        app.router.routes.append(Route("/sse", endpoint=NamespacedEndpoint(engine, legacy.stream), methods=["GET"]))
+        app.router.routes.append(Route(MESSAGES_PATH, endpoint=NamespacedEndpoint(engine, legacy.message), methods=["POST"]))
     app.add_middleware(BearerAuth, token=settings.bearer_token)
     return app

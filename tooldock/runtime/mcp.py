@@ -88,6 +88,7 @@ class McpHub:
     def __init__(self, engine: Engine, settings: Settings, host: str) -> None:
         self.engine, self.settings = engine, settings
         self._managers: dict[str, StreamableHTTPSessionManager] = {}
+        self._servers: dict[str, Server[Any]] = {}
         # Sessions seen per namespace (from their first tools/list or tools/call), for list_changed.
         self._sessions: dict[str, weakref.WeakSet] = {}
         self._lock = anyio.Lock()
@@ -110,6 +111,17 @@ class McpHub:
             finally:
                 tg.cancel_scope.cancel()
 
+    def server(self, namespace: str) -> Server[Any]:
+        """The namespace's MCP server (one per namespace, shared by streamable HTTP and legacy SSE)."""
+        if namespace not in self._servers:
+            sessions = self._sessions.setdefault(namespace, weakref.WeakSet())
+            self._servers[namespace] = _server_for(namespace, self.engine, sessions)
+        return self._servers[namespace]
+
+    @property
+    def security(self) -> TransportSecuritySettings | None:
+        return self._security
+
     async def _manager(self, namespace: str) -> StreamableHTTPSessionManager:
         manager = self._managers.get(namespace)
         if manager is not None:
@@ -117,7 +129,7 @@ class McpHub:
         async with self._lock:
             if namespace not in self._managers:
                 manager = StreamableHTTPSessionManager(
-                    app=_server_for(namespace, self.engine, self._sessions.setdefault(namespace, weakref.WeakSet())),
+                    app=self.server(namespace),
                     security_settings=self._security,
                     max_request_body_size=self.settings.max_body_bytes,
                 )

@@ -22,6 +22,7 @@ ENV_VARS = (
     "TOOLDOCK_RESTART_BACKOFF",
     "TOOLDOCK_DNS_REBINDING_PROTECTION",
     "TOOLDOCK_SOCKET_DIR",
+    "ENABLE_LEGACY_MCP",
 )
 
 
@@ -80,6 +81,7 @@ class Settings:
     restart_backoff: float = 0.5
     socket_dir: Path | None = None  # docker backend: where worker containers' sockets live on the host
     dns_rebinding_protection: bool = True
+    enable_legacy_mcp: bool = True
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -104,6 +106,7 @@ class Settings:
             restart_backoff=_number(env, "TOOLDOCK_RESTART_BACKOFF", 0.5),
             socket_dir=Path(env["TOOLDOCK_SOCKET_DIR"]) if env.get("TOOLDOCK_SOCKET_DIR") else None,
             dns_rebinding_protection=_bool(env, "TOOLDOCK_DNS_REBINDING_PROTECTION", True),
+            enable_legacy_mcp=_bool(env, "ENABLE_LEGACY_MCP", True),
         )
 
     @property

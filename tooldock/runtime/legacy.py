@@ -1,0 +1,39 @@
+"""Legacy MCP (protocol 2024-11-05): `GET /sse` opens a stream whose first event names the endpoint for
+`POST /messages?session_id=...` (seed 000, "Legacy compatibility"). The SDK's SSE transport does the
+protocol; ToolDock routes by `X-Namespace` (on both requests) to the namespace's MCP server, the same
+one streamable HTTP uses. On unless ENABLE_LEGACY_MCP=false."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp.server.sse import SseServerTransport
+from starlette.types import Receive, Scope, Send
+
+from .mcp import McpHub
+
+MESSAGES_PATH = "/messages"
+
+
+class LegacySse:
+    def __init__(self, hub: McpHub, max_body_bytes: int) -> None:
+        self.hub, self.max_body_bytes = hub, max_body_bytes
+        self._transports: dict[str, SseServerTransport] = {}
+
+    def _transport(self, namespace: str) -> SseServerTransport:
+        if namespace not in self._transports:
+            self._transports[namespace] = SseServerTransport(
+                MESSAGES_PATH, security_settings=self.hub.security, max_request_body_size=self.max_body_bytes
+            )
+        return self._transports[namespace]
+
+    async def stream(self, namespace: str, scope: Scope, receive: Receive, send: Send) -> None:
+        server: Any = self.hub.server(namespace)
+        try:
+            async with self._transport(namespace).connect_sse(scope, receive, send) as (read, write):
+                await server.run(read, write, server.create_initialization_options())
+        except ValueError:  # refused by the transport's own checks; it has already answered
+            return
+
+    async def message(self, namespace: str, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._transport(namespace).handle_post_message(scope, receive, send)
