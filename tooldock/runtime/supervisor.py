@@ -200,17 +200,22 @@ class SupervisedWorker:
         self.state = "sleeping"
         print(f"tooldock: [{self.namespace}] idle for {self.idle_timeout:g}s: stopping the {self.kind}",
               file=sys.stderr, flush=True)
-        if self._conn is not None:
-            with contextlib.suppress(Exception):
-                async with asyncio.timeout(2):
-                    await self._conn.request("shutdown")
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(5):
-                    await self._wait_exited()
+        await self._ask_to_exit(5)
         await self._disconnect()
         await self._terminate()
         await self._wake.wait()
         self.state = "starting"
+
+    async def _ask_to_exit(self, wait: float) -> None:
+        """The worker protocol's `shutdown`, then up to `wait` seconds for the worker to exit by itself."""
+        if self._conn is None:
+            return
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(2):
+                await self._conn.request("shutdown")
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(wait):
+                await self._wait_exited()
 
     async def _disconnect(self) -> None:
         if self._conn is not None:
@@ -262,13 +267,7 @@ class SupervisedWorker:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(drain_timeout):
                 await self._idle.wait()
-        if self._conn is not None:
-            with contextlib.suppress(Exception):
-                async with asyncio.timeout(2):
-                    await self._conn.request("shutdown")
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(3):
-                    await self._wait_exited()
+        await self._ask_to_exit(3)
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
