@@ -158,3 +158,30 @@ def test_legacy_endpoints_need_namespace_and_token(gateway):
     assert missing.status_code == 400 and missing.json()["error"]["code"] == "missing_namespace"
     unknown = httpx.post(f"{gateway.url}/messages?session_id=abc", headers=gateway.headers("nope"), json={})
     assert unknown.status_code == 404
+
+
+def test_mcp_and_legacy_sse_with_the_namespace_in_the_path(gateway):
+    import asyncio
+
+    import httpx2
+    from mcp.client.session import ClientSession
+    from mcp.client.sse import sse_client
+    from mcp.client.streamable_http import streamable_http_client
+
+    plain = {"Authorization": f"Bearer {gateway.token}"}
+
+    async def main():
+        async with httpx2.AsyncClient(headers=plain, timeout=60) as http:
+            async with streamable_http_client(f"{gateway.url}/ns/multi-tool/mcp", http_client=http) as (r, w):
+                async with ClientSession(r, w) as session:
+                    await session.initialize()
+                    streamable = await session.call_tool("add", {"a": 1, "b": 1})
+        async with sse_client(f"{gateway.url}/ns/basic-tool/sse", headers=plain) as (r, w):
+            async with ClientSession(r, w) as session:
+                await session.initialize()
+                legacy = await session.call_tool("say_hello", {"name": "Path"})
+        return streamable, legacy
+
+    streamable, legacy = asyncio.run(main())
+    assert streamable.structured_content == {"result": 2}
+    assert legacy.structured_content == {"result": "Hello, Path!"}

@@ -132,3 +132,28 @@ def test_reload_is_guarded(gateway):
     reply = gateway.post("/reload", headers={"X-Manager-Token": "anything"})
     assert reply.status_code == 403 and "MANAGER_INTERNAL_TOKEN" in reply.json()["error"]["message"]
     assert httpx.post(gateway.url + "/reload").status_code == 401
+
+
+def test_namespace_in_the_path_for_clients_without_headers(gateway):
+    plain = {"Authorization": f"Bearer {gateway.token}"}
+    listed = httpx.get(f"{gateway.url}/ns/multi-tool/tools", headers=plain)
+    assert [t["name"] for t in listed.json()["tools"]] == ["add", "multiply", "reverse_text", "word_count"]
+    called = httpx.post(f"{gateway.url}/ns/multi-tool/tools/add", headers=plain, json={"a": 1, "b": 2})
+    assert called.json() == {"result": 3}
+    assert httpx.get(f"{gateway.url}/ns/multi-tool/tools/add/schema", headers=plain).json()["name"] == "add"
+    unknown = httpx.get(f"{gateway.url}/ns/nope/tools", headers=plain)
+    assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "namespace_not_found"
+    assert httpx.get(f"{gateway.url}/ns/multi-tool/tools").status_code == 401
+
+
+def test_tool_vault_aliases(gateway):
+    listed = gateway.get("/tools/list", "basic-tool").json()
+    assert [t["name"] for t in listed["tools"]] == ["say_hello"]
+    called = gateway.post("/tools/call", "basic-tool", {"name": "say_hello", "arguments": {"name": "Vault"}})
+    assert called.json() == {"result": "Hello, Vault!"}
+    bad = gateway.post("/tools/call", "basic-tool", {"arguments": {}})
+    assert bad.status_code == 400 and "name" in bad.json()["error"]["message"]
+    plain = {"Authorization": f"Bearer {gateway.token}"}
+    via_path = httpx.post(f"{gateway.url}/ns/multi-tool/tools/call", headers=plain,
+                          json={"name": "multiply", "arguments": {"a": 3, "b": 4}})
+    assert via_path.json() == {"result": 12.0}

@@ -30,15 +30,17 @@ from .settings import Settings
 
 
 class NamespacedEndpoint:
-    """Resolve `X-Namespace` (400/404 in ToolDock's error shape), then hand the raw ASGI request on:
-    `/mcp` to the namespace's SDK session manager, `/sse` and `/messages` to the legacy transport."""
+    """Resolve the namespace (the `X-Namespace` header, or `{namespace}` in `/ns/{namespace}/...`; 400/404
+    in ToolDock's error shape), then hand the raw ASGI request on: `/mcp` to the namespace's SDK session
+    manager, `/sse` and `/messages` to the legacy transport."""
 
     def __init__(self, engine: Engine, handler) -> None:
         self.engine, self.handler = engine, handler
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        name = (scope.get("path_params") or {}).get("namespace") or Request(scope).headers.get("x-namespace")
         try:
-            entry = self.engine.namespace(Request(scope).headers.get("x-namespace"))
+            entry = self.engine.namespace(name)
         except ToolDockError as err:
             await error_response(err)(scope, receive, send)
             return
@@ -149,10 +151,14 @@ def create_app(tools_dir: Path, settings: Settings, host: str = "127.0.0.1", url
         return error_response(BadRequest(f"invalid request: {exc.errors()}"))
 
     app.include_router(create_router(engine, settings))
-    app.router.routes.append(Route("/mcp", endpoint=NamespacedEndpoint(engine, hub.handle), methods=["GET", "POST", "DELETE"]))
-    if settings.enable_legacy_mcp:
-        legacy = LegacySse(hub, settings.max_body_bytes)
-        app.router.routes.append(Route("/sse", endpoint=NamespacedEndpoint(engine, legacy.stream), methods=["GET"]))
-        app.router.routes.append(Route(MESSAGES_PATH, endpoint=NamespacedEndpoint(engine, legacy.message), methods=["POST"]))
+    for prefix in ("", "/ns/{namespace}"):
+        legacy = LegacySse(hub, settings.max_body_bytes, in_path=bool(prefix))
+        app.router.routes.append(Route(f"{prefix}/mcp", endpoint=NamespacedEndpoint(engine, hub.handle),
+                                       methods=["GET", "POST", "DELETE"]))
+        if settings.enable_legacy_mcp:
+            app.router.routes.append(Route(f"{prefix}/sse", endpoint=NamespacedEndpoint(engine, legacy.stream),
+                                           methods=["GET"]))
+            app.router.routes.append(Route(f"{prefix}{MESSAGES_PATH}",
+                                           endpoint=NamespacedEndpoint(engine, legacy.message), methods=["POST"]))
     app.add_middleware(BearerAuth, token=settings.bearer_token)
     return app

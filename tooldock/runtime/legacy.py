@@ -16,14 +16,18 @@ MESSAGES_PATH = "/messages"
 
 
 class LegacySse:
-    def __init__(self, hub: McpHub, max_body_bytes: int) -> None:
-        self.hub, self.max_body_bytes = hub, max_body_bytes
+    """`in_path`: the `/ns/{namespace}/sse` flavour, whose endpoint event points at
+    `/ns/{namespace}/messages`, for clients that cannot send `X-Namespace`."""
+
+    def __init__(self, hub: McpHub, max_body_bytes: int, in_path: bool = False) -> None:
+        self.hub, self.max_body_bytes, self.in_path = hub, max_body_bytes, in_path
         self._transports: dict[str, SseServerTransport] = {}
 
     def _transport(self, namespace: str) -> SseServerTransport:
         if namespace not in self._transports:
+            endpoint = f"/ns/{namespace}{MESSAGES_PATH}" if self.in_path else MESSAGES_PATH
             self._transports[namespace] = SseServerTransport(
-                MESSAGES_PATH, security_settings=self.hub.security, max_request_body_size=self.max_body_bytes
+                endpoint, security_settings=self.hub.security, max_request_body_size=self.max_body_bytes
             )
         return self._transports[namespace]
 

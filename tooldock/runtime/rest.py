@@ -7,9 +7,9 @@ import ipaddress
 import json
 from typing import Any
 
-from fastapi import APIRouter, Header, Request
+from fastapi import APIRouter, Depends, Header, Request
 
-from ..errors import Forbidden, InvalidJSON, PayloadTooLarge
+from ..errors import BadRequest, Forbidden, InvalidJSON, PayloadTooLarge
 from .auth import token_matches
 from .engine import Engine
 from .settings import Settings
@@ -44,6 +44,38 @@ async def read_json_body(request: Request, limit: int) -> Any:
         raise InvalidJSON(f"request body is not valid JSON: {exc}; send a JSON object of arguments") from None
 
 
+def _from_header(x_namespace: str | None = NamespaceHeader) -> str | None:
+    return x_namespace
+
+
+def _from_path(namespace: str) -> str:
+    return namespace
+
+
+def _wrap(fn, ns_of):
+    async def endpoint(namespace: str | None = Depends(ns_of)) -> dict[str, Any]:
+        return await fn(namespace)
+    return endpoint
+
+
+def _wrap_request(fn, ns_of):
+    async def endpoint(request: Request, namespace: str | None = Depends(ns_of)) -> dict[str, Any]:
+        return await fn(namespace, request)
+    return endpoint
+
+
+def _wrap_name(fn, ns_of):
+    async def endpoint(name: str, namespace: str | None = Depends(ns_of)) -> dict[str, Any]:
+        return fn(namespace, name)
+    return endpoint
+
+
+def _wrap_name_request(fn, ns_of):
+    async def endpoint(name: str, request: Request, namespace: str | None = Depends(ns_of)) -> dict[str, Any]:
+        return await fn(namespace, name, request)
+    return endpoint
+
+
 def create_router(engine: Engine, settings: Settings) -> APIRouter:
     router = APIRouter()
 
@@ -66,21 +98,39 @@ def create_router(engine: Engine, settings: Settings) -> APIRouter:
             "problems": [p.to_dict() for p in snapshot.problems],
         }
 
-    @router.get("/tools", summary="List the tools of a namespace")
-    async def list_tools(x_namespace: str | None = NamespaceHeader) -> dict[str, Any]:
-        entry = engine.namespace(x_namespace)
+    async def list_tools(namespace: str | None) -> dict[str, Any]:
+        entry = engine.namespace(namespace)
         return {"namespace": entry.source.name, "tools": entry.tools}
 
-    @router.get("/tools/{name}/schema", summary="One tool's full descriptor and input schema")
-    async def tool_schema(name: str, x_namespace: str | None = NamespaceHeader) -> dict[str, Any]:
-        return engine.get_tool(x_namespace, name)
-
-    @router.post("/tools/{name}", summary="Call a tool; the body is a JSON object of arguments")
-    async def call_tool(name: str, request: Request, x_namespace: str | None = NamespaceHeader) -> dict[str, Any]:
-        descriptor = engine.get_tool(x_namespace, name)
+    async def call_tool(namespace: str | None, name: str, request: Request) -> dict[str, Any]:
+        descriptor = engine.get_tool(namespace, name)
         arguments = await read_json_body(request, settings.max_body_bytes)
-        result = await engine.call_tool(x_namespace, name, arguments)
+        result = await engine.call_tool(namespace, name, arguments)
         return {"result": rest_value(result, descriptor)}
+
+    async def vault_call(namespace: str | None, request: Request) -> dict[str, Any]:
+        """Tool Vault (seed 004): `{"name": ..., "arguments": {...}}` in the body."""
+        engine.namespace(namespace)
+        body = await read_json_body(request, settings.max_body_bytes)
+        if not isinstance(body, dict) or not isinstance(body.get("name"), str):
+            raise BadRequest('the body must be {"name": "<tool>", "arguments": {...}}')
+        descriptor = engine.get_tool(namespace, body["name"])
+        result = await engine.call_tool(namespace, body["name"], body.get("arguments") or {})
+        return {"result": rest_value(result, descriptor)}
+
+    # The same endpoints twice: routed by the X-Namespace header, and under /ns/{namespace}/ for clients
+    # that cannot send headers. Tool Vault's /tools/list and /tools/call come before /tools/{name}.
+    for prefix, ns_of in (("", _from_header), ("/ns/{namespace}", _from_path)):
+        router.add_api_route(f"{prefix}/tools", _wrap(list_tools, ns_of), methods=["GET"],
+                             summary="List the tools of a namespace")
+        router.add_api_route(f"{prefix}/tools/list", _wrap(list_tools, ns_of), methods=["GET"],
+                             summary="Tool Vault alias of GET /tools")
+        router.add_api_route(f"{prefix}/tools/call", _wrap_request(vault_call, ns_of), methods=["POST"],
+                             summary='Tool Vault call: {"name", "arguments"}')
+        router.add_api_route(f"{prefix}/tools/{{name}}/schema", _wrap_name(engine.get_tool, ns_of), methods=["GET"],
+                             summary="One tool's full descriptor and input schema")
+        router.add_api_route(f"{prefix}/tools/{{name}}", _wrap_name_request(call_tool, ns_of), methods=["POST"],
+                             summary="Call a tool; the body is a JSON object of arguments")
 
     @router.post("/reload", summary="Rescan the tools directory (bearer + X-Manager-Token + allowed source)")
     async def reload(request: Request) -> dict[str, Any]:
