@@ -127,7 +127,7 @@ def create_router(engine: Engine, settings: Settings) -> APIRouter:
                              summary="Tool Vault alias of GET /tools")
         router.add_api_route(f"{prefix}/tools/call", _wrap_request(vault_call, ns_of), methods=["POST"],
                              summary='Tool Vault call: {"name", "arguments"}')
-        router.add_api_route(f"{prefix}/tools/{{name}}/schema", _wrap_name(engine.get_tool, ns_of), methods=["GET"],
+        router.add_api_route(f"{prefix}/tools/{{name}}/schema", _wrap_name(lambda ns, name: engine.get_tool(ns, name), ns_of), methods=["GET"],
                              summary="One tool's full descriptor and input schema")
         router.add_api_route(f"{prefix}/tools/{{name}}", _wrap_name_request(call_tool, ns_of), methods=["POST"],
                              summary="Call a tool; the body is a JSON object of arguments")
