@@ -157,3 +157,29 @@ def test_tool_vault_aliases(gateway):
     via_path = httpx.post(f"{gateway.url}/ns/multi-tool/tools/call", headers=plain,
                           json={"name": "multiply", "arguments": {"a": 3, "b": 4}})
     assert via_path.json() == {"result": 12.0}
+
+
+def test_typed_openapi_per_namespace(gateway):
+    plain = {"Authorization": f"Bearer {gateway.token}"}
+    doc = httpx.get(f"{gateway.url}/ns/testing/openapi.json", headers=plain).json()
+    assert doc["openapi"] == "3.1.0" and doc["servers"] == [{"url": f"{gateway.url}/ns/testing"}]
+    shift = doc["paths"]["/tools/shift"]["post"]
+    body = shift["requestBody"]["content"]["application/json"]["schema"]
+    assert body["properties"]["p"]["$ref"] == "#/components/schemas/Shift_Point"
+    assert "$defs" not in body
+    assert doc["components"]["schemas"]["Shift_Point"]["required"] == ["x", "y"]
+    result = shift["responses"]["200"]["content"]["application/json"]["schema"]["properties"]["result"]
+    assert result["properties"]["x"]["type"] == "number"
+    assert shift["responses"]["422"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Error"}
+    # The document is true: calling the operation it describes works.
+    called = httpx.post(f"{doc['servers'][0]['url']}/tools/shift", headers=plain, json={"p": {"x": 1, "y": 2}, "dx": 3})
+    assert called.json() == {"result": {"x": 4.0, "y": 2.0}}
+
+    by_header = gateway.get("/openapi.json", "multi-tool").json()
+    add = by_header["paths"]["/tools/add"]["post"]
+    assert add["parameters"][0]["name"] == "X-Namespace"
+    assert add["responses"]["200"]["content"]["application/json"]["schema"]["properties"]["result"] == {"type": "number"}
+    own = gateway.get("/openapi.json").json()
+    assert "/namespaces" in own["paths"] and "/tools/{name}" in own["paths"]
+    assert httpx.get(f"{gateway.url}/ns/testing/openapi.json").status_code == 401
+    assert httpx.get(f"{gateway.url}/ns/nope/openapi.json", headers=plain).status_code == 404

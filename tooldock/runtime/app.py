@@ -133,6 +133,7 @@ def create_app(tools_dir: Path, settings: Settings, host: str = "127.0.0.1", url
         lifespan=lifespan,
         docs_url=None,
         redoc_url=None,
+        openapi_url=None,  # /openapi.json is served by the REST router: per namespace, or the gateway's own
     )
     app.state.registry, app.state.engine = registry, engine
 

@@ -12,6 +12,7 @@ from fastapi import APIRouter, Depends, Header, Request
 from ..errors import BadRequest, Forbidden, InvalidJSON, PayloadTooLarge
 from .auth import token_matches
 from .engine import Engine
+from .openapi import namespace_openapi
 from .settings import Settings
 
 NamespaceHeader = Header(default=None, alias="X-Namespace", description="The namespace to use, e.g. multi-tool")
@@ -131,6 +132,17 @@ def create_router(engine: Engine, settings: Settings) -> APIRouter:
                              summary="One tool's full descriptor and input schema")
         router.add_api_route(f"{prefix}/tools/{{name}}", _wrap_name_request(call_tool, ns_of), methods=["POST"],
                              summary="Call a tool; the body is a JSON object of arguments")
+
+    @router.get("/openapi.json", include_in_schema=False)
+    async def openapi_by_header(request: Request, x_namespace: str | None = NamespaceHeader) -> dict[str, Any]:
+        if x_namespace is None:  # no namespace: the gateway's own API
+            return request.app.openapi()
+        return namespace_openapi(engine.namespace(x_namespace), str(request.base_url).rstrip("/"), header=True)
+
+    @router.get("/ns/{namespace}/openapi.json", include_in_schema=False)
+    async def openapi_by_path(namespace: str, request: Request) -> dict[str, Any]:
+        entry = engine.namespace(namespace)
+        return namespace_openapi(entry, f"{str(request.base_url).rstrip('/')}/ns/{entry.source.name}", header=False)
 
     @router.post("/reload", summary="Rescan the tools directory (bearer + X-Manager-Token + allowed source)")
     async def reload(request: Request) -> dict[str, Any]:
