@@ -202,3 +202,14 @@ def test_schemathesis_finds_no_server_error(gateway, path):
     )
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "passed" in proc.stdout
+
+
+def test_huge_bodies_are_413_on_rest_and_mcp(gateway):
+    huge = b'{"text": "' + b"x" * (5 * 1024 * 1024) + b'"}'
+    rest = gateway.post("/tools/word_count", "multi-tool", content=huge)
+    assert rest.status_code == 413 and rest.json()["error"]["code"] == "payload_too_large"
+    mcp = httpx.post(f"{gateway.url}/mcp", content=huge, headers={
+        **gateway.headers("multi-tool"), "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream"})
+    assert mcp.status_code == 413
+    assert gateway.call("multi-tool", "word_count", text="still serving").json() == {"result": 2}
