@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import EXAMPLES, FIXTURES, Gateway, run_mcp, tooldock_cli
 
 

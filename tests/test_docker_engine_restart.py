@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import EXAMPLES, Gateway, require, tooldock_cli
 
 SOCK = "/tmp/tooldock-restart-docker.sock"

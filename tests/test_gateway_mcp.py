@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import mcp_types as types
 import pytest
@@ -185,3 +187,27 @@ def test_mcp_and_legacy_sse_with_the_namespace_in_the_path(gateway):
     streamable, legacy = asyncio.run(main())
     assert streamable.structured_content == {"result": 2}
     assert legacy.structured_content == {"result": "Hello, Path!"}
+
+
+@pytest.mark.parametrize(
+    "method, headers, status",
+    [
+        ("POST", {"Content-Type": "text/plain", "Accept": ACCEPT}, 415),
+        ("POST", {"Content-Type": "application/json", "Accept": "text/html"}, 406),
+        ("POST", {"Content-Type": "application/json", "Accept": ACCEPT, "MCP-Protocol-Version": "1999-01-01"}, 400),
+        ("POST", {"Content-Type": "application/json", "Accept": ACCEPT, "Origin": "http://evil.example"}, 403),
+        ("POST", {"Content-Type": "application/json", "Accept": ACCEPT, "Mcp-Session-Id": "no-such-session"}, 404),
+        ("GET", {"Accept": "text/html"}, 406),
+    ],
+)
+def test_streamable_http_status_rules(gateway, method, headers, status):
+    """Seed 000's HTTP rules for /mcp, one request each, by hand."""
+    reply = httpx.request(method, f"{gateway.url}/mcp", content=json.dumps(INIT) if method == "POST" else None,
+                          headers={**gateway.headers("multi-tool"), **headers}, timeout=30)
+    assert reply.status_code == status, reply.text
+    assert reply.text.strip()  # a reason, not an empty body (the SDK's 403 is plain text)
+
+
+def test_allowed_origin_is_accepted(gateway):
+    reply = post(gateway, "multi-tool", INIT, Origin="http://localhost:3000")
+    assert reply.status_code == 200

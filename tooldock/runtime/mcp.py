@@ -25,6 +25,7 @@ import tooldock
 
 from ..errors import ToolDockError, ToolNotFound
 from .engine import Engine
+from .mcp_rules import precheck
 from .settings import Settings
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -155,5 +156,9 @@ class McpHub:
 
     async def handle(self, namespace: str, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve one `/mcp` request for a namespace the caller has already resolved."""
+        refused = precheck(scope)
+        if refused is not None:
+            await refused(scope, receive, send)
+            return
         manager = await self._manager(namespace)
         await manager.handle_request(scope, receive, send)
