@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,7 +32,7 @@ from .lock import Target, framework_lock, namespace_lock, only_new
 from .oci import Image, LayoutError, assemble, read_layout, write_layout
 from .registry import RegistryError, looks_like_registry_ref, pull
 from .schema import extract, interpreter_for
-from .tarball import Entry, Layer, entries_from_dir, iso_time, source_date_epoch
+from .tarball import Entry, Layer, entries_from_dir, iso_time, source_date_epoch, write_entries
 
 WORKER_PACKAGES = ("worker", "namespace")  # the parts of tooldock a worker image needs
 
@@ -124,13 +123,6 @@ def entries_key(kind: str, entries: list[Entry]) -> str:
     return cache_key(kind, *map(one, entries))
 
 
-def _copy_entries(entries: list[Entry], strip: str, dest: Path) -> None:
-    for entry in entries:
-        target = dest / entry.path.removeprefix(strip + "/")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(entry.source, target)  # type: ignore[arg-type]
-
-
 def _app_entries(folder: Path, tools_json: bytes) -> list[Entry]:
     entries = entries_from_dir(folder, APP_DIR, skip=lambda rel: Path(rel).name.startswith(".") or rel.endswith(".sock"))
     return [*entries, Entry(f"{APP_DIR}/tools.json", tools_json)]
@@ -210,7 +202,7 @@ class Builder:
         if schema_path.is_file():
             tools = json.loads(schema_path.read_text())
         else:
-            with_worker, _ = tree(cache, "worker", fw_key, lambda d: _copy_entries(worker_src, FRAMEWORK_DIR, d))
+            with_worker, _ = tree(cache, "worker", fw_key, lambda d: write_entries(worker_src, FRAMEWORK_DIR, d))
             tools = extract(python, source.path, files, [deps_tree, with_worker, fw_tree])
             schema_path.parent.mkdir(parents=True, exist_ok=True)
             schema_path.write_text(json.dumps(tools))

@@ -21,7 +21,7 @@ import jinja2
 from .build import Builder, Prepared
 from .daemon import DaemonError, digest_tag, engine, load
 from .imageconfig import APP_DIR, DEPS_DIR, FRAMEWORK_DIR, USER, entrypoint, environment, labels
-from .tarball import iso_time, source_date_epoch
+from .tarball import iso_time, source_date_epoch, write_entries
 
 
 def docker_quote(value: str) -> str:
@@ -66,22 +66,10 @@ def build_with_docker(builder: Builder, folder: Path) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="tooldock-docker-") as tmp:
         context = Path(tmp)
         _link_tree(p.fw_tree, context / "framework")
-        for entry in p.worker_src:
-            target = context / "framework" / entry.path.removeprefix(FRAMEWORK_DIR + "/")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(entry.source, target)  # type: ignore[arg-type]
+        write_entries(p.worker_src, FRAMEWORK_DIR, context / "framework")
         if p.deps_text:
             _link_tree(p.deps_tree, context / "deps")
-        for entry in p.app_entries:
-            target = context / "app" / entry.path.removeprefix(APP_DIR + "/")
-            if entry.is_dir:
-                target.mkdir(parents=True, exist_ok=True)
-            elif entry.target is not None:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.symlink_to(entry.target)
-            else:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(entry.data if entry.data is not None else entry.source.read_bytes())  # type: ignore[union-attr]
+        write_entries(p.app_entries, APP_DIR, context / "app")
         (context / "Dockerfile").write_text(render_dockerfile(p, base_tag))
         tag = f"tooldock/{p.source.name}:{p.ref}"
         try:

@@ -18,7 +18,7 @@ from .blobs import cache_key
 from .build import Builder, BuildResult, entries_key
 from .imageconfig import USER
 from .install import compile_tree, install_lock, tree
-from .lock import FRAMEWORK_RESOLVED_AS_OF, LockError, Target, compile_requirements
+from .lock import Target, dated_lock
 from .oci import assemble, write_layout
 from .schema import interpreter_for
 from .tarball import Entry, entries_from_dir, iso_time, source_date_epoch
@@ -45,17 +45,7 @@ def build_gateway(builder: Builder) -> BuildResult:
     base, info = builder.base()
     target = Target(info.python, info.platform)
     cache = builder.options.cache
-    reqs = requirements()
-    lock_path = cache / "locks" / f"gateway-{cache_key(reqs, str(target), FRAMEWORK_RESOLVED_AS_OF)[:16]}.lock"
-    if lock_path.is_file():
-        lock = lock_path.read_text()
-    else:
-        try:
-            lock = compile_requirements(reqs, target, exclude_newer=FRAMEWORK_RESOLVED_AS_OF)
-        except LockError as exc:
-            raise LockError(f"cannot lock the gateway's requirements for Python {target.python}:\n{exc}") from None
-        lock_path.parent.mkdir(parents=True, exist_ok=True)
-        lock_path.write_text(lock)
+    lock = dated_lock(cache, "gateway", requirements(), target)
     timings["lock"] = time.perf_counter() - started
     python = interpreter_for(info.python)
     key = cache_key("gateway", lock, str(target))

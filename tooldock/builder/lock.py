@@ -71,17 +71,23 @@ def compile_requirements(requirements: str, target: Target, *, constraints: str 
         return _uv(*args)
 
 
-def framework_lock(cache: Path, target: Target) -> str:
-    key = hashlib.sha256(f"{FRAMEWORK_REQUIREMENTS}|{target}|{FRAMEWORK_RESOLVED_AS_OF}".encode()).hexdigest()[:16]
-    path = cache / "locks" / f"framework-{key}.lock"
+def dated_lock(cache: Path, kind: str, requirements: str, target: Target) -> str:
+    """A lock of ToolDock's own requirements (`kind`: framework, gateway), resolved as of a fixed date and
+    cached by its inputs: the same ToolDock locks the same versions next month."""
+    key = hashlib.sha256(f"{requirements}|{target}|{FRAMEWORK_RESOLVED_AS_OF}".encode()).hexdigest()[:16]
+    path = cache / "locks" / f"{kind}-{key}.lock"
     if path.is_file():
         return path.read_text()
     try:
-        text = compile_requirements("\n".join(FRAMEWORK_REQUIREMENTS) + "\n", target, exclude_newer=FRAMEWORK_RESOLVED_AS_OF)
+        text = compile_requirements(requirements, target, exclude_newer=FRAMEWORK_RESOLVED_AS_OF)
     except LockError as exc:
-        raise LockError(f"cannot lock the worker framework for Python {target.python} ({target.platform}):\n{exc}") from None
+        raise LockError(f"cannot lock the {kind}'s requirements for Python {target.python} ({target.platform}):\n{exc}") from None
     atomic_write(path, text.encode())
     return text
+
+
+def framework_lock(cache: Path, target: Target) -> str:
+    return dated_lock(cache, "framework", "\n".join(FRAMEWORK_REQUIREMENTS) + "\n", target)
 
 
 def namespace_lock(folder: Path, requirements: str, framework: str, target: Target) -> tuple[str, bool]:

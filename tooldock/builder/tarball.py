@@ -79,6 +79,21 @@ def entries_from_dir(root: Path, prefix: str, skip=lambda rel: False) -> list[En
     return entries
 
 
+def write_entries(entries: Iterable[Entry], strip: str, dest: Path) -> None:
+    """Put entries on disk under `dest` (their image path minus `strip`): for build contexts and the trees
+    schema extraction imports. The inverse of `entries_from_dir`."""
+    for entry in entries:
+        target = dest / entry.path.removeprefix(strip + "/")
+        if entry.is_dir:
+            target.mkdir(parents=True, exist_ok=True)
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if entry.target is not None:
+            target.symlink_to(entry.target)
+        else:
+            target.write_bytes(entry.data if entry.data is not None else entry.source.read_bytes())  # type: ignore[union-attr]
+
+
 def _parents(entries: Iterable[Entry]) -> list[Entry]:
     """Directory entries for every parent, so extraction never depends on implicit directories."""
     have = {e.path for e in entries if e.is_dir}
