@@ -125,8 +125,11 @@ def test_base_from_the_engine_and_from_a_registry_give_the_same_image(docker_hos
     assert docker_route["engine"] == "docker"
     import docker
 
-    tags = [t for image in docker.DockerClient(base_url=docker_host).images.list(name="tooldock/base") for t in image.tags]
-    from_engine = build_json(source, tmp_path, "--base", tags[0], env=env)
+    # The engine may hold older bases from earlier runs: take the one this base was loaded as.
+    base_digest = json.loads((tmp_path / "base" / "index.json").read_text())["manifests"][0]["digest"]
+    tag = f"tooldock/base:{base_digest.replace(':', '-')}"
+    assert docker.DockerClient(base_url=docker_host).images.get(tag)
+    from_engine = build_json(source, tmp_path, "--base", tag, env=env)
     # ... and into a registry.
     subprocess.run(["skopeo", "copy", "-q", "--dest-tls-verify=false", f"oci:{tmp_path / 'base'}",
                     f"docker://{registry}/bases/tooldock-base:v1"], check=True)
