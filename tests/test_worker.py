@@ -62,7 +62,7 @@ def worker():
 
 def test_handshake_lists_tools_with_schemas(worker):
     hs = worker.handshake
-    assert hs["op"] == "ready" and hs["protocol"] == 1 and hs["namespace"] == "testing"
+    assert hs["op"] == "ready" and hs["protocol"] == 2 and hs["namespace"] == "testing"
     tools = {t["name"]: t for t in hs["tools"]}
     assert {"slow", "aslow", "boom", "env_keys", "pid", "probe", "echo"} <= set(tools)
     assert tools["slow"]["inputSchema"]["properties"]["seconds"]["type"] == "number"

@@ -79,6 +79,12 @@ class ToolNotFound(ToolDockError):
     status, code = 404, "tool_not_found"
 
 
+class NotFound(ToolDockError):
+    """No resource with that URI, or no prompt with that name, in the namespace."""
+
+    status, code = 404, "not_found"
+
+
 class PayloadTooLarge(ToolDockError):
     status, code = 413, "payload_too_large"
 
@@ -130,6 +136,7 @@ _BY_WORKER_CODE: dict[str, type[ToolDockError]] = {
     "dependency_error": DependencyError,
     "execution_timeout": ExecutionTimeout,
     "internal_error": ToolFailed,
+    "not_found": NotFound,
 }
 
 

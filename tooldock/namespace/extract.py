@@ -15,7 +15,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from fastmcp.prompts import Prompt
+from fastmcp.resources import Resource, ResourceTemplate
+from fastmcp.server.providers.filesystem_discovery import extract_components
 from fastmcp.tools import Tool
+from fastmcp.utilities.types import find_kwarg_by_type
 
 from .models import Problem
 
@@ -28,6 +32,26 @@ class LoadedNamespace:
     tools: dict[str, Tool] = field(default_factory=dict)
     descriptors: list[dict[str, Any]] = field(default_factory=list)
     failed: list[Problem] = field(default_factory=list)
+    # Resources (by URI), resource templates (by URI template) and prompts (by name): served over MCP.
+    resources: dict[str, Resource] = field(default_factory=dict)
+    templates: dict[str, ResourceTemplate] = field(default_factory=dict)
+    prompts: dict[str, Prompt] = field(default_factory=dict)
+    # Tools that take a fastmcp `Context` (progress, logging, sampling, elicitation): run through the bridge.
+    context_tools: set[str] = field(default_factory=set)
+
+    def surface(self) -> dict[str, list[dict[str, Any]]]:
+        """Everything but the tools, as MCP lists it (the tools are `descriptors`)."""
+        return {
+            "resources": [_dump(r.to_mcp_resource()) for r in self.resources.values()],
+            "resourceTemplates": [_dump(t.to_mcp_template()) for t in self.templates.values()],
+            "prompts": [_dump(p.to_mcp_prompt()) for p in self.prompts.values()],
+        }
+
+
+def _dump(model: Any) -> dict[str, Any]:
+    data = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    data.pop("_meta", None)  # fastmcp's private bookkeeping
+    return data
 
 
 def describe(tool: Tool) -> dict[str, Any]:
@@ -83,20 +107,61 @@ def load_namespace(folder: Path, filenames: Iterable[str]) -> LoadedNamespace:
         except Exception as exc:  # user code: anything may be raised at import time
             loaded.failed.append(_import_problem(path, exc))
             continue
-        for obj in list(vars(module).values()):
-            if getattr(obj, "__module__", None) != module.__name__ or not hasattr(obj, "__fastmcp__"):
-                continue
-            try:
-                tool = Tool.from_function(obj)
-            except Exception as exc:  # fastmcp rejects some signatures; report which
-                line = getattr(getattr(obj, "__code__", None), "co_firstlineno", None)
-                loaded.failed.append(Problem(path.name, f"invalid tool: {exc}", line, "invalid_tool"))
-                continue
-            if tool.name in loaded.tools:
-                loaded.failed.append(
-                    Problem(path.name, f"duplicate tool name {tool.name!r}", None, "duplicate_tool")
-                )
-                continue
-            loaded.tools[tool.name] = tool
-            loaded.descriptors.append(describe(tool))
+        try:
+            components = extract_components(_own_objects(module))
+        except Exception as exc:  # fastmcp rejects some signatures; report which
+            loaded.failed.append(Problem(path.name, f"invalid tool, resource or prompt: {exc}", _line_of(exc, path), "invalid_tool"))
+            continue
+        for component in components:
+            problem = _add(loaded, component)
+            if problem:
+                loaded.failed.append(Problem(path.name, problem, None, "duplicate_tool"))
     return loaded
+
+
+class _OwnObjects:
+    """The module's attributes that were defined in it (not imported from a sibling file or helper)."""
+
+    def __init__(self, module: ModuleType) -> None:
+        for name, obj in vars(module).items():
+            if getattr(obj, "__module__", None) == module.__name__ or getattr(getattr(obj, "fn", None), "__module__", None) == module.__name__:
+                setattr(self, name, obj)
+
+
+def _own_objects(module: ModuleType) -> Any:
+    return _OwnObjects(module)
+
+
+def _add(loaded: LoadedNamespace, component: Any) -> str | None:
+    """File one component; the problem text when its name or URI is already taken."""
+    if isinstance(component, Tool):
+        if component.name in loaded.tools:
+            return f"duplicate tool name {component.name!r}"
+        loaded.tools[component.name] = component
+        loaded.descriptors.append(describe(component))
+        fn = getattr(component, "fn", None)
+        if fn is not None and _takes_context(fn):
+            loaded.context_tools.add(component.name)
+    elif isinstance(component, ResourceTemplate):
+        if component.uri_template in loaded.templates:
+            return f"duplicate resource template {component.uri_template!r}"
+        loaded.templates[component.uri_template] = component
+    elif isinstance(component, Resource):
+        uri = str(component.uri)
+        if uri in loaded.resources:
+            return f"duplicate resource {uri!r}"
+        loaded.resources[uri] = component
+    elif isinstance(component, Prompt):
+        if component.name in loaded.prompts:
+            return f"duplicate prompt name {component.name!r}"
+        loaded.prompts[component.name] = component
+    return None
+
+
+def _takes_context(fn: Any) -> bool:
+    from fastmcp import Context
+
+    try:
+        return find_kwarg_by_type(fn, Context) is not None
+    except Exception:  # an unresolvable annotation: fastmcp itself reports it when the tool runs
+        return False

@@ -16,10 +16,18 @@ from .models import Problem
 class FileReport:
     tools: tuple[str, ...]
     problems: tuple[Problem, ...]
+    others: int = 0  # @resource and @prompt functions: served over MCP, need no type-hint rules
 
     @property
     def ok(self) -> bool:
-        return bool(self.tools) and not self.problems
+        return bool(self.tools or self.others) and not self.problems
+
+
+def _is_component(dec: ast.expr) -> bool:
+    """`@resource(...)` or `@prompt` (plain, called, or as an attribute such as `@mcp.prompt`)."""
+    target = dec.func if isinstance(dec, ast.Call) else dec
+    name = target.id if isinstance(target, ast.Name) else target.attr if isinstance(target, ast.Attribute) else ""
+    return name in ("resource", "prompt")
 
 
 def _decorator_tool_name(dec: ast.expr, fn_name: str) -> str | None:
@@ -77,11 +85,13 @@ def validate_source(filename: str, source: str) -> FileReport:
 
     tools: list[str] = []
     problems: list[Problem] = []
+    others = 0
     for node in tree.body:  # only module-level functions are importable tools
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         names = [n for n in (_decorator_tool_name(d, node.name) for d in node.decorator_list) if n]
         if not names:
+            others += any(_is_component(d) for d in node.decorator_list)
             continue
         tools.append(names[0])
         problems.extend(_param_problems(filename, node))
@@ -95,14 +105,14 @@ def validate_source(filename: str, source: str) -> FileReport:
                     "missing_docstring",
                 )
             )
-    if not tools:
+    if not tools and not others:
         problems.append(
             Problem(
                 filename,
                 "no @tool function found; decorate at least one module-level function with "
-                "'@tool' (from fastmcp.tools import tool)",
+                "'@tool' (from fastmcp.tools import tool), or '@resource' / '@prompt' for MCP resources and prompts",
                 None,
                 "no_tools",
             )
         )
-    return FileReport(tuple(tools), tuple(problems))
+    return FileReport(tuple(tools), tuple(problems), others)

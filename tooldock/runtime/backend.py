@@ -17,14 +17,18 @@ class Worker(Protocol):
     namespace: str
     state: WorkerState
     tools: list[dict[str, Any]]  # MCP tool descriptors, from the worker's handshake
+    surface: dict[str, list[dict[str, Any]]]  # MCP resources, resourceTemplates and prompts
     failed_files: list[dict[str, Any]]  # files the worker could not import
     deps_synced: bool  # whether starting it installed dependencies
 
     async def start(self, timeout: float) -> None:
         """Begin supervising; return once the worker is ready or has failed (never raises for that)."""
 
-    async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    async def call(self, tool: str, arguments: dict[str, Any], relay: Any = None) -> dict[str, Any]:
         """Run one tool; raises a `tooldock.errors` error on failure."""
+
+    async def request(self, op: str, **fields: Any) -> Any:
+        """Any other worker-protocol request (resources.read, prompts.get, completion.complete)."""
 
     async def stop(self, drain_timeout: float) -> None:
         """Let in-flight calls finish (bounded), then stop the worker for good."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..errors import (
@@ -15,6 +16,7 @@ from ..errors import (
     InvalidArguments,
     MissingNamespace,
     NamespaceNotFound,
+    NotFound,
     ToolNotFound,
     WorkerRetired,
 )
@@ -69,30 +71,41 @@ class Engine:
             semaphore = self._limits[entry.worker] = asyncio.Semaphore(limit)
         return semaphore
 
-    async def call_tool(self, namespace: str | None, tool: str, arguments: Any) -> dict[str, Any]:
-        """The worker's result: `{"content": [...], "structuredContent": ..., "isError": false}`."""
+    async def call_tool(self, namespace: str | None, tool: str, arguments: Any, relay: Any = None) -> dict[str, Any]:
+        """The worker's result: `{"content": [...], "structuredContent": ..., "isError": false}`.
+        `relay` carries a Context tool's progress, log and client requests to the MCP caller."""
         entry = self.namespace(namespace)
         self.get_tool(entry.source.name, tool)
         if not isinstance(arguments, dict):
             raise InvalidArguments(
                 f"arguments must be a JSON object of parameter names to values, got {type(arguments).__name__}"
             )
+        return await self._run(entry, f"tool {tool!r}", lambda worker: worker.call(tool, arguments, relay))
+
+    async def worker_request(self, namespace: str | None, op: str, **fields: Any) -> dict[str, Any]:
+        """resources.read, prompts.get, completion.complete: same limits and hand-over as a tool call."""
+        entry = self.namespace(namespace)
+        if entry.worker is None:
+            raise NotFound(f"namespace {entry.source.name!r} has no tools, resources or prompts")
+        return await self._run(entry, op, lambda worker: worker.request(op, **fields))
+
+    async def _run(self, entry: NamespaceEntry, what: str, work: Callable[[Any], Awaitable[Any]]) -> Any:
         assert entry.worker is not None  # a namespace with tools has a worker
         timeout = entry.source.config.limits.timeout or self.settings.call_timeout
         try:
             async with asyncio.timeout(timeout):
                 try:
                     async with self._semaphore(entry):
-                        return await entry.worker.call(tool, arguments)
+                        return await work(entry.worker)
                 except WorkerRetired:
                     # Swapped between our lookup and the call: the snapshot now has the new worker.
                     fresh = self.namespace(entry.source.name)
                     if fresh.worker is entry.worker or fresh.worker is None:
                         raise
                     async with self._semaphore(fresh):
-                        return await fresh.worker.call(tool, arguments)
+                        return await work(fresh.worker)
         except TimeoutError:
             raise ExecutionTimeout(
-                f"tool {tool!r} in namespace {entry.source.name!r} did not finish within {timeout:g}s",
+                f"{what} in namespace {entry.source.name!r} did not finish within {timeout:g}s",
                 {"timeout_seconds": timeout},
             ) from None

@@ -23,9 +23,11 @@ from starlette.types import Receive, Scope, Send
 
 import tooldock
 
-from ..errors import ToolDockError, ToolNotFound
+from ..errors import InvalidArguments, NotFound, ToolDockError, ToolNotFound
+from . import mcp_compat
 from .engine import Engine
 from .mcp_rules import precheck
+from .relay import McpRelay
 from .settings import Settings
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -41,10 +43,12 @@ def error_result(err: ToolDockError) -> types.CallToolResult:
 
 
 class _Server(Server[Any]):
-    """Advertises `tools.listChanged`: ToolDock tells open sessions when a namespace's tools change."""
+    """Advertises `listChanged` for tools, resources and prompts: ToolDock tells open sessions when a
+    namespace's lists change (a rebuild or reload), and `resources/updated` for subscribed URIs."""
 
     def create_initialization_options(self, notification_options=None, *args: Any, **kwargs: Any):
-        return super().create_initialization_options(NotificationOptions(tools_changed=True), *args, **kwargs)
+        options = NotificationOptions(tools_changed=True, resources_changed=True, prompts_changed=True)
+        return super().create_initialization_options(options, *args, **kwargs)
 
 
 def _connection(ctx: Any) -> Any:
@@ -53,33 +57,109 @@ def _connection(ctx: Any) -> Any:
     return getattr(ctx.session, "_connection", ctx.session)
 
 
-def _server_for(namespace: str, engine: Engine, sessions: weakref.WeakSet) -> Server[Any]:
-    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-        sessions.add(_connection(ctx))
+RESOURCE_NOT_FOUND = -32002  # MCP's code for an unknown resource URI
+
+
+class SessionState:
+    """What ToolDock keeps per MCP connection: the log level it asked for and its resource subscriptions."""
+
+    def __init__(self) -> None:
+        self.log_level: str | None = None
+        self.subscriptions: set[str] = set()
+
+
+def _server_for(namespace: str, engine: Engine, sessions: weakref.WeakKeyDictionary) -> Server[Any]:
+    def state(ctx: Any) -> SessionState:
+        conn = _connection(ctx)
+        found = sessions.get(conn)
+        if found is None:
+            found = sessions[conn] = SessionState()
+        return found
+
+    def entry() -> Any:
         try:
-            tools = engine.list_tools(namespace)
+            return engine.namespace(namespace)
         except ToolDockError as err:
             raise MCPError(types.INVALID_REQUEST, err.message) from err
-        return types.ListToolsResult(tools=[types.Tool.model_validate(t) for t in tools])
+
+    async def worker(op: str, **fields: Any) -> dict[str, Any]:
+        try:
+            return await engine.worker_request(namespace, op, **fields)
+        except NotFound as err:
+            raise MCPError(RESOURCE_NOT_FOUND if op == "resources.read" else types.INVALID_PARAMS, err.message) from err
+        except InvalidArguments as err:
+            raise MCPError(types.INVALID_PARAMS, err.message) from err
+        except ToolDockError as err:
+            raise MCPError(types.INTERNAL_ERROR, f"{err.code}: {err.message}") from err
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        state(ctx)
+        return types.ListToolsResult(tools=[types.Tool.model_validate(t) for t in entry().tools])
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        sessions.add(_connection(ctx))
+        relay = McpRelay(ctx, state(ctx).log_level)
         try:
-            result = await engine.call_tool(namespace, params.name, params.arguments or {})
+            result = await engine.call_tool(namespace, params.name, params.arguments or {}, relay)
         except ToolNotFound as err:
             raise MCPError(types.INVALID_PARAMS, err.message) from err
         except ToolDockError as err:
             return error_result(err)
         return types.CallToolResult.model_validate(result)
 
-    entry = engine.registry.snapshot.entries.get(namespace)
-    description = entry.source.config.description if entry is not None else None
+    async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+        state(ctx)
+        return types.ListResourcesResult(resources=[types.Resource.model_validate(r) for r in entry().surface("resources")])
+
+    async def list_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
+        templates = entry().surface("resourceTemplates")
+        return types.ListResourceTemplatesResult(resource_templates=[types.ResourceTemplate.model_validate(t) for t in templates])
+
+    async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        return types.ReadResourceResult.model_validate(await worker("resources.read", uri=str(params.uri)))
+
+    async def subscribe(ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        state(ctx).subscriptions.add(str(params.uri))
+        return types.EmptyResult()
+
+    async def unsubscribe(ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        state(ctx).subscriptions.discard(str(params.uri))
+        return types.EmptyResult()
+
+    async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
+        state(ctx)
+        return types.ListPromptsResult(prompts=[types.Prompt.model_validate(p) for p in entry().surface("prompts")])
+
+    async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        return types.GetPromptResult.model_validate(await worker("prompts.get", name=params.name, arguments=params.arguments))
+
+    async def complete(ctx: Any, params: types.CompleteRequestParams) -> types.CompleteResult:
+        ref = params.ref.model_dump(mode="json", by_alias=True, exclude_none=True)
+        argument = params.argument.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return types.CompleteResult.model_validate(await worker("completion.complete", ref=ref, argument=argument))
+
+    async def set_level(ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
+        state(ctx).log_level = params.level
+        return types.EmptyResult()
+
+    description = None
+    found = engine.registry.snapshot.entries.get(namespace)
+    if found is not None:
+        description = found.source.config.description
     return _Server(
         f"tooldock/{namespace}",
         version=tooldock.__version__,
         description=description or None,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_templates,
+        on_read_resource=read_resource,
+        on_subscribe_resource=subscribe,
+        on_unsubscribe_resource=unsubscribe,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
+        on_completion=complete,
+        on_set_logging_level=set_level,
     )
 
 
@@ -90,8 +170,8 @@ class McpHub:
         self.engine, self.settings = engine, settings
         self._managers: dict[str, StreamableHTTPSessionManager] = {}
         self._servers: dict[str, Server[Any]] = {}
-        # Sessions seen per namespace (from their first tools/list or tools/call), for list_changed.
-        self._sessions: dict[str, weakref.WeakSet] = {}
+        # Connections seen per namespace (from their first request that lists or calls), for change notices.
+        self._sessions: dict[str, weakref.WeakKeyDictionary] = {}
         self._lock = anyio.Lock()
         self._tg: anyio.abc.TaskGroup | None = None
         security = None
@@ -115,7 +195,7 @@ class McpHub:
     def server(self, namespace: str) -> Server[Any]:
         """The namespace's MCP server (one per namespace, shared by streamable HTTP and legacy SSE)."""
         if namespace not in self._servers:
-            sessions = self._sessions.setdefault(namespace, weakref.WeakSet())
+            sessions = self._sessions.setdefault(namespace, weakref.WeakKeyDictionary())
             self._servers[namespace] = _server_for(namespace, self.engine, sessions)
         return self._servers[namespace]
 
@@ -146,13 +226,20 @@ class McpHub:
         return self._managers[namespace]
 
     async def tools_changed(self, namespaces: list[str]) -> None:
-        """Send `notifications/tools/list_changed` to every open session of these namespaces."""
+        """A namespace's lists changed (reload, rebuild, removal): tell its open sessions. Every session
+        hears `list_changed` for tools, resources and prompts; a session subscribed to a resource of the
+        namespace also hears `resources/updated` for it, since the code behind it may have changed."""
         for namespace in namespaces:
-            for session in list(self._sessions.get(namespace, ())):
+            sessions = self._sessions.get(namespace)
+            for session, state in list(sessions.items()) if sessions is not None else ():
                 try:
                     await session.send_tool_list_changed()
+                    await session.send_resource_list_changed()
+                    await session.send_prompt_list_changed()
+                    for uri in sorted(state.subscriptions):
+                        await session.send_resource_updated(uri)
                 except Exception:  # a closed session: forget it
-                    self._sessions[namespace].discard(session)
+                    sessions.pop(session, None)
 
     async def handle(self, namespace: str, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve one `/mcp` request for a namespace the caller has already resolved."""
@@ -161,4 +248,4 @@ class McpHub:
             await refused(scope, receive, send)
             return
         manager = await self._manager(namespace)
-        await manager.handle_request(scope, receive, send)
+        await mcp_compat.serve(manager.handle_request, scope, receive, send, self.settings.max_body_bytes)

@@ -32,6 +32,10 @@ class NamespaceEntry:
     def tools(self) -> list[dict[str, Any]]:
         return self.worker.tools if self.worker is not None else []
 
+    def surface(self, kind: str) -> list[dict[str, Any]]:
+        """`resources`, `resourceTemplates` or `prompts`, as the worker last described them."""
+        return list(self.worker.surface.get(kind, ())) if self.worker is not None else []
+
     @property
     def state(self) -> str:
         return self.worker.state if self.worker is not None else "empty"
@@ -52,6 +56,13 @@ class NamespaceEntry:
             **worker,
             **({"reload_error": self.reload_error} if self.reload_error else {}),
         }
+
+
+def _listed(entry: NamespaceEntry | None) -> Any:
+    """What MCP clients list for a namespace: a change in it is announced to open sessions."""
+    if entry is None:
+        return None
+    return entry.tools, entry.worker.surface if entry.worker is not None else {}
 
 
 @dataclass(frozen=True)
@@ -110,8 +121,7 @@ class Registry:
             self.snapshot = Snapshot(MappingProxyType(entries), scan.problems, self.snapshot.generation + 1)
             for worker in retire:
                 self._retire(worker)
-            changed = sorted(n for n in set(old) | set(entries)
-                             if (old[n].tools if n in old else None) != (entries[n].tools if n in entries else None))
+            changed = sorted(n for n in set(old) | set(entries) if _listed(old.get(n)) != _listed(entries.get(n)))
             for listener in self.listeners:
                 self._spawn(listener(changed))
             for problem in scan.problems:

@@ -43,6 +43,8 @@ class SupervisedWorker:
         self.last_wake_ms: float | None = None
         self.state: WorkerState = "starting"
         self.tools: list[dict[str, Any]] = []
+        # resources, resourceTemplates, prompts: from the last handshake (kept while the worker sleeps)
+        self.surface: dict[str, list[dict[str, Any]]] = {}
         self.failed_files: list[dict[str, Any]] = []
         self.deps_synced = False
         self.restarts = 0
@@ -167,6 +169,7 @@ class SupervisedWorker:
             await asyncio.sleep(0.02)
         handshake = self._conn.handshake
         self.tools = list(handshake.get("tools") or [])
+        self.surface = {key: list(handshake.get(key) or []) for key in ("resources", "resourceTemplates", "prompts")}
         self.failed_files = list(handshake.get("failed_files") or [])
 
     async def _wait_exit(self) -> None:
@@ -224,7 +227,15 @@ class SupervisedWorker:
 
     # -- calls ---------------------------------------------------------------------------------------
 
-    async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    async def call(self, tool: str, arguments: dict[str, Any], relay: Any = None) -> dict[str, Any]:
+        """Run one tool. A `relay` (see `runtime.relay`) carries a Context tool's messages to the caller."""
+        fields: dict[str, Any] = {"tool": tool, "arguments": arguments}
+        if relay is not None:
+            fields.update(relay.call_fields(), on_message=relay.handle)
+        return await self.request("tools.call", **fields)
+
+    async def request(self, op: str, **fields: Any) -> Any:
+        """Any worker-protocol request, once the worker is ready (waking it if it sleeps)."""
         if self._stopping:
             raise WorkerRetired(f"namespace {self.namespace!r}: this worker is being replaced")
         if self.state in ("failed", "crash_loop", "stopped"):
@@ -254,7 +265,7 @@ class SupervisedWorker:
         self._idle.clear()
         self._last_call = time.monotonic()
         try:
-            return await conn.request("tools.call", tool=tool, arguments=arguments)
+            return await conn.request(op, **fields)
         finally:
             self._inflight -= 1
             self._last_call = time.monotonic()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,10 @@ class WorkerConnection:
         self.handshake = handshake
         self._reader, self._writer = reader, writer
         self._pending: dict[str, asyncio.Future[Any]] = {}
+        # Per call: who handles the worker's `event` and `ask` messages for it (a Context tool's relay).
+        self._handlers: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]] = {}
+        self._asks: set[asyncio.Task[Any]] = set()
+        self._event_chains: dict[str, asyncio.Future[Any]] = {}  # per call: its latest event delivery
         self._ids = itertools.count(1)
         self._write_lock = asyncio.Lock()
         self.closed = asyncio.Event()
@@ -52,6 +58,9 @@ class WorkerConnection:
                     message = protocol.decode(line)
                 except ValueError:
                     continue
+                if message.get("op") in ("event", "ask"):
+                    self._on_message(message)
+                    continue
                 future = self._pending.pop(str(message.get("id")), None)
                 if future is not None and not future.done():
                     future.set_result(message)
@@ -68,13 +77,54 @@ class WorkerConnection:
                     future.set_exception(crash)
             self._pending.clear()
 
-    async def request(self, op: str, **fields: Any) -> Any:
-        """Send one request and wait for its reply; raises the typed error the worker reported."""
+    def _on_message(self, message: dict[str, Any]) -> None:
+        """An `event` or `ask` from a running call: hand it to the call's handler; answer every ask."""
+        handler = self._handlers.get(str(message.get("id")))
+        if message.get("op") == "event":
+            if handler is None:
+                return
+            rid = str(message.get("id"))
+            previous = self._event_chains.get(rid)
+
+            async def deliver() -> None:  # in order per call, without holding up the read loop
+                if previous is not None:
+                    with contextlib.suppress(Exception):
+                        await previous
+                with contextlib.suppress(Exception):  # the caller went away: the tool carries on
+                    await handler(message)
+
+            self._event_chains[rid] = asyncio.ensure_future(deliver())
+            return
+
+        async def answer() -> None:
+            reply: dict[str, Any] = {"op": "answer", "target": message.get("ask")}
+            try:
+                if handler is None:
+                    raise LookupError("this call cannot ask the client anything")
+                reply["result"] = await handler(message) or {}
+            except Exception as exc:  # the client refused or is gone: the tool gets an MCP error
+                code = getattr(getattr(exc, "error", None), "code", None)
+                reply["error"] = {"code": code if isinstance(code, int) else -32603, "message": str(exc) or type(exc).__name__}
+            await self._send_quietly(reply)
+
+        self._spawn(answer())
+
+    def _spawn(self, work: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(work)
+        self._asks.add(task)
+        task.add_done_callback(self._asks.discard)
+
+    async def request(self, op: str, on_message: Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]] | None = None,
+                      **fields: Any) -> Any:
+        """Send one request and wait for its reply; raises the typed error the worker reported.
+        `on_message` receives the call's `event` messages and answers its `ask` messages."""
         if self.closed.is_set():
             raise WorkerCrashed(f"the worker for namespace {self.namespace!r} is not connected")
         rid = str(next(self._ids))
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[rid] = future
+        if on_message is not None:
+            self._handlers[rid] = on_message
         try:
             async with self._write_lock:
                 self._writer.write(protocol.encode({"id": rid, "op": op, **fields}))
@@ -88,6 +138,12 @@ class WorkerConnection:
         except ConnectionError as exc:
             self._pending.pop(rid, None)
             raise WorkerCrashed(f"lost the connection to the worker for {self.namespace!r}: {exc}") from exc
+        finally:
+            self._handlers.pop(rid, None)
+            chain = self._event_chains.pop(rid, None)
+        if chain is not None:  # the call's progress and log messages reach the client before its result
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(chain), 5)
         if reply.get("ok"):
             return reply.get("result")
         raise from_worker(reply.get("error") or {})

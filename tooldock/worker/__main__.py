@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     loaded = load_namespace(folder, files)
     if args.describe:
         json.dump(
-            {"namespace": namespace, "tools": loaded.descriptors, "failed_files": [p.to_dict() for p in loaded.failed]},
+            {"namespace": namespace, "tools": loaded.descriptors, **loaded.surface(), "failed_files": [p.to_dict() for p in loaded.failed]},
             sys.stdout,
             indent=2,
             sort_keys=True,

@@ -6,8 +6,19 @@ Requests carry an id and may be multiplexed on one connection; responses come ba
     {"id": "7", "op": "tools.call", "tool": "add", "arguments": {"a": 1, "b": 2}}
     {"id": "7", "ok": true, "result": {...}, "latency_ms": 3}
     {"id": "7", "ok": false, "error": {"code": "invalid_arguments", "message": "...", "details": {...}}}
-Ops: tools.list, tools.get_schema, tools.call, ping, shutdown, and `cancel` (protocol 1 extension:
-{"op": "cancel", "target": "7"}, no reply) which cancels an in-flight call whose caller gave up.
+Ops: tools.list, tools.get_schema, tools.call, ping, shutdown, and `cancel` ({"op": "cancel", "target": "7"},
+no reply) which cancels an in-flight call whose caller gave up.
+
+Protocol 2 adds the rest of MCP. The handshake also lists `resources`, `resourceTemplates` and `prompts`;
+new ops `resources.read` {"uri"}, `prompts.get` {"name", "arguments"} and `completion.complete` {"ref",
+"argument"} answer with the MCP result object. A `tools.call` may say what the calling client supports,
+{"client": {"sampling": true, "elicitation": true, "roots": false}, "progress": true, "logLevel": "info"};
+while a tool that takes a fastmcp `Context` runs, the worker sends messages tied to the call's id:
+    {"op": "event", "id": "7", "event": "progress", "data": {"progress": 1, "total": 3, "message": null}}
+    {"op": "event", "id": "7", "event": "log", "data": {"level": "info", "logger": null, "data": "..."}}
+    {"op": "ask", "id": "7", "ask": "a1", "method": "sampling/createMessage", "params": {...}}
+and the gateway answers each ask with {"op": "answer", "target": "a1", "result": {...}} or
+{"op": "answer", "target": "a1", "error": {"code": -1, "message": "..."}} (an MCP error object).
 Only the standard library here: both sides import it.
 """
 
@@ -16,12 +27,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 MAX_LINE_BYTES = 16 * 1024 * 1024
 
-OPS = frozenset({"tools.list", "tools.get_schema", "tools.call", "ping", "shutdown", "cancel"})
+OPS = frozenset({
+    "tools.list", "tools.get_schema", "tools.call", "ping", "shutdown", "cancel",
+    "resources.read", "prompts.get", "completion.complete", "answer",
+})
 ERROR_CODES = frozenset(
-    {"tool_not_found", "invalid_arguments", "dependency_error", "execution_timeout", "internal_error"}
+    {"tool_not_found", "invalid_arguments", "dependency_error", "execution_timeout", "internal_error", "not_found"}
 )
 
 

@@ -10,15 +10,18 @@ import asyncio
 import os
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
 import pydantic
 from fastmcp.exceptions import ToolError
 from fastmcp.exceptions import ValidationError as FastMCPValidationError
+from mcp.shared.exceptions import MCPError
 
 from ..namespace.extract import LoadedNamespace
 from . import protocol
+from .bridge import Bridge, Relay
 
 
 def _error_for(exc: Exception) -> tuple[str, str, dict[str, Any] | None]:
@@ -33,12 +36,28 @@ def _error_for(exc: Exception) -> tuple[str, str, dict[str, Any] | None]:
     return "internal_error", f"{type(exc).__name__}: {exc}", {"exception": type(exc).__name__}
 
 
+def _innermost(exc: BaseException) -> Exception:
+    """The first real error inside anyio's exception groups (the in-memory session runs in task groups)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc if isinstance(exc, Exception) else RuntimeError(str(exc))
+
+
 class WorkerServer:
     def __init__(self, namespace: str, loaded: LoadedNamespace) -> None:
         self.namespace = namespace
         self.loaded = loaded
         self.tasks: dict[tuple[int, Any], asyncio.Task[None]] = {}
+        self.asks: dict[str, asyncio.Future[dict[str, Any]]] = {}  # our questions to the gateway, by ask id
+        self._ask_ids = 0
         self.stopping = asyncio.Event()
+        self._bridge: Bridge | None = None
+
+    @property
+    def bridge(self) -> Bridge:
+        if self._bridge is None:  # built on first use: plain tools never need it
+            self._bridge = Bridge(self.namespace, self.loaded)
+        return self._bridge
 
     def handshake(self) -> dict[str, Any]:
         return {
@@ -47,10 +66,34 @@ class WorkerServer:
             "namespace": self.namespace,
             "pid": os.getpid(),
             "tools": self.loaded.descriptors,
+            **self.loaded.surface(),
             "failed_files": [p.to_dict() for p in self.loaded.failed],
         }
 
-    async def call_tool(self, request: dict[str, Any]) -> dict[str, Any]:
+    def relay(self, rid: Any, send: Any, client: Any) -> Relay:
+        """How a Context tool reaches the caller: events and asks on this connection, tied to the call's id."""
+
+        async def event(kind: str, data: dict[str, Any]) -> None:
+            await send({"op": "event", "id": rid, "event": kind, "data": data})
+
+        async def ask(method: str, params: dict[str, Any]) -> dict[str, Any]:
+            self._ask_ids += 1
+            ask_id = f"a{self._ask_ids}"
+            future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+            self.asks[ask_id] = future
+            try:
+                await send({"op": "ask", "id": rid, "ask": ask_id, "method": method, "params": params})
+                answer = await future
+            finally:
+                self.asks.pop(ask_id, None)
+            if "error" in answer:
+                error = answer["error"] if isinstance(answer["error"], dict) else {}
+                raise MCPError(int(error.get("code", -32603)), str(error.get("message", "the client refused")))
+            return answer.get("result") or {}
+
+        return Relay(event, ask, client if isinstance(client, dict) else {})
+
+    async def call_tool(self, request: dict[str, Any], send: Any) -> dict[str, Any]:
         rid, name, arguments = request.get("id"), request.get("tool"), request.get("arguments") or {}
         tool = self.loaded.tools.get(name) if isinstance(name, str) else None
         if tool is None:
@@ -58,6 +101,8 @@ class WorkerServer:
         if not isinstance(arguments, dict):
             return protocol.error(rid, "invalid_arguments", "arguments must be a JSON object")
         started = time.perf_counter()
+        if name in self.loaded.context_tools:
+            return await self.call_context_tool(request, send, started)
         try:
             result = await tool.run(arguments)
         except Exception as exc:  # user code: every failure becomes a protocol error, never a crash
@@ -71,10 +116,58 @@ class WorkerServer:
         }
         return protocol.ok(rid, body, int((time.perf_counter() - started) * 1000))
 
-    async def dispatch(self, request: dict[str, Any]) -> dict[str, Any] | None:
+    async def call_context_tool(self, request: dict[str, Any], send: Any, started: float) -> dict[str, Any]:
+        rid, name = request.get("id"), str(request.get("tool"))
+        relay = self.relay(rid, send, request.get("client"))
+        level = request.get("logLevel") if isinstance(request.get("logLevel"), str) else None
+        try:
+            body = await self.bridge.call_tool(name, request.get("arguments") or {}, relay, bool(request.get("progress")), level)
+        except MCPError as err:
+            return protocol.error(rid, "invalid_arguments" if err.error.code == -32602 else "internal_error", err.error.message)
+        except Exception as exc:  # the session itself failed: report, never crash the worker
+            code, message, details = _error_for(_innermost(exc))
+            traceback.print_exc(file=sys.stderr)
+            return protocol.error(rid, code, message, details)
+        if body.get("isError"):
+            text = " ".join(c.get("text", "") for c in body.get("content", []) if c.get("type") == "text")
+            print(f"[{self.namespace}] tool {name!r} failed: {text}", file=sys.stderr, flush=True)
+            return protocol.error(rid, "internal_error", text or f"tool {name!r} failed")
+        return protocol.ok(rid, body, int((time.perf_counter() - started) * 1000))
+
+    async def mcp_op(self, request: dict[str, Any]) -> dict[str, Any]:
+        """resources.read, prompts.get, completion.complete: MCP results from the bridge."""
+        op, rid = request.get("op"), request.get("id")
+        try:
+            if op == "resources.read":
+                uri = request.get("uri")
+                if not isinstance(uri, str) or not uri:
+                    return protocol.error(rid, "invalid_arguments", "resources.read needs a 'uri' string")
+                return protocol.ok(rid, await self.bridge.read_resource(uri))
+            if op == "prompts.get":
+                name, arguments = request.get("name"), request.get("arguments")
+                if not isinstance(name, str) or name not in self.loaded.prompts:
+                    return protocol.error(rid, "not_found", f"no prompt named {name!r} in namespace {self.namespace!r}")
+                if arguments is not None and not isinstance(arguments, dict):
+                    return protocol.error(rid, "invalid_arguments", "prompt arguments must be a JSON object of strings")
+                return protocol.ok(rid, await self.bridge.get_prompt(name, arguments))
+            ref, argument = request.get("ref"), request.get("argument")
+            if not isinstance(ref, dict) or not isinstance(argument, dict):
+                return protocol.error(rid, "invalid_arguments", "completion.complete needs 'ref' and 'argument' objects")
+            return protocol.ok(rid, self.bridge.complete(ref, argument))
+        except MCPError as err:
+            missing = err.error.code in (-32002, -32602) and op == "resources.read"
+            return protocol.error(rid, "not_found" if missing else "internal_error", err.error.message)
+        except Exception as exc:  # user code
+            code, message, details = _error_for(_innermost(exc))
+            traceback.print_exc(file=sys.stderr)
+            return protocol.error(rid, code, message, details)
+
+    async def dispatch(self, request: dict[str, Any], send: Any = None) -> dict[str, Any] | None:
         op, rid = request.get("op"), request.get("id")
         if op == "tools.call":
-            return await self.call_tool(request)
+            return await self.call_tool(request, send)
+        if op in ("resources.read", "prompts.get", "completion.complete"):
+            return await self.mcp_op(request)
         if op == "tools.list":
             return protocol.ok(rid, {"tools": self.loaded.descriptors})
         if op == "tools.get_schema":
@@ -100,7 +193,7 @@ class WorkerServer:
 
         async def run(request: dict[str, Any]) -> None:
             try:
-                reply = await self.dispatch(request)
+                reply = await self.dispatch(request, send)
                 if reply is not None:
                     await send(reply)
             except (ConnectionError, asyncio.CancelledError):
@@ -122,6 +215,11 @@ class WorkerServer:
                     request = protocol.decode(line)
                 except ValueError as exc:
                     await send(protocol.error(None, "internal_error", f"malformed message: {exc}"))
+                    continue
+                if request.get("op") == "answer":
+                    future = self.asks.get(str(request.get("target")))
+                    if future is not None and not future.done():
+                        future.set_result(request)
                     continue
                 if request.get("op") == "cancel":
                     task = self.tasks.get((conn, request.get("target")))

@@ -22,7 +22,7 @@ def _describe(request: dict) -> dict:
     folder = Path(request["dir"])
     os.chdir(folder)
     loaded = load_namespace(folder, request["files"])
-    return {"namespace": request.get("namespace") or folder.name, "tools": loaded.descriptors,
+    return {"namespace": request.get("namespace") or folder.name, "tools": loaded.descriptors, **loaded.surface(),
             "failed_files": [p.to_dict() for p in loaded.failed]}
 
 

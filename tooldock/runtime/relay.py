@@ -1,0 +1,82 @@
+"""The gateway end of a Context tool: what the worker sends during a call goes to the MCP client that
+made it, and what the client answers goes back.
+
+Progress becomes `notifications/progress` on the caller's token, log messages become
+`notifications/message` (filtered by the level the client set with `logging/setLevel`), and the
+worker's `ask` messages become server-to-client requests (`sampling/createMessage`,
+`elicitation/create`, `roots/list`) sent in the context of the original request. A client that did
+not declare a capability is never asked for it: the worker's session does not offer it either, so
+fastmcp answers the tool with its usual "client does not support" error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp_types as types
+from mcp.shared.message import ServerMessageMetadata
+
+LOG_LEVELS: tuple[str, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+
+# What a worker may ask the client: the request model and the result model for each method.
+_ASKS: dict[str, tuple[Any, Any]] = {
+    "sampling/createMessage": (types.CreateMessageRequest, types.CreateMessageResult),
+    "elicitation/create": (types.ElicitRequest, types.ElicitResult),
+    "roots/list": (types.ListRootsRequest, types.ListRootsResult),
+}
+
+
+def _dump(model: Any) -> dict[str, Any]:
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class McpRelay:
+    def __init__(self, ctx: Any, log_level: str | None) -> None:
+        self.ctx, self.log_level = ctx, log_level
+
+    def call_fields(self) -> dict[str, Any]:
+        """What the worker needs to know about the caller: its capabilities, progress, log level."""
+        session = self.ctx.session
+        caps = session.client_capabilities
+        can_ask = bool(getattr(session, "can_send_request", True)) and caps is not None
+        meta = self.ctx.meta
+        token = None
+        if isinstance(meta, dict):  # the SDK's RequestParamsMeta is a TypedDict with snake_case keys
+            token = meta.get("progress_token", meta.get("progressToken"))
+        return {
+            "client": {
+                "sampling": can_ask and caps.sampling is not None,
+                "elicitation": can_ask and caps.elicitation is not None,
+                "roots": can_ask and caps.roots is not None,
+            },
+            "progress": token is not None,
+            "logLevel": self.log_level,
+        }
+
+    async def handle(self, message: dict[str, Any]) -> dict[str, Any] | None:
+        if message.get("op") == "event":
+            await self._event(str(message.get("event")), message.get("data") or {})
+            return None
+        return await self._ask(str(message.get("method")), message.get("params") or {})
+
+    async def _event(self, kind: str, data: dict[str, Any]) -> None:
+        session = self.ctx.session
+        if kind == "progress":
+            await session.report_progress(float(data.get("progress") or 0), data.get("total"), data.get("message"))
+        elif kind == "log":
+            level = data.get("level") if data.get("level") in LOG_LEVELS else "info"
+            if self.log_level and LOG_LEVELS.index(level) < LOG_LEVELS.index(self.log_level):
+                return
+            await session.send_log_message(level, data.get("data"), data.get("logger"), related_request_id=self.ctx.request_id)
+
+    async def _ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if method not in _ASKS:
+            raise LookupError(f"a tool may not ask the client for {method!r}")
+        request_model, result_model = _ASKS[method]
+        request = request_model.model_validate({"method": method, **({"params": params} if params else {})})
+        if method == "sampling/createMessage" and params.get("tools"):
+            result_model = types.CreateMessageResultWithTools
+        result = await self.ctx.session.send_request(
+            request, result_model, metadata=ServerMessageMetadata(related_request_id=self.ctx.request_id)
+        )
+        return _dump(result)

@@ -1,0 +1,173 @@
+"""The namespace as a FastMCP server inside the worker, for what needs more than `Tool.run`.
+
+Resources, resource templates, prompts, and tools that take a fastmcp `Context` run through a real
+FastMCP server here, reached over an in-memory MCP session (fastmcp's own in-memory transport and the
+SDK's `ClientSession`). That keeps every Context feature (progress, logging, sampling, elicitation,
+cancellation) exactly as fastmcp implements it. What the tool sends to that session is relayed to the
+gateway over the worker protocol (`event` and `ask` messages), and the gateway relays it to the MCP
+client that made the call.
+
+Plain tools do not come here: `WorkerServer` runs them with `Tool.run`, which is several times cheaper
+than a session round trip.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import inspect
+import typing
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import mcp_types as types
+from fastmcp import FastMCP
+from fastmcp.client.transports.memory import FastMCPTransport
+from mcp.shared.exceptions import MCPError
+
+from ..namespace.extract import LoadedNamespace
+
+Ask = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+Event = Callable[[str, dict[str, Any]], Awaitable[None]]
+
+
+class Relay:
+    """The gateway side of one call: where progress and log events go, and who answers requests."""
+
+    def __init__(self, event: Event, ask: Ask, client: dict[str, Any]) -> None:
+        self.event, self.ask = event, ask
+        self.client = client  # what the calling MCP client supports: {"sampling": bool, "elicitation": bool, ...}
+
+    def session_kwargs(self) -> dict[str, Any]:
+        async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+            await self.event("log", params.model_dump(mode="json", by_alias=True, exclude_none=True))
+
+        async def asking(method: str, params: Any) -> dict[str, Any]:
+            return await self.ask(method, params.model_dump(mode="json", by_alias=True, exclude_none=True))
+
+        async def on_sampling(context: Any, params: types.CreateMessageRequestParams) -> Any:
+            try:
+                result = await asking("sampling/createMessage", params)
+            except MCPError as err:
+                return err.error
+            model = types.CreateMessageResultWithTools if "toolUse" in str(result.get("stopReason")) else types.CreateMessageResult
+            return model.model_validate(result)
+
+        async def on_elicit(context: Any, params: types.ElicitRequestParams) -> Any:
+            try:
+                return types.ElicitResult.model_validate(await asking("elicitation/create", params))
+            except MCPError as err:
+                return err.error
+
+        async def on_roots(context: Any) -> Any:
+            try:
+                return types.ListRootsResult.model_validate(await self.ask("roots/list", {}))
+            except MCPError as err:
+                return err.error
+
+        kwargs: dict[str, Any] = {"logging_callback": on_log}
+        if self.client.get("sampling"):
+            kwargs["sampling_callback"] = on_sampling
+        if self.client.get("elicitation"):
+            kwargs["elicitation_callback"] = on_elicit
+        if self.client.get("roots"):
+            kwargs["list_roots_callback"] = on_roots
+        return kwargs
+
+
+def _dump(model: Any) -> dict[str, Any]:
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _result(model: Any) -> dict[str, Any]:
+    """An MCP result from the in-memory session, without the fields that session adds for its own
+    client (caching hints, result type): the gateway's session adds its own."""
+    body = _dump(model)
+    for key in ("ttlMs", "cacheScope", "resultType"):
+        body.pop(key, None)
+    return body
+
+
+class Bridge:
+    def __init__(self, namespace: str, loaded: LoadedNamespace) -> None:
+        self.loaded = loaded
+        self.server: FastMCP[Any] = FastMCP(namespace)
+        for component in (*loaded.tools.values(), *loaded.resources.values(), *loaded.templates.values()):
+            if hasattr(component, "uri_template"):
+                self.server.add_template(component)  # type: ignore[arg-type]
+            elif hasattr(component, "uri"):
+                self.server.add_resource(component)  # type: ignore[arg-type]
+            else:
+                self.server.add_tool(component)  # type: ignore[arg-type]
+        for prompt in loaded.prompts.values():
+            self.server.add_prompt(prompt)
+
+    @contextlib.asynccontextmanager
+    async def session(self, **kwargs: Any):
+        async with FastMCPTransport(self.server).connect_session(**kwargs) as session:
+            await session.initialize()
+            yield session
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], relay: Relay, progress: bool, log_level: str | None) -> dict[str, Any]:
+        async def on_progress(value: float, total: float | None, message: str | None) -> None:
+            await relay.event("progress", {"progress": value, "total": total, "message": message})
+
+        async with self.session(**relay.session_kwargs()) as session:
+            if log_level:
+                await session.set_logging_level(log_level)  # type: ignore[arg-type]
+            result = await session.call_tool(name, arguments, progress_callback=on_progress if progress else None)
+        body = _dump(result)
+        for key in ("_meta", "ttlMs", "cacheScope", "resultType"):  # fastmcp's and the in-memory session's own
+            body.pop(key, None)
+        return body
+
+    async def read_resource(self, uri: str) -> dict[str, Any]:
+        async with self.session() as session:
+            return _result(await session.read_resource(uri))
+
+    async def get_prompt(self, name: str, arguments: dict[str, str] | None) -> dict[str, Any]:
+        async with self.session() as session:
+            return _result(await session.get_prompt(name, arguments))
+
+    def complete(self, ref: dict[str, Any], argument: dict[str, Any]) -> dict[str, Any]:
+        """Suggestions for a prompt argument or a template variable, from its type: the values of a
+        `Literal[...]`, an `Enum` or a `bool` that start with what the user typed so far."""
+        fn = None
+        if ref.get("type") == "ref/prompt":
+            prompt = self.loaded.prompts.get(str(ref.get("name")))
+            fn = getattr(prompt, "fn", None)
+        elif ref.get("type") == "ref/resource":
+            template = self.loaded.templates.get(str(ref.get("uri")))
+            fn = getattr(template, "fn", None)
+        values = _choices(fn, str(argument.get("name", ""))) if fn is not None else []
+        typed = str(argument.get("value", ""))
+        matches = [v for v in values if v.startswith(typed)]
+        return {"completion": {"values": matches[:100], "total": len(matches), "hasMore": len(matches) > 100}}
+
+
+def _choices(fn: Any, parameter: str) -> list[str]:
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:
+        hints = {}
+    annotation = hints.get(parameter)
+    if annotation is None:
+        param = inspect.signature(fn).parameters.get(parameter)
+        annotation = param.annotation if param is not None else None
+    return _values_of(annotation)
+
+
+def _values_of(annotation: Any) -> list[str]:
+    origin = typing.get_origin(annotation)
+    if origin is typing.Literal:
+        return [str(v) for v in typing.get_args(annotation)]
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)) or origin is typing.Annotated:
+        args = typing.get_args(annotation)
+        if origin is typing.Annotated:
+            args = args[:1]
+        return [v for a in args for v in _values_of(a)]
+    if inspect.isclass(annotation) and issubclass(annotation, enum.Enum):
+        return [str(m.value) for m in annotation]
+    if annotation is bool:
+        return ["true", "false"]
+    return []
