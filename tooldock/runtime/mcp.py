@@ -10,6 +10,7 @@ errors into MCP results here, in one place.
 from __future__ import annotations
 
 import contextlib
+import warnings
 import weakref
 from typing import Any
 
@@ -18,7 +19,7 @@ import mcp_types as types
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from starlette.types import Receive, Scope, Send
 
 import tooldock
@@ -145,10 +146,7 @@ def _server_for(namespace: str, engine: Engine, sessions: weakref.WeakKeyDiction
     found = engine.registry.snapshot.entries.get(namespace)
     if found is not None:
         description = found.source.config.description
-    return _Server(
-        f"tooldock/{namespace}",
-        version=tooldock.__version__,
-        description=description or None,
+    handlers = dict(
         on_list_tools=list_tools,
         on_call_tool=call_tool,
         on_list_resources=list_resources,
@@ -160,6 +158,19 @@ def _server_for(namespace: str, engine: Engine, sessions: weakref.WeakKeyDiction
         on_get_prompt=get_prompt,
         on_completion=complete,
         on_set_logging_level=set_level,
+    )
+    with warnings.catch_warnings():
+        # 2026-07-28 deprecates `logging/setLevel` (SEP-2577); clients of 2025-11-25 and older still use it.
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        return _server(namespace, description, handlers)
+
+
+def _server(namespace: str, description: str | None, handlers: dict[str, Any]) -> Server[Any]:
+    return _Server(
+        f"tooldock/{namespace}",
+        version=tooldock.__version__,
+        description=description or None,
+        **handlers,
     )
 
 
