@@ -65,7 +65,7 @@ def test_skopeo_reads_the_layout_and_its_labels(built):
     assert info["Digest"] == built["results"]["multi-tool"]["digest"]
     labels = info["Labels"]
     assert labels["io.tooldock.namespace"] == "multi-tool"
-    assert labels["io.tooldock.protocol"] == "1"
+    assert labels["io.tooldock.protocol"] == "2"
     tools = json.loads(labels["io.tooldock.tools"])
     assert [t["name"] for t in tools] == ["add", "multiply", "reverse_text", "word_count"]
     assert tools[0]["inputSchema"]["properties"]["a"]["type"] == "number"
