@@ -116,3 +116,33 @@ def test_open_mcp_sessions_hear_tools_list_changed(make_gateway):
         "notifications/prompts/list_changed",
     ]
     assert "negate" in tools
+
+
+def test_2026_07_28_listeners_hear_list_changes(make_gateway):
+    """2026-07-28 has no sessions: a client opens `subscriptions/listen` and gets the kinds it asked for."""
+    import asyncio
+
+    import httpx2
+    from mcp.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    gw = make_gateway(EXAMPLES, env={"MANAGER_INTERNAL_TOKEN": MANAGER})
+
+    async def main() -> tuple[list[str], list[str], str]:
+        async with httpx2.AsyncClient(headers=gw.headers("multi-tool"), timeout=60) as http:
+            transport = streamable_http_client(f"{gw.url}/mcp", http_client=http)
+            async with Client(transport) as client:
+                async with client.listen(tools_list_changed=True) as subscription:
+                    (gw.tools_dir / "multi-tool" / "more_tools.py").write_text(
+                        "from fastmcp.tools import tool\n\n@tool\ndef negate(x: float) -> float:\n"
+                        '    """Negate x."""\n    return -x\n')
+                    await asyncio.to_thread(gw.post, "/reload", headers={"X-Manager-Token": MANAGER})
+                    async with asyncio.timeout(30):
+                        event = await subscription.__anext__()
+                tools = [t.name for t in (await client.list_tools()).tools]
+                return [type(event).__name__], tools, client.protocol_version
+
+    events, tools, version = asyncio.run(main())
+    assert version == "2026-07-28"
+    assert events == ["ToolsListChanged"]  # only the kind it asked for
+    assert "negate" in tools

@@ -18,8 +18,15 @@ import anyio
 import mcp_types as types
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp.shared.subscriptions import (
+    PromptsListChanged,
+    ResourcesListChanged,
+    ResourceUpdated,
+    ToolsListChanged,
+)
 from starlette.types import Receive, Scope, Send
 
 import tooldock
@@ -69,7 +76,7 @@ class SessionState:
         self.subscriptions: set[str] = set()
 
 
-def _server_for(namespace: str, engine: Engine, sessions: weakref.WeakKeyDictionary) -> Server[Any]:
+def _server_for(namespace: str, engine: Engine, sessions: weakref.WeakKeyDictionary, bus: InMemorySubscriptionBus) -> Server[Any]:
     def state(ctx: Any) -> SessionState:
         conn = _connection(ctx)
         found = sessions.get(conn)
@@ -158,6 +165,8 @@ def _server_for(namespace: str, engine: Engine, sessions: weakref.WeakKeyDiction
         on_get_prompt=get_prompt,
         on_completion=complete,
         on_set_logging_level=set_level,
+        # 2026-07-28 has no standing stream: a client asks for change notices with subscriptions/listen.
+        on_subscriptions_listen=ListenHandler(bus),
     )
     with warnings.catch_warnings():
         # 2026-07-28 deprecates `logging/setLevel` (SEP-2577); clients of 2025-11-25 and older still use it.
@@ -181,6 +190,7 @@ class McpHub:
         self.engine, self.settings = engine, settings
         self._managers: dict[str, StreamableHTTPSessionManager] = {}
         self._servers: dict[str, Server[Any]] = {}
+        self._buses: dict[str, InMemorySubscriptionBus] = {}  # 2026-07-28 subscriptions/listen streams
         # Connections seen per namespace (from their first request that lists or calls), for change notices.
         self._sessions: dict[str, weakref.WeakKeyDictionary] = {}
         self._lock = anyio.Lock()
@@ -207,7 +217,8 @@ class McpHub:
         """The namespace's MCP server (one per namespace, shared by streamable HTTP and legacy SSE)."""
         if namespace not in self._servers:
             sessions = self._sessions.setdefault(namespace, weakref.WeakKeyDictionary())
-            self._servers[namespace] = _server_for(namespace, self.engine, sessions)
+            bus = self._buses.setdefault(namespace, InMemorySubscriptionBus())
+            self._servers[namespace] = _server_for(namespace, self.engine, sessions, bus)
         return self._servers[namespace]
 
     @property
@@ -241,6 +252,13 @@ class McpHub:
         hears `list_changed` for tools, resources and prompts; a session subscribed to a resource of the
         namespace also hears `resources/updated` for it, since the code behind it may have changed."""
         for namespace in namespaces:
+            bus = self._buses.get(namespace)
+            if bus is not None:  # 2026-07-28 listeners: each gets only the kinds its filter asked for
+                for event in (ToolsListChanged(), ResourcesListChanged(), PromptsListChanged()):
+                    await bus.publish(event)
+                entry = self.engine.registry.snapshot.entries.get(namespace)
+                for resource in entry.surface("resources") if entry is not None else ():
+                    await bus.publish(ResourceUpdated(uri=resource["uri"]))
             sessions = self._sessions.get(namespace)
             for session, state in list(sessions.items()) if sessions is not None else ():
                 try:
