@@ -12,6 +12,7 @@ from typing import Any
 from ..errors import DeployError
 from ..namespace.config import ConfigError, parse_config
 from ..namespace.models import NamespaceConfig
+from ..worker.protocol import PROTOCOL_VERSION
 
 LABEL_NAMESPACE = "io.tooldock.namespace"
 LABEL_GENERATION = "io.tooldock.generation"
@@ -35,10 +36,15 @@ def generation(container: Any) -> int:
 def image_contract(labels: dict[str, str] | None, where: str) -> tuple[str, NamespaceConfig, list[dict[str, Any]]]:
     """Namespace, config and tools from an image's labels; a clear error for an image ToolDock did not build."""
     labels = labels or {}
-    if LABEL_NAMESPACE not in labels or labels.get("io.tooldock.protocol") != "1":
+    if LABEL_NAMESPACE not in labels or "io.tooldock.protocol" not in labels:
         raise DeployError(
-            f"{where} has no ToolDock labels (io.tooldock.namespace, io.tooldock.protocol=1): "
+            f"{where} has no ToolDock labels (io.tooldock.namespace, io.tooldock.protocol): "
             "build it with `tooldock build --load`, or deploy the namespace folder"
+        )
+    if labels["io.tooldock.protocol"] != str(PROTOCOL_VERSION):
+        raise DeployError(
+            f"{where} was built for worker protocol {labels['io.tooldock.protocol']}, and this ToolDock "
+            f"speaks {PROTOCOL_VERSION}: rebuild it with this version (`tooldock build --load`), or deploy the folder"
         )
     try:
         config = parse_config(json.loads(labels.get("io.tooldock.config") or "{}"))
