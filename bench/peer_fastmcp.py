@@ -18,6 +18,7 @@ spec.loader.exec_module(module)
 
 server = FastMCP("fastmcp-peer")
 server.add_tool(Tool.from_function(module.echo_number))
+server.add_tool(Tool.from_function(module.echo_progress))
 
 sock = socket.socket()
 sock.bind(("127.0.0.1", 0))

@@ -125,7 +125,7 @@ def rest_caller(url: str):
     return Caller
 
 
-def mcp_caller(url: str, headers: dict[str, str]):
+def mcp_caller(url: str, headers: dict[str, str], tool: str = "echo_number"):
     class Caller:
         async def __aenter__(self):
             self.http = httpx2.AsyncClient(headers=headers, timeout=30)
@@ -137,8 +137,15 @@ def mcp_caller(url: str, headers: dict[str, str]):
             return self.call
 
         async def call(self, x: int) -> bool:
-            result = await self.session.call_tool("echo_number", {"x": x})
-            return not result.is_error and result.structured_content == {"result": x}
+            heard: list[float] = []
+
+            async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+                heard.append(progress)
+
+            progress = on_progress if tool == "echo_progress" else None
+            result = await self.session.call_tool(tool, {"x": x}, progress_callback=progress)
+            ok = not result.is_error and result.structured_content == {"result": x}
+            return ok and (progress is None or heard == [1.0])
 
         async def __aexit__(self, *exc):
             await self.session.__aexit__(None, None, None)
@@ -162,6 +169,11 @@ async def main(calls: int, concurrency: int) -> list[Result]:
                 await run_load("ToolDock REST  POST /tools/{name}", calls, concurrency, rest_caller(gw_url)),
                 await run_load("ToolDock MCP   POST /mcp", calls, concurrency, mcp_caller(gw_url + "/mcp", gw_headers)),
                 await run_load("FastMCP direct POST /mcp (peer)", calls, concurrency, mcp_caller(peer_url + "/mcp", {})),
+                # A Context tool reporting progress: the relay through the worker's in-memory session.
+                await run_load("ToolDock MCP   Context tool + progress", calls, concurrency,
+                               mcp_caller(gw_url + "/mcp", gw_headers, "echo_progress")),
+                await run_load("FastMCP direct Context tool + progress (peer)", calls, concurrency,
+                               mcp_caller(peer_url + "/mcp", {}, "echo_progress")),
             ]
         finally:
             for proc in (gateway, peer):
@@ -181,7 +193,6 @@ if __name__ == "__main__":
     for r in results:
         table.add_row(r.target, f"{r.rate:.0f}", f"{r.pct(0.5):.2f}", f"{r.pct(0.99):.2f}", str(r.errors))
     Console(width=140).print(table)
-    peer = results[-1]
-    for r in results[:-1]:
-        print(f"{r.target.split()[1]:>4}: {r.rate / peer.rate:.2f}x the peer's calls/s, "
+    for r, peer in ((results[0], results[2]), (results[1], results[2]), (results[3], results[4])):
+        print(f"{r.target:<40}: {r.rate / peer.rate:.2f}x the peer's calls/s, "
               f"p50 {r.pct(0.5) / peer.pct(0.5):.2f}x the peer's")
