@@ -19,6 +19,7 @@ import tooldock
 
 from ..errors import BadRequest, ToolDockError
 from .auth import BearerAuth
+from .docs import DocsPages
 from .engine import Engine
 from .legacy import MESSAGES_PATH, LegacySse
 from .mcp import McpHub
@@ -162,4 +163,5 @@ def create_app(tools_dir: Path, settings: Settings, host: str = "127.0.0.1", url
             app.router.routes.append(Route(f"{prefix}{MESSAGES_PATH}",
                                            endpoint=NamespacedEndpoint(engine, legacy.message), methods=["POST"]))
     app.add_middleware(BearerAuth, token=settings.bearer_token)
+    app.add_middleware(DocsPages)  # outermost: the Swagger UI pages load without a token (the documents need it)
     return app

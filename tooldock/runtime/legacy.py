@@ -11,6 +11,7 @@ from mcp.server.sse import SseServerTransport
 from starlette.types import Receive, Scope, Send
 
 from .mcp import McpHub
+from .mcp_rules import origin_refused
 
 MESSAGES_PATH = "/messages"
 
@@ -31,7 +32,16 @@ class LegacySse:
             )
         return self._transports[namespace]
 
+    async def _refused(self, scope: Scope, receive: Receive, send: Send) -> bool:
+        """MCP_ALLOWED_ORIGINS holds here too (the transport's own check covers loopback binds only)."""
+        refused = origin_refused(scope, self.hub.settings.allowed_origins)
+        if refused is not None:
+            await refused(scope, receive, send)
+        return refused is not None
+
     async def stream(self, namespace: str, scope: Scope, receive: Receive, send: Send) -> None:
+        if await self._refused(scope, receive, send):
+            return
         server: Any = self.hub.server(namespace)
         try:
             async with self._transport(namespace).connect_sse(scope, receive, send) as (read, write):
@@ -40,4 +50,6 @@ class LegacySse:
             return
 
     async def message(self, namespace: str, scope: Scope, receive: Receive, send: Send) -> None:
+        if await self._refused(scope, receive, send):
+            return
         await self._transport(namespace).handle_post_message(scope, receive, send)

@@ -34,11 +34,15 @@ import tooldock
 from ..errors import InvalidArguments, NotFound, ToolDockError, ToolNotFound
 from . import mcp_compat
 from .engine import Engine
+from .mcp_events import MemoryEventStore, ScopedSessionManager
 from .mcp_rules import precheck
 from .relay import McpRelay
 from .settings import Settings
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+LOOPBACK_ORIGINS = ("http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*")
+EVENT_STREAMS_KEPT = 100  # a namespace's event store holds MCP_EVENT_BUFFER x this many events in all,
+EVENT_BYTES_KEPT = 64 * 1024 * 1024  # and at most about this many bytes of messages
 
 
 def error_result(err: ToolDockError) -> types.CallToolResult:
@@ -200,7 +204,8 @@ class McpHub:
             security = TransportSecuritySettings(
                 enable_dns_rebinding_protection=True,
                 allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "[::1]"],
-                allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+                # MCP_ALLOWED_ORIGINS replaces the loopback origins; mcp_rules checks it for every bind.
+                allowed_origins=list(settings.allowed_origins or LOOPBACK_ORIGINS),
             )
         self._security = security
 
@@ -231,8 +236,17 @@ class McpHub:
             return manager
         async with self._lock:
             if namespace not in self._managers:
-                manager = StreamableHTTPSessionManager(
+                # Resumable SSE (Last-Event-ID replay from a bounded buffer, `retry:` in priming events),
+                # idle sessions closed after MCP_SESSION_TTL_HOURS (their id then answers 404), and at
+                # most MCP_MAX_SESSIONS open sessions (one more initialize answers 503).
+                buffer = self.settings.event_buffer
+                events = MemoryEventStore(buffer, buffer * EVENT_STREAMS_KEPT, EVENT_BYTES_KEPT)
+                manager = ScopedSessionManager(
                     app=self.server(namespace),
+                    event_store=events,
+                    retry_interval=self.settings.sse_retry_ms,
+                    session_idle_timeout=self.settings.session_ttl,
+                    max_sessions=self.settings.max_sessions,
                     security_settings=self._security,
                     max_request_body_size=self.settings.max_body_bytes,
                 )
@@ -272,7 +286,7 @@ class McpHub:
 
     async def handle(self, namespace: str, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve one `/mcp` request for a namespace the caller has already resolved."""
-        refused = precheck(scope)
+        refused = precheck(scope, self.settings.allowed_origins)
         if refused is not None:
             await refused(scope, receive, send)
             return

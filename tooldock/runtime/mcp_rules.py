@@ -1,8 +1,14 @@
 """HTTP rules of seed 000 ("Streamable HTTP behavior") that the SDK answers differently, checked before a
 request reaches it: a POST whose Content-Type is not application/json is 415 (the SDK says 400), and a
 GET that does not accept text/event-stream is 406 (the SDK says 400). Everything else (406 for a POST's
-Accept, 400 for an unsupported protocol version, 403 for a foreign Origin, 404 for an unknown session) is
-the SDK's own answer."""
+Accept, 400 for an unsupported protocol version, 404 for an unknown session) is the SDK's own answer.
+
+403 for a foreign Origin: with MCP_ALLOWED_ORIGINS set, `origin_refused` checks it here, for every bind.
+The SDK's TransportSecuritySettings cannot do this alone: its Origin check only runs together with its Host
+check (`enable_dns_rebinding_protection`), and an allowed Host must be listed exactly or as `host:*`, with
+no "any host" entry, so a gateway bound to 0.0.0.0 (reached by names ToolDock does not know) could not
+have an Origin allowlist without also rejecting its own Host headers. On a loopback bind the SDK's check
+also runs (Host and Origin, with the same origin list), as it does without MCP_ALLOWED_ORIGINS."""
 
 from __future__ import annotations
 
@@ -21,8 +27,31 @@ def _error(status: int, code: int, message: str) -> Response:
     return Response(json.dumps(body), status_code=status, media_type="application/json")
 
 
-def precheck(scope: Scope) -> Response | None:
+def origin_allowed(origin: str, allowed: tuple[str, ...]) -> bool:
+    """`origin` matches an entry exactly, or an entry `scheme://host:*` with any port (as the SDK matches)."""
+    origin = origin.strip().lower()
+    for entry in allowed:
+        if origin == entry:
+            return True
+        if entry.endswith(":*") and origin.startswith(entry[:-1]) and origin[len(entry) - 1:].isdigit():
+            return True
+    return False
+
+
+def origin_refused(scope: Scope, allowed: tuple[str, ...]) -> Response | None:
+    """403 for a request whose `Origin` is not in the allowlist (MCP_ALLOWED_ORIGINS). No allowlist, or no
+    Origin header (a client that is not a browser), passes."""
+    origin = _header(scope, b"origin")
+    if not allowed or not origin or origin_allowed(origin, allowed):
+        return None
+    return _error(403, -32600, f"Origin {origin!r} is not allowed (MCP_ALLOWED_ORIGINS)")
+
+
+def precheck(scope: Scope, allowed_origins: tuple[str, ...] = ()) -> Response | None:
     """The response to send instead of passing the request to the SDK, or None."""
+    refused = origin_refused(scope, allowed_origins)
+    if refused is not None:
+        return refused
     method = scope["method"]
     if method == "POST":
         content_type = _header(scope, b"content-type").split(";")[0].strip().lower()

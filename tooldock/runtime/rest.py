@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import copy
 import ipaddress
 import json
 from typing import Any
@@ -43,6 +44,17 @@ async def read_json_body(request: Request, limit: int) -> Any:
         return json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InvalidJSON(f"request body is not valid JSON: {exc}; send a JSON object of arguments") from None
+
+
+def gateway_openapi(doc: dict[str, Any]) -> dict[str, Any]:
+    """The gateway's own document, with the bearer scheme declared (the token check is middleware, so
+    FastAPI does not know it) for every operation but `/health`: Swagger UI's Authorize button uses it."""
+    doc = copy.deepcopy(doc)
+    doc.setdefault("components", {}).setdefault("securitySchemes", {})["bearer"] = {"type": "http", "scheme": "bearer"}
+    doc["security"] = [{"bearer": []}]
+    for operation in (doc.get("paths") or {}).get("/health", {}).values():
+        operation["security"] = []
+    return doc
 
 
 def _from_header(x_namespace: str | None = NamespaceHeader) -> str | None:
@@ -136,7 +148,7 @@ def create_router(engine: Engine, settings: Settings) -> APIRouter:
     @router.get("/openapi.json", include_in_schema=False)
     async def openapi_by_header(request: Request, x_namespace: str | None = NamespaceHeader) -> dict[str, Any]:
         if x_namespace is None:  # no namespace: the gateway's own API
-            return request.app.openapi()
+            return gateway_openapi(request.app.openapi())
         return namespace_openapi(engine.namespace(x_namespace), str(request.base_url).rstrip("/"), header=True)
 
     @router.get("/ns/{namespace}/openapi.json", include_in_schema=False)

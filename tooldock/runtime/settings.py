@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ipaddress
+import math
 import os
+import re
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +25,11 @@ ENV_VARS = (
     "TOOLDOCK_DNS_REBINDING_PROTECTION",
     "TOOLDOCK_SOCKET_DIR",
     "ENABLE_LEGACY_MCP",
+    "MCP_SESSION_TTL_HOURS",
+    "MCP_MAX_SESSIONS",
+    "MCP_EVENT_BUFFER",
+    "MCP_SSE_RETRY_MS",
+    "MCP_ALLOWED_ORIGINS",
 )
 
 
@@ -61,6 +68,30 @@ def _cidrs(raw: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...
         raise SettingsError(f"INTERNAL_ALLOWED_CIDRS: {exc}; use e.g. 127.0.0.1/32,::1/128") from None
 
 
+_ORIGIN_RE = re.compile(r"^[a-z][a-z0-9+.-]*://[^/\s?#*]+(:\*)?$")
+
+
+def _origins(raw: str) -> tuple[str, ...]:
+    """MCP_ALLOWED_ORIGINS: comma-separated browser origins (`scheme://host[:port]`), `:*` for any port."""
+    origins = []
+    for part in raw.split(","):
+        origin = part.strip().rstrip("/").lower()
+        if not origin:
+            continue
+        if not _ORIGIN_RE.match(origin):
+            raise SettingsError(f"MCP_ALLOWED_ORIGINS: {part.strip()!r} is not an origin; "
+                                "use e.g. https://app.example.com,http://localhost:*")
+        origins.append(origin)
+    return tuple(origins)
+
+
+def _finite(env: dict[str, str], name: str, default: float) -> float:
+    value = _number(env, name, default)
+    if not math.isfinite(value):
+        raise SettingsError(f"{name} must be a finite number, got {env.get(name)!r}")
+    return value
+
+
 def default_state_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "tooldock"
@@ -82,6 +113,11 @@ class Settings:
     socket_dir: Path | None = None  # docker backend: where worker containers' sockets live on the host
     dns_rebinding_protection: bool = True
     enable_legacy_mcp: bool = True
+    session_ttl: float = 24 * 3600.0  # seconds an MCP session may sit idle (MCP_SESSION_TTL_HOURS)
+    max_sessions: int = 10_000  # open MCP sessions per namespace
+    event_buffer: int = 100  # SSE events kept per stream for Last-Event-ID replay
+    sse_retry_ms: int = 1000  # the SSE `retry:` field clients wait before reconnecting
+    allowed_origins: tuple[str, ...] = ()  # empty: no Origin allowlist (loopback binds keep their own)
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -107,6 +143,11 @@ class Settings:
             socket_dir=Path(env["TOOLDOCK_SOCKET_DIR"]) if env.get("TOOLDOCK_SOCKET_DIR") else None,
             dns_rebinding_protection=_bool(env, "TOOLDOCK_DNS_REBINDING_PROTECTION", True),
             enable_legacy_mcp=_bool(env, "ENABLE_LEGACY_MCP", True),
+            session_ttl=_finite(env, "MCP_SESSION_TTL_HOURS", 24.0) * 3600.0,
+            max_sessions=int(_number(env, "MCP_MAX_SESSIONS", 10_000, int)),
+            event_buffer=int(_number(env, "MCP_EVENT_BUFFER", 100, int)),
+            sse_retry_ms=int(_number(env, "MCP_SSE_RETRY_MS", 1000, int)),
+            allowed_origins=_origins(env.get("MCP_ALLOWED_ORIGINS", "")),
         )
 
     @property
