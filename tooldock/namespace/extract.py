@@ -15,6 +15,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from fastmcp import Context
 from fastmcp.prompts import Prompt
 from fastmcp.resources import Resource, ResourceTemplate
 from fastmcp.server.providers.filesystem_discovery import extract_components
@@ -40,7 +41,8 @@ class LoadedNamespace:
     context_tools: set[str] = field(default_factory=set)
 
     def surface(self) -> dict[str, list[dict[str, Any]]]:
-        """Everything but the tools, as MCP lists it (the tools are `descriptors`)."""
+        """Everything but the tools, as MCP lists it (the tools are `descriptors`); keyed by
+        `protocol.SURFACE_KINDS`, the handshake fields that carry them."""
         return {
             "resources": [_dump(r.to_mcp_resource()) for r in self.resources.values()],
             "resourceTemplates": [_dump(t.to_mcp_template()) for t in self.templates.values()],
@@ -108,7 +110,7 @@ def load_namespace(folder: Path, filenames: Iterable[str]) -> LoadedNamespace:
             loaded.failed.append(_import_problem(path, exc))
             continue
         try:
-            components = extract_components(_own_objects(module))
+            components = extract_components(_OwnObjects(module))
         except Exception as exc:  # fastmcp rejects some signatures; report which
             loaded.failed.append(Problem(path.name, f"invalid tool, resource or prompt: {exc}", _line_of(exc, path), "invalid_tool"))
             continue
@@ -126,10 +128,6 @@ class _OwnObjects:
         for name, obj in vars(module).items():
             if getattr(obj, "__module__", None) == module.__name__ or getattr(getattr(obj, "fn", None), "__module__", None) == module.__name__:
                 setattr(self, name, obj)
-
-
-def _own_objects(module: ModuleType) -> Any:
-    return _OwnObjects(module)
 
 
 def _add(loaded: LoadedNamespace, component: Any) -> str | None:
@@ -159,8 +157,6 @@ def _add(loaded: LoadedNamespace, component: Any) -> str | None:
 
 
 def _takes_context(fn: Any) -> bool:
-    from fastmcp import Context
-
     try:
         return find_kwarg_by_type(fn, Context) is not None
     except Exception:  # an unresolvable annotation: fastmcp itself reports it when the tool runs

@@ -23,20 +23,20 @@ class FileReport:
         return bool(self.tools or self.others) and not self.problems
 
 
+def _decorator_name(dec: ast.expr) -> str:
+    """`tool` for `@tool`, `@x.tool`, `@tool(...)` or `@x.tool(...)`; likewise for any decorator."""
+    target = dec.func if isinstance(dec, ast.Call) else dec
+    return target.id if isinstance(target, ast.Name) else target.attr if isinstance(target, ast.Attribute) else ""
+
+
 def _is_component(dec: ast.expr) -> bool:
     """`@resource(...)` or `@prompt` (plain, called, or as an attribute such as `@mcp.prompt`)."""
-    target = dec.func if isinstance(dec, ast.Call) else dec
-    name = target.id if isinstance(target, ast.Name) else target.attr if isinstance(target, ast.Attribute) else ""
-    return name in ("resource", "prompt")
+    return _decorator_name(dec) in ("resource", "prompt")
 
 
 def _decorator_tool_name(dec: ast.expr, fn_name: str) -> str | None:
     """The tool name if `dec` is `@tool`, `@x.tool`, `@tool(...)` or `@x.tool(...)`, else None."""
-    target = dec.func if isinstance(dec, ast.Call) else dec
-    is_tool = (isinstance(target, ast.Name) and target.id == "tool") or (
-        isinstance(target, ast.Attribute) and target.attr == "tool"
-    )
-    if not is_tool:
+    if _decorator_name(dec) != "tool":
         return None
     if isinstance(dec, ast.Call):
         if dec.args and isinstance(dec.args[0], ast.Constant) and isinstance(dec.args[0].value, str):

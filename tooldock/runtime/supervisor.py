@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DependencyError, NamespaceUnavailable, WorkerRetired
+from ..worker import protocol
 from .backend import WorkerState
 from .settings import Settings
 from .workerclient import WorkerConnection
@@ -169,7 +170,7 @@ class SupervisedWorker:
             await asyncio.sleep(0.02)
         handshake = self._conn.handshake
         self.tools = list(handshake.get("tools") or [])
-        self.surface = {key: list(handshake.get(key) or []) for key in ("resources", "resourceTemplates", "prompts")}
+        self.surface = {key: list(handshake.get(key) or []) for key in protocol.SURFACE_KINDS}
         self.failed_files = list(handshake.get("failed_files") or [])
 
     async def _wait_exit(self) -> None:

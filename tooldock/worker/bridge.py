@@ -18,6 +18,7 @@ import enum
 import inspect
 import typing
 from collections.abc import Awaitable, Callable
+from types import UnionType
 from typing import Any
 
 import mcp_types as types
@@ -50,7 +51,8 @@ class Relay:
                 result = await asking("sampling/createMessage", params)
             except MCPError as err:
                 return err.error
-            model = types.CreateMessageResultWithTools if "toolUse" in str(result.get("stopReason")) else types.CreateMessageResult
+            # As the gateway's relay decides: a request that offered tools may get tool-use content back.
+            model = types.CreateMessageResultWithTools if params.tools else types.CreateMessageResult
             return model.model_validate(result)
 
         async def on_elicit(context: Any, params: types.ElicitRequestParams) -> Any:
@@ -92,13 +94,12 @@ class Bridge:
     def __init__(self, namespace: str, loaded: LoadedNamespace) -> None:
         self.loaded = loaded
         self.server: FastMCP[Any] = FastMCP(namespace)
-        for component in (*loaded.tools.values(), *loaded.resources.values(), *loaded.templates.values()):
-            if hasattr(component, "uri_template"):
-                self.server.add_template(component)  # type: ignore[arg-type]
-            elif hasattr(component, "uri"):
-                self.server.add_resource(component)  # type: ignore[arg-type]
-            else:
-                self.server.add_tool(component)  # type: ignore[arg-type]
+        for tool in loaded.tools.values():
+            self.server.add_tool(tool)
+        for resource in loaded.resources.values():
+            self.server.add_resource(resource)
+        for template in loaded.templates.values():
+            self.server.add_template(template)
         for prompt in loaded.prompts.values():
             self.server.add_prompt(prompt)
 
@@ -116,9 +117,8 @@ class Bridge:
             if log_level:
                 await session.set_logging_level(log_level)  # type: ignore[arg-type]
             result = await session.call_tool(name, arguments, progress_callback=on_progress if progress else None)
-        body = _dump(result)
-        for key in ("_meta", "ttlMs", "cacheScope", "resultType"):  # fastmcp's and the in-memory session's own
-            body.pop(key, None)
+        body = _result(result)
+        body.pop("_meta", None)  # fastmcp's own bookkeeping (`wrap_result`), not the tool's
         return body
 
     async def read_resource(self, uri: str) -> dict[str, Any]:
@@ -161,7 +161,7 @@ def _values_of(annotation: Any) -> list[str]:
     origin = typing.get_origin(annotation)
     if origin is typing.Literal:
         return [str(v) for v in typing.get_args(annotation)]
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)) or origin is typing.Annotated:
+    if origin in (typing.Union, UnionType, typing.Annotated):
         args = typing.get_args(annotation)
         if origin is typing.Annotated:
             args = args[:1]

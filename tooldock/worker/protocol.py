@@ -34,6 +34,8 @@ OPS = frozenset({
     "tools.list", "tools.get_schema", "tools.call", "ping", "shutdown", "cancel",
     "resources.read", "prompts.get", "completion.complete", "answer",
 })
+# Handshake fields beside `tools`: what MCP lists besides tools, as MCP descriptors.
+SURFACE_KINDS = ("resources", "resourceTemplates", "prompts")
 ERROR_CODES = frozenset(
     {"tool_not_found", "invalid_arguments", "dependency_error", "execution_timeout", "internal_error", "not_found"}
 )

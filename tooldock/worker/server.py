@@ -7,6 +7,7 @@ tools in a worker thread. Replies are written whole, one line each, under a lock
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import sys
 import time
@@ -49,7 +50,7 @@ class WorkerServer:
         self.loaded = loaded
         self.tasks: dict[tuple[int, Any], asyncio.Task[None]] = {}
         self.asks: dict[str, asyncio.Future[dict[str, Any]]] = {}  # our questions to the gateway, by ask id
-        self._ask_ids = 0
+        self._ask_ids = itertools.count(1)
         self.stopping = asyncio.Event()
         self._bridge: Bridge | None = None
 
@@ -77,8 +78,7 @@ class WorkerServer:
             await send({"op": "event", "id": rid, "event": kind, "data": data})
 
         async def ask(method: str, params: dict[str, Any]) -> dict[str, Any]:
-            self._ask_ids += 1
-            ask_id = f"a{self._ask_ids}"
+            ask_id = f"a{next(self._ask_ids)}"
             future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
             self.asks[ask_id] = future
             try:
