@@ -60,6 +60,9 @@ def test_settings_defaults_generate_a_token():
     [
         ({"TOOL_CALL_TIMEOUT_SECONDS": "soon"}, "TOOL_CALL_TIMEOUT_SECONDS"),
         ({"NAMESPACE_MAX_CONCURRENCY": "0"}, "greater than 0"),
+        ({"TOOL_CALL_TIMEOUT_SECONDS": "nan"}, "finite"),
+        ({"TOOLDOCK_DRAIN_TIMEOUT": "inf"}, "finite"),
+        ({"MCP_SESSION_TTL_HOURS": "inf"}, "finite"),
         ({"INTERNAL_ALLOWED_CIDRS": "not-a-net"}, "INTERNAL_ALLOWED_CIDRS"),
         ({"TOOLDOCK_BEARER_TOKEN": "short"}, "at least 8"),
         ({"TOOLDOCK_DNS_REBINDING_PROTECTION": "maybe"}, "true or false"),

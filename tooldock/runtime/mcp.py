@@ -153,38 +153,29 @@ def _server_for(namespace: str, engine: Engine, sessions: weakref.WeakKeyDiction
         state(ctx).log_level = params.level
         return types.EmptyResult()
 
-    description = None
     found = engine.registry.snapshot.entries.get(namespace)
-    if found is not None:
-        description = found.source.config.description
-    handlers = dict(
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
-        on_list_resources=list_resources,
-        on_list_resource_templates=list_templates,
-        on_read_resource=read_resource,
-        on_subscribe_resource=subscribe,
-        on_unsubscribe_resource=unsubscribe,
-        on_list_prompts=list_prompts,
-        on_get_prompt=get_prompt,
-        on_completion=complete,
-        on_set_logging_level=set_level,
-        # 2026-07-28 has no standing stream: a client asks for change notices with subscriptions/listen.
-        on_subscriptions_listen=ListenHandler(bus),
-    )
+    description = found.source.config.description if found is not None else None
     with warnings.catch_warnings():
         # 2026-07-28 deprecates `logging/setLevel` (SEP-2577); clients of 2025-11-25 and older still use it.
         warnings.simplefilter("ignore", MCPDeprecationWarning)
-        return _server(namespace, description, handlers)
-
-
-def _server(namespace: str, description: str | None, handlers: dict[str, Any]) -> Server[Any]:
-    return _Server(
-        f"tooldock/{namespace}",
-        version=tooldock.__version__,
-        description=description or None,
-        **handlers,
-    )
+        return _Server(
+            f"tooldock/{namespace}",
+            version=tooldock.__version__,
+            description=description or None,
+            on_list_tools=list_tools,
+            on_call_tool=call_tool,
+            on_list_resources=list_resources,
+            on_list_resource_templates=list_templates,
+            on_read_resource=read_resource,
+            on_subscribe_resource=subscribe,
+            on_unsubscribe_resource=unsubscribe,
+            on_list_prompts=list_prompts,
+            on_get_prompt=get_prompt,
+            on_completion=complete,
+            on_set_logging_level=set_level,
+            # 2026-07-28 has no standing stream: a client asks for change notices with subscriptions/listen.
+            on_subscriptions_listen=ListenHandler(bus),
+        )
 
 
 class McpHub:

@@ -40,6 +40,8 @@ from mcp.server.streamable_http import check_accept_headers
 from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
 
+from .mcp_rules import header
+
 COMPAT_VERSION = "2025-03-26"
 COMPAT_VERSIONS = frozenset({"2024-11-05", COMPAT_VERSION})
 MAX_BATCH = 100
@@ -51,10 +53,6 @@ WHOLE_REQUEST_STATUSES = frozenset({403, 404})
 Handler = Callable[[Scope, Receive, Send], Awaitable[None]]
 _UNPARSED = object()
 _LINE = re.compile(rb"\r\n|\r|\n")
-
-
-def _header(scope: Scope, name: bytes) -> str | None:
-    return next((v.decode("latin-1") for k, v in scope["headers"] if k == name), None)
 
 
 class _Body:
@@ -237,7 +235,7 @@ async def _call(handler: Handler, scope: Scope, body: bytes, session: str | None
 
 async def _single(handler: Handler, scope: Scope, body: bytes, send: Send, client: _Client) -> None:
     """A json-only compat POST of one message (or of a body that does not parse: the SDK says why)."""
-    answer = await _call(handler, scope, body, _header(scope, b"mcp-session-id"), client)
+    answer = await _call(handler, scope, body, header(scope, b"mcp-session-id"), client)
     if not answer.is_sse:  # 202 for a notification, or an error: already what the client should see
         await answer.replay(send)
         return
@@ -257,7 +255,7 @@ async def _batch(handler: Handler, scope: Scope, batch: list[Any], send: Send, c
         message = f"Invalid Request: a batch may hold at most {MAX_BATCH} messages, this one has {len(batch)}"
         await _respond(send, 400, _error(None, INVALID_REQUEST, message), None)
         return
-    session = _header(scope, b"mcp-session-id")
+    session = header(scope, b"mcp-session-id")
     results: list[dict[str, Any]] = []
     first = True
     for item in batch:
@@ -293,12 +291,12 @@ async def _batch(handler: Handler, scope: Scope, batch: list[Any], send: Send, c
 
 async def serve(handler: Handler, scope: Scope, receive: Receive, send: Send, max_body: int) -> None:
     """Serve one `/mcp` request: through this adapter if 2025-03-26 rules need it, else `handler` as is."""
-    version = _header(scope, b"mcp-protocol-version")
+    version = header(scope, b"mcp-protocol-version")
     if scope["method"] != "POST" or (version is not None and version not in COMPAT_VERSIONS):
         await handler(scope, receive, send)
         return
     has_json, has_sse = check_accept_headers(Request(scope))
-    declared = _header(scope, b"content-length") or ""
+    declared = header(scope, b"content-length") or ""
     if not has_json or (declared.isdigit() and int(declared) > max_body):
         await handler(scope, receive, send)  # 406 / 413: the SDK's own answers
         return

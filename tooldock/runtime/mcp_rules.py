@@ -18,8 +18,9 @@ from starlette.responses import Response
 from starlette.types import Scope
 
 
-def _header(scope: Scope, name: bytes) -> str:
-    return next((v.decode("latin-1") for k, v in scope["headers"] if k == name), "")
+def header(scope: Scope, name: bytes) -> str | None:
+    """A request header's value (the first, if repeated), or None; `name` in lower case."""
+    return next((v.decode("latin-1") for k, v in scope["headers"] if k == name), None)
 
 
 def _error(status: int, code: int, message: str) -> Response:
@@ -41,7 +42,7 @@ def origin_allowed(origin: str, allowed: tuple[str, ...]) -> bool:
 def origin_refused(scope: Scope, allowed: tuple[str, ...]) -> Response | None:
     """403 for a request whose `Origin` is not in the allowlist (MCP_ALLOWED_ORIGINS). No allowlist, or no
     Origin header (a client that is not a browser), passes."""
-    origin = _header(scope, b"origin")
+    origin = header(scope, b"origin")
     if not allowed or not origin or origin_allowed(origin, allowed):
         return None
     return _error(403, -32600, f"Origin {origin!r} is not allowed (MCP_ALLOWED_ORIGINS)")
@@ -54,11 +55,11 @@ def precheck(scope: Scope, allowed_origins: tuple[str, ...] = ()) -> Response | 
         return refused
     method = scope["method"]
     if method == "POST":
-        content_type = _header(scope, b"content-type").split(";")[0].strip().lower()
+        content_type = (header(scope, b"content-type") or "").split(";")[0].strip().lower()
         if content_type != "application/json":
             return _error(415, -32600, f"Content-Type must be application/json, got {content_type or 'none'!r}")
     elif method == "GET":
-        accept = _header(scope, b"accept").lower()
+        accept = (header(scope, b"accept") or "").lower()
         if "text/event-stream" not in accept and "*/*" not in accept:
             return _error(406, -32600, "GET /mcp opens an SSE stream: send 'Accept: text/event-stream'")
     return None

@@ -45,6 +45,8 @@ def _number(env: dict[str, str], name: str, default: float, kind: type = float) 
         value = kind(raw)
     except ValueError:
         raise SettingsError(f"{name}={raw!r} is not a valid {kind.__name__}; e.g. {name}={default}") from None
+    if not math.isfinite(value):  # float() takes "inf" and "nan": no timeout, size or count can be either
+        raise SettingsError(f"{name} must be a finite number, got {raw!r}")
     if value <= 0:
         raise SettingsError(f"{name} must be greater than 0, got {raw!r}")
     return value
@@ -83,13 +85,6 @@ def _origins(raw: str) -> tuple[str, ...]:
                                 "use e.g. https://app.example.com,http://localhost:*")
         origins.append(origin)
     return tuple(origins)
-
-
-def _finite(env: dict[str, str], name: str, default: float) -> float:
-    value = _number(env, name, default)
-    if not math.isfinite(value):
-        raise SettingsError(f"{name} must be a finite number, got {env.get(name)!r}")
-    return value
 
 
 def default_state_dir() -> Path:
@@ -143,7 +138,7 @@ class Settings:
             socket_dir=Path(env["TOOLDOCK_SOCKET_DIR"]) if env.get("TOOLDOCK_SOCKET_DIR") else None,
             dns_rebinding_protection=_bool(env, "TOOLDOCK_DNS_REBINDING_PROTECTION", True),
             enable_legacy_mcp=_bool(env, "ENABLE_LEGACY_MCP", True),
-            session_ttl=_finite(env, "MCP_SESSION_TTL_HOURS", 24.0) * 3600.0,
+            session_ttl=_number(env, "MCP_SESSION_TTL_HOURS", 24.0) * 3600.0,
             max_sessions=int(_number(env, "MCP_MAX_SESSIONS", 10_000, int)),
             event_buffer=int(_number(env, "MCP_EVENT_BUFFER", 100, int)),
             sse_retry_ms=int(_number(env, "MCP_SSE_RETRY_MS", 1000, int)),
