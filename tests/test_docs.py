@@ -33,7 +33,7 @@ def test_settings_are_documented(variable):
 
 
 def test_endpoints_are_documented():
-    from tooldock.runtime.rest import create_router
+    from tooldock.runtime.http.rest import create_router
     from tooldock.runtime.settings import Settings
 
     router = create_router(None, Settings.from_env({"TOOLDOCK_BEARER_TOKEN": "x" * 16}))

@@ -1,4 +1,4 @@
-"""The 2025-03-26 compatibility fallback in front of the SDK (tooldock/runtime/mcp_compat.py): json-only
+"""The 2025-03-26 compatibility fallback in front of the SDK (tooldock/runtime/mcp/compat.py): json-only
 Accept and JSON-RPC batches, by hand over HTTP."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 import httpx
 import pytest
 
-from tooldock.runtime.mcp_compat import MAX_BATCH
+from tooldock.runtime.mcp.compat import MAX_BATCH
 
 NS = "multi-tool"
 JSON_ONLY = "application/json"

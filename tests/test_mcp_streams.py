@@ -12,8 +12,8 @@ import httpx
 import pytest
 from conftest import EXAMPLES, TOOLDOCK
 
-from tooldock.runtime.mcp_events import MemoryEventStore, SessionEvents
-from tooldock.runtime.mcp_rules import origin_allowed, origin_refused
+from tooldock.runtime.mcp.events import MemoryEventStore, SessionEvents
+from tooldock.runtime.mcp.rules import origin_allowed, origin_refused
 from tooldock.runtime.settings import Settings, SettingsError
 
 NS = "multi-tool"

@@ -26,7 +26,7 @@
     └── DeployError                    `tooldock deploy / stop`: no such image, no labels, never became ready
 
 Each gateway error carries its HTTP status and its worker-protocol code. They are converted in exactly
-three places: the REST error response (`runtime.rest`), the MCP tool result (`runtime.mcp`) and the CLI
+three places: the REST error response (`runtime.http.responses`), the MCP tool result (`runtime.mcp.server`) and the CLI
 message (`cli`). Nothing else inspects error text.
 """
 

@@ -12,18 +12,22 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from .blobs import BlobStore
-from .oci import Image, canonical, index_json
-from .tarball import source_date_epoch
+from tooldock.builder.blobs import BlobStore
+from tooldock.builder.oci import Image, canonical, index_json
+from tooldock.builder.tarball import source_date_epoch
 
 
 def write_archive(dest: Path, store: BlobStore, image: Image, ref: str, repo_tag: str) -> None:
     blobs = [image.manifest_digest, image.config_digest, *(layer.digest for layer in image.layers)]
-    docker_manifest = canonical([{
-        "Config": f"blobs/sha256/{image.config_digest.split(':')[1]}",
-        "RepoTags": [repo_tag],
-        "Layers": [f"blobs/sha256/{layer.digest.split(':')[1]}" for layer in image.layers],
-    }])
+    docker_manifest = canonical(
+        [
+            {
+                "Config": f"blobs/sha256/{image.config_digest.split(':')[1]}",
+                "RepoTags": [repo_tag],
+                "Layers": [f"blobs/sha256/{layer.digest.split(':')[1]}" for layer in image.layers],
+            }
+        ]
+    )
     files: list[tuple[str, bytes | Path]] = [
         ("oci-layout", canonical({"imageLayoutVersion": "1.0.0"})),
         ("index.json", index_json(image, ref)),

@@ -15,16 +15,31 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from ..errors import BuilderError
-from .blobs import BlobStore, cache_key
-from .oci import Image, assemble, read_layout, write_layout
-from .tarball import Entry, entries_from_dir, iso_time, source_date_epoch
+from tooldock.builder.blobs import BlobStore, cache_key
+from tooldock.builder.oci import Image, assemble, read_layout, write_layout
+from tooldock.builder.tarball import Entry, entries_from_dir, iso_time, source_date_epoch
+from tooldock.errors import BuilderError
 
 PYTHON, PYTHON_BIN = "3.11", "/usr/bin/python3.11"
 NONROOT = 65532
-DROP = ("usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/lintian", "usr/share/locale",
-        "usr/share/bug", "usr/share/bash-completion", "var/cache", "var/lib/dpkg", "var/log", "usr/share/gcc")
-LABEL_PYTHON, LABEL_PYTHON_BIN, LABEL_PLATFORM = "io.tooldock.base.python", "io.tooldock.base.python-bin", "io.tooldock.base.platform"
+DROP = (
+    "usr/share/doc",
+    "usr/share/man",
+    "usr/share/info",
+    "usr/share/lintian",
+    "usr/share/locale",
+    "usr/share/bug",
+    "usr/share/bash-completion",
+    "var/cache",
+    "var/lib/dpkg",
+    "var/log",
+    "usr/share/gcc",
+)
+LABEL_PYTHON, LABEL_PYTHON_BIN, LABEL_PLATFORM = (
+    "io.tooldock.base.python",
+    "io.tooldock.base.python-bin",
+    "io.tooldock.base.platform",
+)
 _ARCH = {"x86_64": ("amd64", "x86_64-manylinux_2_36"), "aarch64": ("arm64", "aarch64-manylinux_2_36")}
 
 
@@ -85,7 +100,10 @@ def _rootfs_entries(rootfs: Path) -> list[Entry]:
     bundle = b"".join(p.read_bytes() for p in certs)
     entries = [e for e in entries_from_dir(rootfs, "") if not e.path.startswith("/tmp")]
     entries += [
-        Entry("/etc/passwd", f"root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:{NONROOT}:{NONROOT}:nonroot:/home/nonroot:/sbin/nologin\n".encode()),
+        Entry(
+            "/etc/passwd",
+            f"root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:{NONROOT}:{NONROOT}:nonroot:/home/nonroot:/sbin/nologin\n".encode(),
+        ),
         Entry("/etc/group", f"root:x:0:\nnonroot:x:{NONROOT}:\n".encode()),
         Entry("/etc/ssl/certs/ca-certificates.crt", bundle),
         Entry("/tmp", is_dir=True, mode=0o1777),
@@ -119,15 +137,27 @@ def build_base(store: BlobStore, cache: Path) -> Image:
         layer, _ = store.layer(key, lambda: _rootfs_entries(rootfs))
     created = iso_time(source_date_epoch())
     config = {
-        "architecture": arch, "os": "linux", "created": created,
+        "architecture": arch,
+        "os": "linux",
+        "created": created,
         "config": {
-            "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                    "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt", "LANG=C.UTF-8"],
-            "User": f"{NONROOT}:{NONROOT}", "WorkingDir": "/",
+            "Env": [
+                "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt",
+                "LANG=C.UTF-8",
+            ],
+            "User": f"{NONROOT}:{NONROOT}",
+            "WorkingDir": "/",
             "Cmd": [PYTHON_BIN],
-            "Labels": {LABEL_PYTHON: PYTHON, LABEL_PYTHON_BIN: PYTHON_BIN, LABEL_PLATFORM: py_platform,
-                       "org.opencontainers.image.title": "tooldock-base",
-                       "org.opencontainers.image.description": f"Minimal Python {PYTHON} from {len(packages)} pinned Debian packages"},
+            "Labels": {
+                LABEL_PYTHON: PYTHON,
+                LABEL_PYTHON_BIN: PYTHON_BIN,
+                LABEL_PLATFORM: py_platform,
+                "org.opencontainers.image.title": "tooldock-base",
+                "org.opencontainers.image.description": (
+                    f"Minimal Python {PYTHON} from {len(packages)} pinned Debian packages"
+                ),
+            },
         },
         "rootfs": {"type": "layers", "diff_ids": [layer.diff_id]},
         "history": [{"created": created, "created_by": "tooldock base (pinned Debian packages)"}],

@@ -12,7 +12,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from .tarball import Entry, Layer, write_layer
+from tooldock.builder.tarball import Entry, Layer, write_layer
 
 
 def atomic_write(path: Path, data: bytes) -> None:

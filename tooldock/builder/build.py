@@ -18,21 +18,20 @@ from pathlib import Path
 from typing import Any
 
 import tooldock
-
-from ..errors import BuilderError
-from ..namespace.models import NamespaceSource
-from ..namespace.names import NamespaceNameError, validate_namespace_name
-from ..namespace.scanner import scan_namespace
-from .base import BaseInfo, base_info, build_base
-from .blobs import BlobStore, cache_key
-from .daemon import DaemonError, save
-from .imageconfig import APP_DIR, DEPS_DIR, FRAMEWORK_DIR, USER, entrypoint, environment, labels
-from .install import compile_tree, install_lock, tree
-from .lock import Target, framework_lock, namespace_lock, only_new
-from .oci import Image, LayoutError, assemble, read_layout, write_layout
-from .registry import RegistryError, looks_like_registry_ref, pull
-from .schema import extract, interpreter_for
-from .tarball import Entry, Layer, entries_from_dir, iso_time, source_date_epoch, write_entries
+from tooldock.builder.base import BaseInfo, base_info, build_base
+from tooldock.builder.blobs import BlobStore, cache_key
+from tooldock.builder.daemon import DaemonError, save
+from tooldock.builder.imageconfig import APP_DIR, DEPS_DIR, FRAMEWORK_DIR, USER, entrypoint, environment, labels
+from tooldock.builder.install import filler, tree
+from tooldock.builder.lock import Target, framework_lock, namespace_lock, only_new
+from tooldock.builder.oci import Image, LayoutError, assemble, read_layout, write_layout
+from tooldock.builder.registry import RegistryError, looks_like_registry_ref, pull
+from tooldock.builder.schema import extract, interpreter_for
+from tooldock.builder.tarball import Entry, Layer, entries_from_dir, iso_time, source_date_epoch, write_entries
+from tooldock.errors import BuilderError
+from tooldock.namespace.models import NamespaceSource
+from tooldock.namespace.names import NamespaceNameError, validate_namespace_name
+from tooldock.namespace.scanner import scan_namespace
 
 WORKER_PACKAGES = ("worker", "namespace")  # the parts of tooldock a worker image needs
 
@@ -95,9 +94,14 @@ class BuildResult:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "namespace": self.namespace, "digest": self.image.manifest_digest, "ref": self.ref,
-            "layout": str(self.layout), "config_digest": self.image.config_digest, "layers": self.layers,
-            "tools": [t["name"] for t in self.tools], "lock_hash": self.lock_hash,
+            "namespace": self.namespace,
+            "digest": self.image.manifest_digest,
+            "ref": self.ref,
+            "layout": str(self.layout),
+            "config_digest": self.image.config_digest,
+            "layers": self.layers,
+            "tools": [t["name"] for t in self.tools],
+            "lock_hash": self.lock_hash,
             "timings_ms": {k: round(v * 1000, 1) for k, v in self.timings.items()},
         }
 
@@ -114,17 +118,20 @@ def _worker_sources() -> list[Entry]:
 
 def entries_key(kind: str, entries: list[Entry]) -> str:
     """A cache key over what a layer would contain: paths, modes, contents, link targets."""
+
     def one(e: Entry) -> str:
         if e.is_dir or e.target is not None:
             return f"{e.path}:{e.mode:o}:{e.target}"
-        data = e.data if e.data is not None else e.source.read_bytes()  # type: ignore[union-attr]
+        data = e.content()
         return f"{e.path}:{e.mode:o}:{hashlib.sha256(data).hexdigest()}"
 
     return cache_key(kind, *map(one, entries))
 
 
 def _app_entries(folder: Path, tools_json: bytes) -> list[Entry]:
-    entries = entries_from_dir(folder, APP_DIR, skip=lambda rel: Path(rel).name.startswith(".") or rel.endswith(".sock"))
+    entries = entries_from_dir(
+        folder, APP_DIR, skip=lambda rel: Path(rel).name.startswith(".") or rel.endswith(".sock")
+    )
     return [*entries, Entry(f"{APP_DIR}/tools.json", tools_json)]
 
 
@@ -189,7 +196,7 @@ class Builder:
         python = interpreter_for(info.python)
 
         def fill(lock_text: str) -> Callable[[Path], None]:
-            return lambda d: (install_lock(lock_text, d, target), compile_tree(d, python))
+            return filler(lock_text, target, python)
 
         fw_tree, _ = tree(cache, "framework", fw_key, fill(fw_lock))
         deps_text = only_new(ns_lock, fw_lock)
@@ -198,7 +205,9 @@ class Builder:
         lap("install")
 
         files = [f.filename for f in source.files]
-        schema_path = cache / "schemas" / f"{cache_key('schema', fw_key, deps_key, source.fingerprint, *files)[:32]}.json"
+        schema_path = (
+            cache / "schemas" / f"{cache_key('schema', fw_key, deps_key, source.fingerprint, *files)[:32]}.json"
+        )
         if schema_path.is_file():
             tools = json.loads(schema_path.read_text())
         else:
@@ -207,15 +216,20 @@ class Builder:
             schema_path.parent.mkdir(parents=True, exist_ok=True)
             schema_path.write_text(json.dumps(tools))
         lap("schema")
-        return Prepared(source, base, info, worker_src, fw_key, fw_tree, deps_key, deps_tree, deps_text, tools,
-                        ns_lock, timings)
+        return Prepared(
+            source, base, info, worker_src, fw_key, fw_tree, deps_key, deps_tree, deps_text, tools, ns_lock, timings
+        )
 
     def build(self, folder: Path) -> BuildResult:
         """The daemonless route: reproducible layers, written as an OCI layout."""
         p = self.prepare(folder)
         started = time.perf_counter()
-        named: list[tuple[str, Layer, bool]] = [("framework", *self.store.layer(
-            p.fw_key, lambda: [*entries_from_dir(p.fw_tree, FRAMEWORK_DIR), *p.worker_src]))]
+        named: list[tuple[str, Layer, bool]] = [
+            (
+                "framework",
+                *self.store.layer(p.fw_key, lambda: [*entries_from_dir(p.fw_tree, FRAMEWORK_DIR), *p.worker_src]),
+            )
+        ]
         if p.deps_text:
             named.append(("deps", *self.store.layer(p.deps_key, lambda: entries_from_dir(p.deps_tree, DEPS_DIR))))
         app_entries = p.app_entries
@@ -228,7 +242,12 @@ class Builder:
         write_layout(layout, self.store, image, p.ref)
         p.timings["write"] = time.perf_counter() - started
         return BuildResult(
-            p.source.name, image, p.ref, layout, p.tools, hashlib.sha256(p.lock.encode()).hexdigest(),
+            p.source.name,
+            image,
+            p.ref,
+            layout,
+            p.tools,
+            hashlib.sha256(p.lock.encode()).hexdigest(),
             [{"name": "base", "digest": layer.digest, "size": layer.size, "cached": True} for layer in p.base.layers]
             + [{"name": n, "digest": layer.digest, "size": layer.size, "cached": hit} for n, layer, hit in named],
             p.timings,
@@ -239,21 +258,34 @@ class Builder:
         created = iso_time(source_date_epoch())
         inner = base_config.get("config") or {}
         config = {
-            "architecture": base_config.get("architecture", "amd64"), "os": base_config.get("os", "linux"),
+            "architecture": base_config.get("architecture", "amd64"),
+            "os": base_config.get("os", "linux"),
             "created": created,
             "config": {
-                "User": USER, "WorkingDir": APP_DIR, "Entrypoint": entrypoint(p.info),
+                "User": USER,
+                "WorkingDir": APP_DIR,
+                "Entrypoint": entrypoint(p.info),
                 "Env": [f"{k}={v}" for k, v in environment(p.source, inner.get("Env", []))],
                 "Labels": {**(inner.get("Labels") or {}), **labels(p.source, p.tools, p.lock, created)},
                 "Volumes": {"/run/tooldock": {}},
             },
-            "rootfs": {"type": "layers", "diff_ids": [*(base_config.get("rootfs") or {}).get("diff_ids", []),
-                                                      *(layer.diff_id for _, layer in named)]},
-            "history": [*base_config.get("history", []),
-                        *({"created": created, "created_by": f"tooldock build: {name} layer"} for name, _ in named)],
+            "rootfs": {
+                "type": "layers",
+                "diff_ids": [
+                    *(base_config.get("rootfs") or {}).get("diff_ids", []),
+                    *(layer.diff_id for _, layer in named),
+                ],
+            },
+            "history": [
+                *base_config.get("history", []),
+                *({"created": created, "created_by": f"tooldock build: {name} layer"} for name, _ in named),
+            ],
         }
-        annotations = {"org.opencontainers.image.created": created, "org.opencontainers.image.title": p.source.name,
-                       "io.tooldock.namespace": p.source.name}
+        annotations = {
+            "org.opencontainers.image.created": created,
+            "org.opencontainers.image.title": p.source.name,
+            "io.tooldock.namespace": p.source.name,
+        }
         return assemble(self.store, config, [*p.base.layers, *(layer for _, layer in named)], annotations)
 
 

@@ -7,11 +7,17 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..errors import BuilderError
-from .archive import write_archive
-from .blobs import BlobStore
-from .oci import Image
+from tooldock.builder.archive import write_archive
+from tooldock.builder.blobs import BlobStore
+from tooldock.builder.oci import Image
+from tooldock.errors import BuilderError
+
+if TYPE_CHECKING:
+    import tarfile
+
+    from docker import DockerClient
 
 
 class DaemonError(BuilderError):
@@ -24,7 +30,7 @@ def digest_tag(digest: str) -> str:
     return digest.replace(":", "-")
 
 
-def engine():
+def engine() -> DockerClient:
     """A connected docker-py client (DOCKER_HOST or the default socket), or a clear error."""
     try:
         import docker
@@ -66,7 +72,7 @@ def save(store: BlobStore, ref: str) -> Image:
 
     from docker.errors import DockerException, ImageNotFound
 
-    from .oci import assemble_from_registry
+    from tooldock.builder.oci import assemble_from_registry
 
     client = engine()
     try:
@@ -77,12 +83,12 @@ def save(store: BlobStore, ref: str) -> Image:
     except DockerException as exc:
         raise DaemonError(f"docker save {ref} failed: {exc}") from None
     with tarfile.open(fileobj=io.BytesIO(raw)) as archive:
-        entry = json.load(archive.extractfile("manifest.json"))[0]
-        config_bytes = archive.extractfile(entry["Config"]).read()
+        entry = json.loads(_member(archive, "manifest.json", ref))[0]
+        config_bytes = _member(archive, entry["Config"], ref)
         config_digest = store.put(config_bytes)
         sizes, layers = {}, []
         for name in entry["Layers"]:
-            data = archive.extractfile(name).read()
+            data = _member(archive, name, ref)
             if data[:2] != b"\x1f\x8b":  # docker save writes uncompressed layers
                 buffer = io.BytesIO()
                 with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=0, compresslevel=6) as gz:
@@ -90,8 +96,25 @@ def save(store: BlobStore, ref: str) -> Image:
                 data = buffer.getvalue()
             digest = store.put(data)
             sizes[digest] = len(data)
-            layers.append({"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": digest, "size": len(data)})
-    manifest = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-                "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config_digest,
-                           "size": len(config_bytes)}, "layers": layers}
+            layers.append(
+                {"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": digest, "size": len(data)}
+            )
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {
+            "mediaType": "application/vnd.oci.image.config.v1+json",
+            "digest": config_digest,
+            "size": len(config_bytes),
+        },
+        "layers": layers,
+    }
     return assemble_from_registry(store, manifest, sizes)
+
+
+def _member(archive: tarfile.TarFile, name: str, ref: str) -> bytes:
+    """A file of a `docker save` archive; a missing one means the engine wrote something unexpected."""
+    member = archive.extractfile(name)
+    if member is None:
+        raise DaemonError(f"docker save {ref}: the archive has no file {name!r}")
+    return member.read()

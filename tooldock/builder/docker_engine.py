@@ -18,10 +18,10 @@ from typing import Any
 
 import jinja2
 
-from .build import Builder, Prepared
-from .daemon import DaemonError, digest_tag, engine, load
-from .imageconfig import APP_DIR, DEPS_DIR, FRAMEWORK_DIR, USER, entrypoint, environment, labels
-from .tarball import iso_time, source_date_epoch, write_entries
+from tooldock.builder.build import Builder, Prepared
+from tooldock.builder.daemon import DaemonError, digest_tag, engine, load
+from tooldock.builder.imageconfig import APP_DIR, DEPS_DIR, FRAMEWORK_DIR, USER, entrypoint, environment, labels
+from tooldock.builder.tarball import iso_time, source_date_epoch, write_entries
 
 
 def docker_quote(value: str) -> str:
@@ -36,8 +36,13 @@ def render_dockerfile(p: Prepared, base_tag: str) -> str:
     created = iso_time(source_date_epoch())
     base_env = (p.base.config_json.get("config") or {}).get("Env", [])
     return env.from_string(template).render(
-        namespace=p.source.name, base=base_tag, framework_dir=FRAMEWORK_DIR, deps_dir=DEPS_DIR, app_dir=APP_DIR,
-        has_deps=bool(p.deps_text), user=USER,
+        namespace=p.source.name,
+        base=base_tag,
+        framework_dir=FRAMEWORK_DIR,
+        deps_dir=DEPS_DIR,
+        app_dir=APP_DIR,
+        has_deps=bool(p.deps_text),
+        user=USER,
         env=[(k, v) for k, v in environment(p.source, base_env) if f"{k}={v}" not in base_env],
         labels=sorted(labels(p.source, p.tools, p.lock, created).items()),
         entrypoint="[" + ", ".join(docker_quote(a) for a in entrypoint(p.info)) + "]",
@@ -46,6 +51,7 @@ def render_dockerfile(p: Prepared, base_tag: str) -> str:
 
 def _link_tree(src: Path, dest: Path) -> None:
     """The build context: hard links (fast, no copy) of the cached trees, minus bytecode."""
+
     def ignore(_: str, names: list[str]) -> list[str]:
         return [n for n in names if n == "__pycache__" or n.endswith(".pyc")]
 
@@ -78,7 +84,11 @@ def build_with_docker(builder: Builder, folder: Path) -> dict[str, Any]:
             raise DaemonError(f"docker build of {p.source.name!r} failed: {exc}") from None
     p.timings["docker_build"] = time.perf_counter() - started
     return {
-        "namespace": p.source.name, "engine": "docker", "image_id": image.id, "tags": [tag],
-        "size": image.attrs.get("Size"), "tools": [t["name"] for t in p.tools],
+        "namespace": p.source.name,
+        "engine": "docker",
+        "image_id": image.id,
+        "tags": [tag],
+        "size": image.attrs.get("Size"),
+        "tools": [t["name"] for t in p.tools],
         "timings_ms": {k: round(v * 1000, 1) for k, v in p.timings.items()},
     }

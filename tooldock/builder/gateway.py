@@ -13,15 +13,14 @@ from importlib import metadata
 from pathlib import Path
 
 import tooldock
-
-from .blobs import cache_key
-from .build import Builder, BuildResult, entries_key
-from .imageconfig import USER
-from .install import compile_tree, install_lock, tree
-from .lock import Target, dated_lock
-from .oci import assemble, write_layout
-from .schema import interpreter_for
-from .tarball import Entry, entries_from_dir, iso_time, source_date_epoch
+from tooldock.builder.blobs import cache_key
+from tooldock.builder.build import Builder, BuildResult, entries_key
+from tooldock.builder.imageconfig import USER
+from tooldock.builder.install import filler, tree
+from tooldock.builder.lock import Target, dated_lock
+from tooldock.builder.oci import assemble, write_layout
+from tooldock.builder.schema import interpreter_for
+from tooldock.builder.tarball import Entry, entries_from_dir, iso_time, source_date_epoch
 
 PACKAGES_DIR, SOURCE_DIR = "/opt/tooldock/gateway/packages", "/opt/tooldock/gateway/src"
 NAME = "tooldock-gateway"
@@ -35,8 +34,11 @@ def requirements() -> str:
 
 def _source_entries() -> list[Entry]:
     package = Path(tooldock.__file__).resolve().parent
-    return [e for e in entries_from_dir(package, f"{SOURCE_DIR}/tooldock")
-            if not e.path.endswith((".sock",)) and "/__pycache__" not in e.path]
+    return [
+        e
+        for e in entries_from_dir(package, f"{SOURCE_DIR}/tooldock")
+        if not e.path.endswith((".sock",)) and "/__pycache__" not in e.path
+    ]
 
 
 def build_gateway(builder: Builder) -> BuildResult:
@@ -49,7 +51,7 @@ def build_gateway(builder: Builder) -> BuildResult:
     timings["lock"] = time.perf_counter() - started
     python = interpreter_for(info.python)
     key = cache_key("gateway", lock, str(target))
-    packages, _ = tree(cache, "gateway", key, lambda d: (install_lock(lock, d, target), compile_tree(d, python)))
+    packages, _ = tree(cache, "gateway", key, filler(lock, target, python))
     timings["install"] = time.perf_counter() - started - timings["lock"]
 
     deps_layer, deps_hit = builder.store.layer(key, lambda: entries_from_dir(packages, PACKAGES_DIR))
@@ -59,40 +61,64 @@ def build_gateway(builder: Builder) -> BuildResult:
     base_config = base.config_json
     inner = base_config.get("config") or {}
     config = {
-        "architecture": base_config.get("architecture", "amd64"), "os": base_config.get("os", "linux"),
+        "architecture": base_config.get("architecture", "amd64"),
+        "os": base_config.get("os", "linux"),
         "created": created,
         "config": {
-            "User": USER, "WorkingDir": "/",
-            "Env": [*(e for e in inner.get("Env", []) if not e.startswith("PYTHONPATH=")),
-                    f"PYTHONPATH={SOURCE_DIR}:{PACKAGES_DIR}", "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1",
-                    "TOOLDOCK_STATE_DIR=/var/lib/tooldock", "UV_CACHE_DIR=/var/lib/tooldock/uv-cache",
-                    "HOME=/home/nonroot"],
+            "User": USER,
+            "WorkingDir": "/",
+            "Env": [
+                *(e for e in inner.get("Env", []) if not e.startswith("PYTHONPATH=")),
+                f"PYTHONPATH={SOURCE_DIR}:{PACKAGES_DIR}",
+                "PYTHONDONTWRITEBYTECODE=1",
+                "PYTHONUNBUFFERED=1",
+                "TOOLDOCK_STATE_DIR=/var/lib/tooldock",
+                "UV_CACHE_DIR=/var/lib/tooldock/uv-cache",
+                "HOME=/home/nonroot",
+            ],
             "Entrypoint": [info.python_bin, "-s", "-m", "tooldock.cli"],
             "Cmd": ["serve", "/tools", "--host", "0.0.0.0"],
             "ExposedPorts": {"8000/tcp": {}},
             "Volumes": {"/tools": {}, "/var/lib/tooldock": {}},
-            "Labels": {**(inner.get("Labels") or {}), "io.tooldock.gateway": tooldock.__version__,
-                       "org.opencontainers.image.title": NAME, "org.opencontainers.image.version": tooldock.__version__,
-                       "org.opencontainers.image.created": created},
+            "Labels": {
+                **(inner.get("Labels") or {}),
+                "io.tooldock.gateway": tooldock.__version__,
+                "org.opencontainers.image.title": NAME,
+                "org.opencontainers.image.version": tooldock.__version__,
+                "org.opencontainers.image.created": created,
+            },
         },
-        "rootfs": {"type": "layers", "diff_ids": [*(base_config.get("rootfs") or {}).get("diff_ids", []),
-                                                  deps_layer.diff_id, src_layer.diff_id]},
-        "history": [*base_config.get("history", []),
-                    {"created": created, "created_by": "tooldock build --gateway: dependencies"},
-                    {"created": created, "created_by": "tooldock build --gateway: tooldock"}],
+        "rootfs": {
+            "type": "layers",
+            "diff_ids": [*(base_config.get("rootfs") or {}).get("diff_ids", []), deps_layer.diff_id, src_layer.diff_id],
+        },
+        "history": [
+            *base_config.get("history", []),
+            {"created": created, "created_by": "tooldock build --gateway: dependencies"},
+            {"created": created, "created_by": "tooldock build --gateway: tooldock"},
+        ],
     }
-    image = assemble(builder.store, config, [*base.layers, deps_layer, src_layer],
-                     {"org.opencontainers.image.created": created, "org.opencontainers.image.title": NAME})
+    image = assemble(
+        builder.store,
+        config,
+        [*base.layers, deps_layer, src_layer],
+        {"org.opencontainers.image.created": created, "org.opencontainers.image.title": NAME},
+    )
     layout = builder.options.output / NAME
     write_layout(layout, builder.store, image, tooldock.__version__)
     timings["total"] = time.perf_counter() - started
     return BuildResult(
-        NAME, image, tooldock.__version__, layout, [], hashlib.sha256(lock.encode()).hexdigest(),
+        NAME,
+        image,
+        tooldock.__version__,
+        layout,
+        [],
+        hashlib.sha256(lock.encode()).hexdigest(),
         [{"name": "base", "digest": layer.digest, "size": layer.size, "cached": True} for layer in base.layers]
-        + [{"name": "gateway-deps", "digest": deps_layer.digest, "size": deps_layer.size, "cached": deps_hit},
-           {"name": "gateway", "digest": src_layer.digest, "size": src_layer.size, "cached": src_hit}],
+        + [
+            {"name": "gateway-deps", "digest": deps_layer.digest, "size": deps_layer.size, "cached": deps_hit},
+            {"name": "gateway", "digest": src_layer.digest, "size": src_layer.size, "cached": src_hit},
+        ],
         timings,
         repository="tooldock/gateway",
     )
-
-

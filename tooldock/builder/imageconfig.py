@@ -8,22 +8,31 @@ import json
 from typing import Any
 
 import tooldock
-
-from ..namespace.config import config_to_dict
-from ..namespace.models import NamespaceSource
-from ..worker.protocol import PROTOCOL_VERSION
-from .base import BaseInfo
+from tooldock.builder.base import BaseInfo
+from tooldock.namespace.config import config_to_dict
+from tooldock.namespace.models import NamespaceSource
+from tooldock.worker.protocol import PROTOCOL_VERSION
 
 FRAMEWORK_DIR, DEPS_DIR, APP_DIR = "/opt/tooldock/framework", "/opt/tooldock/deps", "/app"
 USER = "65532:65532"
 
 
 def environment(source: NamespaceSource, base_env: list[str]) -> list[tuple[str, str]]:
-    pairs = [tuple(e.split("=", 1)) for e in base_env if "=" in e and not e.startswith("PYTHONPATH=")]
-    pairs += [("PYTHONPATH", f"{DEPS_DIR}:{FRAMEWORK_DIR}"), ("PYTHONDONTWRITEBYTECODE", "1"),
-              ("PYTHONUNBUFFERED", "1"), ("TOOLDOCK_NAMESPACE", source.name), ("TOOLDOCK_APP_DIR", APP_DIR)]
+    pairs = [_pair(e) for e in base_env if "=" in e and not e.startswith("PYTHONPATH=")]
+    pairs += [
+        ("PYTHONPATH", f"{DEPS_DIR}:{FRAMEWORK_DIR}"),
+        ("PYTHONDONTWRITEBYTECODE", "1"),
+        ("PYTHONUNBUFFERED", "1"),
+        ("TOOLDOCK_NAMESPACE", source.name),
+        ("TOOLDOCK_APP_DIR", APP_DIR),
+    ]
     pairs += list(source.config.env)
-    return pairs  # type: ignore[return-value]
+    return pairs
+
+
+def _pair(assignment: str) -> tuple[str, str]:
+    key, _, value = assignment.partition("=")
+    return key, value
 
 
 def labels(source: NamespaceSource, tools: list[dict[str, Any]], lock: str, created: str) -> dict[str, str]:

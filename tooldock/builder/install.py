@@ -15,14 +15,16 @@ from pathlib import Path
 
 from uv import find_uv_bin
 
-from .lock import LockError, Target, uv_env
+from tooldock.builder.lock import LockError, Target, uv_env
 
 
 def compile_tree(dest: Path, python: str) -> None:
     """Byte-compile a cached tree so build-time schema extraction imports fast. Layers never include
     the bytecode (`tarball` skips it); hash-based pycs keep the tree independent of mtimes."""
-    subprocess.run([python, "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "unchecked-hash", str(dest)],
-                   capture_output=True)
+    subprocess.run(
+        [python, "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "unchecked-hash", str(dest)],
+        capture_output=True,
+    )
 
 
 def install_lock(lock_text: str, dest: Path, target: Target) -> None:
@@ -33,14 +35,41 @@ def install_lock(lock_text: str, dest: Path, target: Target) -> None:
         req.write(lock_text)
         req.flush()
         proc = subprocess.run(
-            [find_uv_bin(), "pip", "install", "--quiet", "--target", str(dest), "--no-deps", "--require-hashes",
-             "--link-mode", "copy", "--python-version", target.python, "--python-platform", target.platform,
-             "-r", req.name],
-            capture_output=True, text=True, env=uv_env(),
+            [
+                find_uv_bin(),
+                "pip",
+                "install",
+                "--quiet",
+                "--target",
+                str(dest),
+                "--no-deps",
+                "--require-hashes",
+                "--link-mode",
+                "copy",
+                "--python-version",
+                target.python,
+                "--python-platform",
+                target.platform,
+                "-r",
+                req.name,
+            ],
+            capture_output=True,
+            text=True,
+            env=uv_env(),
         )
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.strip().splitlines()[-12:])
         raise LockError(f"installing the locked packages failed:\n{tail}")
+
+
+def filler(lock_text: str, target: Target, python: str) -> Callable[[Path], None]:
+    """A `tree` fill: install the locked packages into the directory, then byte-compile them."""
+
+    def fill(dest: Path) -> None:
+        install_lock(lock_text, dest, target)
+        compile_tree(dest, python)
+
+    return fill
 
 
 def tree(cache: Path, kind: str, key: str, fill: Callable[[Path], None]) -> tuple[Path, bool]:

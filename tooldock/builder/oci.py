@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import BuilderError
-from .blobs import BlobStore, atomic_write
-from .tarball import Layer
+from tooldock.builder.blobs import BlobStore, atomic_write
+from tooldock.builder.tarball import Layer
+from tooldock.errors import BuilderError
 
 MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 CONFIG = "application/vnd.oci.image.config.v1+json"
@@ -58,14 +58,20 @@ def assemble(store: BlobStore, config: dict[str, Any], layers: list[Layer], anno
 
 
 def index_json(image: Image, ref: str) -> bytes:
-    return canonical({
-        "schemaVersion": 2,
-        "mediaType": INDEX,
-        "manifests": [{
-            "mediaType": MANIFEST, "digest": image.manifest_digest, "size": len(image.manifest),
-            "annotations": {REF_NAME: ref},
-        }],
-    })
+    return canonical(
+        {
+            "schemaVersion": 2,
+            "mediaType": INDEX,
+            "manifests": [
+                {
+                    "mediaType": MANIFEST,
+                    "digest": image.manifest_digest,
+                    "size": len(image.manifest),
+                    "annotations": {REF_NAME: ref},
+                }
+            ],
+        }
+    )
 
 
 def write_layout(dest: Path, store: BlobStore, image: Image, ref: str) -> None:
@@ -114,7 +120,10 @@ def read_layout(path: Path, store: BlobStore) -> Image:
         store.add_file(path / "blobs" / d["digest"].replace(":", "/"), d["digest"])
         layers.append(Layer(d["digest"], "", d["size"], d["mediaType"]))
     diff_ids = json.loads(config_bytes).get("rootfs", {}).get("diff_ids", [])
-    layers = [Layer(layer.digest, diff_ids[i] if i < len(diff_ids) else "", layer.size, layer.media_type) for i, layer in enumerate(layers)]
+    layers = [
+        Layer(layer.digest, diff_ids[i] if i < len(diff_ids) else "", layer.size, layer.media_type)
+        for i, layer in enumerate(layers)
+    ]
     return Image(manifest_bytes, store.put(manifest_bytes), config_bytes, store.put(config_bytes), tuple(layers))
 
 

@@ -13,15 +13,19 @@ import base64
 import ipaddress
 import os
 import re
+from collections.abc import Generator
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 
-from ..errors import BuilderError
-from .blobs import BlobStore
-from .oci import MANIFEST, Image, assemble_from_registry
+from tooldock.builder.blobs import BlobStore
+from tooldock.builder.oci import MANIFEST, Image, assemble_from_registry
+from tooldock.errors import BuilderError
 
-_REF_RE = re.compile(r"^(?P<host>[A-Za-z0-9.-]+(:[0-9]+)?|\[[0-9a-fA-F:]+\](:[0-9]+)?)/(?P<path>[a-z0-9]+([._/-][a-z0-9]+)*)$")
+_REF_RE = re.compile(
+    r"^(?P<host>[A-Za-z0-9.-]+(:[0-9]+)?|\[[0-9a-fA-F:]+\](:[0-9]+)?)/(?P<path>[a-z0-9]+([._/-][a-z0-9]+)*)$"
+)
 
 
 class RegistryError(BuilderError):
@@ -47,7 +51,7 @@ def parse_target(target: str) -> tuple[str, str]:
 
 
 def _scheme(host: str) -> str:
-    name = host.rsplit(":", 1)[0].strip("[]") if not host.startswith("[") else host[1:host.index("]")]
+    name = host.rsplit(":", 1)[0].strip("[]") if not host.startswith("[") else host[1 : host.index("]")]
     if name == "localhost":
         return "http"
     try:
@@ -68,7 +72,7 @@ class _Auth(httpx.Auth):
         self.password = os.environ.get("TOOLDOCK_REGISTRY_PASSWORD")
         self.header: str | None = None
 
-    def auth_flow(self, request):
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
         if self.header:
             request.headers["Authorization"] = self.header
         response = yield request
@@ -88,7 +92,9 @@ class _Auth(httpx.Auth):
         elif scheme.lower() == "basic" and self.user:
             self.header = _basic(self.user, self.password or "")
         else:
-            raise RegistryError("the registry wants credentials: set TOOLDOCK_REGISTRY_USERNAME and TOOLDOCK_REGISTRY_PASSWORD")
+            raise RegistryError(
+                "the registry wants credentials: set TOOLDOCK_REGISTRY_USERNAME and TOOLDOCK_REGISTRY_PASSWORD"
+            )
         request.headers["Authorization"] = self.header
         yield request
 
@@ -107,11 +113,16 @@ def push(store: BlobStore, image: Image, target: str, namespace: str, tag: str) 
                     continue
                 start = client.post(f"{base}/blobs/uploads/")
                 if start.status_code != 202 or "location" not in start.headers:
-                    raise RegistryError(f"registry refused an upload to {repository} ({start.status_code}): {start.text[:200]}")
+                    raise RegistryError(
+                        f"registry refused an upload to {repository} ({start.status_code}): {start.text[:200]}"
+                    )
                 location = httpx.URL(f"{base}/").join(start.headers["location"])
-                done = client.put(location, params={**dict(location.params), "digest": digest},
-                                  content=store.path(digest).read_bytes(),
-                                  headers={"Content-Type": "application/octet-stream"})
+                done = client.put(
+                    location,
+                    params={**dict(location.params), "digest": digest},
+                    content=store.path(digest).read_bytes(),
+                    headers={"Content-Type": "application/octet-stream"},
+                )
                 if done.status_code != 201:
                     raise RegistryError(f"upload of {digest} failed ({done.status_code}): {done.text[:200]}")
                 result.uploaded.append(digest)
@@ -126,12 +137,18 @@ def push(store: BlobStore, image: Image, target: str, namespace: str, tag: str) 
     return result
 
 
-_ACCEPT = ", ".join([
-    "application/vnd.oci.image.manifest.v1+json", "application/vnd.oci.image.index.v1+json",
-    "application/vnd.docker.distribution.manifest.v2+json", "application/vnd.docker.distribution.manifest.list.v2+json",
-])
+_ACCEPT = ", ".join(
+    [
+        "application/vnd.oci.image.manifest.v1+json",
+        "application/vnd.oci.image.index.v1+json",
+        "application/vnd.docker.distribution.manifest.v2+json",
+        "application/vnd.docker.distribution.manifest.list.v2+json",
+    ]
+)
 OCI_LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
-_IMAGE_REF_RE = re.compile(r"^(?P<host>[^/]+)/(?P<path>[a-z0-9]+(?:[._/-][a-z0-9]+)*)(?::(?P<tag>[\w][\w.-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?$")
+_IMAGE_REF_RE = re.compile(
+    r"^(?P<host>[^/]+)/(?P<path>[a-z0-9]+(?:[._/-][a-z0-9]+)*)(?::(?P<tag>[\w][\w.-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?$"
+)
 
 
 def looks_like_registry_ref(ref: str) -> bool:
@@ -143,25 +160,36 @@ def pull(store: BlobStore, ref: str, architecture: str) -> Image:
     """Fetch a single-platform image (picking `linux/<architecture>` from an index) into `store`."""
     match = _IMAGE_REF_RE.match(ref)
     if not match:
-        raise RegistryError(f"--base {ref!r}: expected REGISTRY/REPOSITORY[:TAG][@sha256:...], e.g. 127.0.0.1:5000/bases/python:3.11")
+        raise RegistryError(
+            f"--base {ref!r}: expected REGISTRY/REPOSITORY[:TAG][@sha256:...], e.g. 127.0.0.1:5000/bases/python:3.11"
+        )
     host, path = match.group("host"), match.group("path")
     reference = match.group("digest") or match.group("tag") or "latest"
     base = f"{_scheme(host)}://{host}/v2/{path}"
     try:
         with httpx.Client(auth=_Auth(), timeout=httpx.Timeout(30, read=300), follow_redirects=True) as client:
-            def get(url: str, **kw) -> httpx.Response:
+
+            def get(url: str, **kw: Any) -> httpx.Response:
                 response = client.get(url, **kw)
                 if response.status_code == 404:
-                    raise RegistryError(f"base image {ref} not found in the registry (404 for {url.rsplit('/v2/', 1)[-1]})")
+                    raise RegistryError(
+                        f"base image {ref} not found in the registry (404 for {url.rsplit('/v2/', 1)[-1]})"
+                    )
                 if response.status_code != 200:
                     raise RegistryError(f"registry answered {response.status_code} for {url}: {response.text[:200]}")
                 return response
 
             manifest = get(f"{base}/manifests/{reference}", headers={"Accept": _ACCEPT}).json()
             if "manifests" in manifest:  # an index: pick our platform
-                chosen = next((m for m in manifest["manifests"]
-                               if (m.get("platform") or {}).get("os") == "linux"
-                               and (m.get("platform") or {}).get("architecture") == architecture), None)
+                chosen = next(
+                    (
+                        m
+                        for m in manifest["manifests"]
+                        if (m.get("platform") or {}).get("os") == "linux"
+                        and (m.get("platform") or {}).get("architecture") == architecture
+                    ),
+                    None,
+                )
                 if chosen is None:
                     raise RegistryError(f"base image {ref} has no linux/{architecture} variant")
                 manifest = get(f"{base}/manifests/{chosen['digest']}", headers={"Accept": _ACCEPT}).json()

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..errors import BuilderError
+from tooldock.errors import BuilderError
 
 
 class SchemaError(BuilderError):
@@ -86,11 +86,17 @@ def _via_zygote(python: str, folder: Path, files: list[str], path: list[Path]) -
             if attempt:
                 return None
         idle = os.environ.get("TOOLDOCK_SCHEMA_ZYGOTE_IDLE", "300")
-        _zygotes.append(subprocess.Popen(
-            [python, "-S", "-m", "tooldock.worker.zygote", "--socket", str(sock_path), "--idle", idle],
-            env=_env(path), cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, start_new_session=True,
-        ))
+        _zygotes.append(
+            subprocess.Popen(
+                [python, "-S", "-m", "tooldock.worker.zygote", "--socket", str(sock_path), "--idle", idle],
+                env=_env(path),
+                cwd="/",
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        )
         deadline = time.monotonic() + 60
         while not sock_path.exists() and _zygotes[-1].poll() is None and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -106,5 +112,7 @@ def extract(python: str, folder: Path, files: list[str], path: list[Path]) -> li
     failed = described.get("failed_files") or []
     if failed:
         lines = "\n".join(f"  {p['file']}:{p.get('line') or '-'}: {p['message']}" for p in failed)
-        raise SchemaError(f"namespace {folder.name!r}: some tool files fail to import with the locked packages:\n{lines}")
+        raise SchemaError(
+            f"namespace {folder.name!r}: some tool files fail to import with the locked packages:\n{lines}"
+        )
     return described["tools"]

@@ -13,9 +13,10 @@ import io
 import os
 import stat
 import tarfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 SKIP_NAMES = frozenset({"__pycache__", ".git", ".DS_Store"})
 
@@ -32,7 +33,7 @@ def source_date_epoch() -> int:
 
 def iso_time(epoch: int) -> str:
     """The image's `created` timestamps: the same epoch as the layers' mtimes."""
-    return datetime.datetime.fromtimestamp(epoch, tz=datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.datetime.fromtimestamp(epoch, tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,14 @@ class Entry:
     is_dir: bool = False
     owner: int = 0  # uid and gid; everything is root's unless a recipe says otherwise
 
+    def content(self) -> bytes:
+        """A file entry's bytes: given, or read from its source."""
+        if self.data is not None:
+            return self.data
+        if self.source is None:
+            raise ValueError(f"{self.path}: a file entry needs data or a source")
+        return self.source.read_bytes()
+
 
 @dataclass(frozen=True)
 class Layer:
@@ -56,11 +65,13 @@ class Layer:
     media_type: str = "application/vnd.oci.image.layer.v1.tar+gzip"
 
 
-def entries_from_dir(root: Path, prefix: str, skip=lambda rel: False) -> list[Entry]:
+def entries_from_dir(root: Path, prefix: str, skip: Callable[[str], bool] = lambda rel: False) -> list[Entry]:
     """Every file, directory and symlink under `root`, placed under `prefix` in the image."""
     entries = []
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_NAMES and not skip(os.path.relpath(os.path.join(dirpath, d), root)))
+        dirnames[:] = sorted(
+            d for d in dirnames if d not in SKIP_NAMES and not skip(os.path.relpath(os.path.join(dirpath, d), root))
+        )
         base = Path(dirpath)
         rel_dir = base.relative_to(root).as_posix()
         if rel_dir != ".":
@@ -91,7 +102,7 @@ def write_entries(entries: Iterable[Entry], strip: str, dest: Path) -> None:
         if entry.target is not None:
             target.symlink_to(entry.target)
         else:
-            target.write_bytes(entry.data if entry.data is not None else entry.source.read_bytes())  # type: ignore[union-attr]
+            target.write_bytes(entry.content())
 
 
 def _parents(entries: Iterable[Entry]) -> list[Entry]:
@@ -114,26 +125,26 @@ def write_layer(entries: list[Entry], out: io.BufferedIOBase, mtime: int | None 
     size = 0
 
     class Hashing(io.RawIOBase):
-        def write(self, b):  # type: ignore[override]
+        def write(self, b: Any) -> int:  # Any: io's own signature takes any buffer
             nonlocal size
             gz_hash.update(b)
             size += len(b)
             out.write(b)
             return len(b)
 
-        def writable(self):
+        def writable(self) -> bool:
             return True
 
     sink = Hashing()
     with gzip.GzipFile(filename="", mode="wb", fileobj=sink, mtime=0, compresslevel=6) as gz:
 
         class Tee(io.RawIOBase):
-            def write(self, b):  # type: ignore[override]
+            def write(self, b: Any) -> int:  # Any: io's own signature takes any buffer
                 raw_hash.update(b)
                 gz.write(b)
                 return len(b)
 
-            def writable(self):
+            def writable(self) -> bool:
                 return True
 
         with tarfile.open(fileobj=Tee(), mode="w|", format=tarfile.PAX_FORMAT) as tar:
@@ -148,7 +159,7 @@ def write_layer(entries: list[Entry], out: io.BufferedIOBase, mtime: int | None 
                     info.type, info.linkname, info.mode = tarfile.SYMTYPE, e.target, 0o777
                     tar.addfile(info)
                 else:
-                    data = e.data if e.data is not None else e.source.read_bytes()  # type: ignore[union-attr]
+                    data = e.content()
                     info.size = len(data)
                     tar.addfile(info, io.BytesIO(data))
     return f"sha256:{gz_hash.hexdigest()}", f"sha256:{raw_hash.hexdigest()}", size

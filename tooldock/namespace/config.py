@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from .models import Limits, NamespaceConfig, Problem
+from tooldock.namespace.models import Limits, NamespaceConfig, Problem
 
 CONFIG_FILE = "tooldock.yaml"
 _ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -67,8 +67,7 @@ def parse_config(data: Any) -> NamespaceConfig:
     unknown = set(data) - KNOWN_KEYS
     if unknown:
         raise ConfigError(
-            f"unknown key(s): {', '.join(sorted(map(str, unknown)))}; known keys are "
-            + ", ".join(sorted(KNOWN_KEYS))
+            f"unknown key(s): {', '.join(sorted(map(str, unknown)))}; known keys are " + ", ".join(sorted(KNOWN_KEYS))
         )
     secrets = data.get("secrets") or []
     if not isinstance(secrets, list) or not all(isinstance(s, str) and _ENV_KEY_RE.match(s) for s in secrets):
@@ -107,8 +106,12 @@ def config_to_dict(cfg: NamespaceConfig) -> dict[str, Any]:
     """The inverse of `parse_config`: what an image carries in its `io.tooldock.config` label."""
     limits = {k: v for k, v in vars(cfg.limits).items() if v is not None}
     data: dict[str, Any] = {
-        "description": cfg.description, "version": cfg.version, "author": cfg.author,
-        "secrets": list(cfg.secrets), "env": dict(cfg.env), "network": cfg.network,
+        "description": cfg.description,
+        "version": cfg.version,
+        "author": cfg.author,
+        "secrets": list(cfg.secrets),
+        "env": dict(cfg.env),
+        "network": cfg.network,
     }
     if limits:
         data["limits"] = limits

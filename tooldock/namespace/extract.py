@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 from fastmcp import Context
 from fastmcp.prompts import Prompt
@@ -22,7 +22,7 @@ from fastmcp.server.providers.filesystem_discovery import extract_components
 from fastmcp.tools import Tool
 from fastmcp.utilities.types import find_kwarg_by_type
 
-from .models import Problem
+from tooldock.namespace.models import Problem
 
 # The fields of an MCP `Tool` that ToolDock pre-extracts and serves (seed 000, "Tools method compliance").
 DESCRIPTOR_FIELDS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations", "icons")
@@ -110,9 +110,11 @@ def load_namespace(folder: Path, filenames: Iterable[str]) -> LoadedNamespace:
             loaded.failed.append(_import_problem(path, exc))
             continue
         try:
-            components = extract_components(_OwnObjects(module))
+            components = extract_components(cast(ModuleType, _OwnObjects(module)))  # duck-typed: see _OwnObjects
         except Exception as exc:  # fastmcp rejects some signatures; report which
-            loaded.failed.append(Problem(path.name, f"invalid tool, resource or prompt: {exc}", _line_of(exc, path), "invalid_tool"))
+            loaded.failed.append(
+                Problem(path.name, f"invalid tool, resource or prompt: {exc}", _line_of(exc, path), "invalid_tool")
+            )
             continue
         for component in components:
             problem = _add(loaded, component)
@@ -126,7 +128,10 @@ class _OwnObjects:
 
     def __init__(self, module: ModuleType) -> None:
         for name, obj in vars(module).items():
-            if getattr(obj, "__module__", None) == module.__name__ or getattr(getattr(obj, "fn", None), "__module__", None) == module.__name__:
+            if (
+                getattr(obj, "__module__", None) == module.__name__
+                or getattr(getattr(obj, "fn", None), "__module__", None) == module.__name__
+            ):
                 setattr(self, name, obj)
 
 

@@ -18,9 +18,7 @@ def validate_namespace_name(name: str) -> str:
     if name in RESERVED:
         raise NamespaceNameError(f"namespace name {name!r} is reserved; choose another name")
     if not name or len(name) > MAX_NAMESPACE_LEN:
-        raise NamespaceNameError(
-            f"namespace name must be 1-{MAX_NAMESPACE_LEN} characters long, got {len(name)}"
-        )
+        raise NamespaceNameError(f"namespace name must be 1-{MAX_NAMESPACE_LEN} characters long, got {len(name)}")
     if not NAMESPACE_RE.match(name):
         raise NamespaceNameError(
             f"invalid namespace name {name!r}: use lowercase letters, digits and hyphens, "

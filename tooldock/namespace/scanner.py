@@ -12,10 +12,10 @@ import hashlib
 import os
 from pathlib import Path
 
-from .config import read_config
-from .models import NamespaceSource, Problem, ScanResult, ToolFile
-from .names import NamespaceNameError, validate_namespace_name
-from .validate import validate_source
+from tooldock.namespace.config import read_config
+from tooldock.namespace.models import NamespaceSource, Problem, ScanResult, ToolFile
+from tooldock.namespace.names import NamespaceNameError, validate_namespace_name
+from tooldock.namespace.validate import validate_source
 
 REQUIREMENTS_FILE = "requirements.txt"
 MAX_TOOL_FILE_BYTES = 1_000_000

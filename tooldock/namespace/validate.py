@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from .models import Problem
+from tooldock.namespace.models import Problem
 
 
 @dataclass(frozen=True)
@@ -55,8 +55,7 @@ def _param_problems(filename: str, fn: ast.FunctionDef | ast.AsyncFunctionDef) -
             problems.append(
                 Problem(
                     filename,
-                    f"tool {fn.name!r}: parameter {arg.arg!r} has no type hint; "
-                    f"add one, e.g. '{arg.arg}: str'",
+                    f"tool {fn.name!r}: parameter {arg.arg!r} has no type hint; add one, e.g. '{arg.arg}: str'",
                     arg.lineno,
                     "missing_type_hint",
                 )

@@ -6,28 +6,30 @@ import asyncio
 import contextlib
 import signal
 import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
+from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 import tooldock
-
-from ..errors import BadRequest, ToolDockError
-from .auth import BearerAuth
-from .docs import DocsPages
-from .engine import Engine
-from .legacy import MESSAGES_PATH, LegacySse
-from .mcp import McpHub
-from .process import ProcessBackend
-from .registry import Registry
-from .responses import error_response
-from .rest import create_router
-from .settings import Settings
+from tooldock.errors import BadRequest, ToolDockError
+from tooldock.runtime.backend import Backend, Watching
+from tooldock.runtime.backends.process import ProcessBackend
+from tooldock.runtime.engine import Engine
+from tooldock.runtime.http.auth import BearerAuth
+from tooldock.runtime.http.docs import DocsPages
+from tooldock.runtime.http.responses import error_response
+from tooldock.runtime.http.rest import create_router
+from tooldock.runtime.mcp.legacy import MESSAGES_PATH, LegacySse
+from tooldock.runtime.mcp.server import McpHub
+from tooldock.runtime.registry import Registry
+from tooldock.runtime.settings import Settings
 
 
 class NamespacedEndpoint:
@@ -35,7 +37,7 @@ class NamespacedEndpoint:
     in ToolDock's error shape), then hand the raw ASGI request on: `/mcp` to the namespace's SDK session
     manager, `/sse` and `/messages` to the legacy transport."""
 
-    def __init__(self, engine: Engine, handler) -> None:
+    def __init__(self, engine: Engine, handler: Callable[[str, Scope, Receive, Send], Awaitable[None]]) -> None:
         self.engine, self.handler = engine, handler
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -65,9 +67,9 @@ def _install_sighup(registry: Registry) -> None:
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, on_hup)
 
 
-def _watch(backend, registry: Registry) -> None:
+def _watch(backend: Backend, registry: Registry) -> None:
     """Backends that can tell when namespaces change (docker events) trigger reloads, coalesced."""
-    if not hasattr(backend, "watch"):
+    if not isinstance(backend, Watching):
         return
     pending: set[asyncio.Task] = set()
     state = {"dirty": False}
@@ -91,16 +93,22 @@ def _watch(backend, registry: Registry) -> None:
     backend.watch(changed)
 
 
-def make_backend(name: str, settings: Settings, tools_dir: Path, read_only: bool = False):
+def make_backend(name: str, settings: Settings, tools_dir: Path, read_only: bool = False) -> Backend:
     if name == "docker":
-        from .docker_backend import DockerBackend
+        from tooldock.runtime.backends.docker import DockerBackend
 
         return DockerBackend(settings, read_only=read_only)
     return ProcessBackend(settings, tools_dir)
 
 
-def create_app(tools_dir: Path, settings: Settings, host: str = "127.0.0.1", url: str = "", backend_name: str = "process",
-               read_only: bool = False) -> FastAPI:
+def create_app(
+    tools_dir: Path,
+    settings: Settings,
+    host: str = "127.0.0.1",
+    url: str = "",
+    backend_name: str = "process",
+    read_only: bool = False,
+) -> FastAPI:
     backend = make_backend(backend_name, settings, tools_dir, read_only)
     registry = Registry(backend, settings)
     engine = Engine(registry, settings)
@@ -108,7 +116,7 @@ def create_app(tools_dir: Path, settings: Settings, host: str = "127.0.0.1", url
     registry.listeners.append(hub.tools_changed)
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: FastAPI):
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         report = await registry.reload()
         print(
             f"tooldock: serving {len(report['namespaces'])} namespace(s) from "
@@ -139,29 +147,32 @@ def create_app(tools_dir: Path, settings: Settings, host: str = "127.0.0.1", url
     app.state.registry, app.state.engine = registry, engine
 
     @app.exception_handler(ToolDockError)
-    async def on_tooldock_error(request: Request, err: ToolDockError):
+    async def on_tooldock_error(request: Request, err: ToolDockError) -> Response:
         return error_response(err)
 
     @app.exception_handler(HTTPException)
-    async def on_http_error(request: Request, exc: HTTPException):
+    async def on_http_error(request: Request, exc: HTTPException) -> Response:
         err = ToolDockError(str(exc.detail))
         err.status, err.code = exc.status_code, "not_found" if exc.status_code == 404 else "http_error"
         return error_response(err, dict(exc.headers or {}))
 
     @app.exception_handler(RequestValidationError)
-    async def on_validation_error(request: Request, exc: RequestValidationError):
+    async def on_validation_error(request: Request, exc: RequestValidationError) -> Response:
         return error_response(BadRequest(f"invalid request: {exc.errors()}"))
 
     app.include_router(create_router(engine, settings))
     for prefix in ("", "/ns/{namespace}"):
         legacy = LegacySse(hub, settings.max_body_bytes, in_path=bool(prefix))
-        app.router.routes.append(Route(f"{prefix}/mcp", endpoint=NamespacedEndpoint(engine, hub.handle),
-                                       methods=["GET", "POST", "DELETE"]))
+        app.router.routes.append(
+            Route(f"{prefix}/mcp", endpoint=NamespacedEndpoint(engine, hub.handle), methods=["GET", "POST", "DELETE"])
+        )
         if settings.enable_legacy_mcp:
-            app.router.routes.append(Route(f"{prefix}/sse", endpoint=NamespacedEndpoint(engine, legacy.stream),
-                                           methods=["GET"]))
-            app.router.routes.append(Route(f"{prefix}{MESSAGES_PATH}",
-                                           endpoint=NamespacedEndpoint(engine, legacy.message), methods=["POST"]))
+            app.router.routes.append(
+                Route(f"{prefix}/sse", endpoint=NamespacedEndpoint(engine, legacy.stream), methods=["GET"])
+            )
+            app.router.routes.append(
+                Route(f"{prefix}{MESSAGES_PATH}", endpoint=NamespacedEndpoint(engine, legacy.message), methods=["POST"])
+            )
     app.add_middleware(BearerAuth, token=settings.bearer_token)
     app.add_middleware(DocsPages)  # outermost: the Swagger UI pages load without a token (the documents need it)
     return app

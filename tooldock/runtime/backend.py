@@ -1,14 +1,15 @@
 """What every backend provides: turn a scanned namespace into a supervised worker the gateway can call.
 
-`process` (this package) runs workers as local processes; `docker` will run them as containers. The
-registry and the front ends only ever see these two protocols.
+`backends.process` runs workers as local processes, `backends.docker` as containers. The registry and the
+front ends only ever see these protocols.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol
+from collections.abc import Callable
+from typing import Any, Literal, Protocol, runtime_checkable
 
-from ..namespace.models import NamespaceSource, ScanResult
+from tooldock.namespace.models import NamespaceSource, ScanResult
 
 WorkerState = Literal["starting", "ready", "sleeping", "restarting", "crash_loop", "failed", "stopped"]
 
@@ -49,3 +50,10 @@ class Backend(Protocol):
     def create(self, source: NamespaceSource) -> Worker: ...
 
     async def close(self) -> None: ...
+
+
+@runtime_checkable
+class Watching(Protocol):
+    """A backend that can tell when its namespaces change by themselves (Docker events)."""
+
+    def watch(self, on_change: Callable[[], None]) -> None: ...

@@ -11,7 +11,7 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..errors import (
+from tooldock.errors import (
     ExecutionTimeout,
     InvalidArguments,
     MissingNamespace,
@@ -20,9 +20,9 @@ from ..errors import (
     ToolNotFound,
     WorkerRetired,
 )
-from ..namespace.names import NamespaceNameError, validate_namespace_name
-from .registry import NamespaceEntry, Registry
-from .settings import Settings
+from tooldock.namespace.names import NamespaceNameError, validate_namespace_name
+from tooldock.runtime.registry import NamespaceEntry, Registry
+from tooldock.runtime.settings import Settings
 
 
 class Engine:

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from ..errors import ReloadFailed
-from ..namespace.models import NamespaceSource, Problem
-from .backend import Backend, Worker
-from .settings import Settings
+from tooldock.errors import ReloadFailed
+from tooldock.namespace.models import NamespaceSource, Problem
+from tooldock.runtime.backend import Backend, Worker
+from tooldock.runtime.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,11 @@ class Registry:
             fresh: dict[str, tuple[NamespaceSource, Worker | None]] = {}
             for source in scan.namespaces:
                 previous = old.get(source.name)
-                if previous is not None and previous.source.fingerprint == source.fingerprint and previous.state not in ("crash_loop", "failed"):
+                if (
+                    previous is not None
+                    and previous.source.fingerprint == source.fingerprint
+                    and previous.state not in ("crash_loop", "failed")
+                ):
                     keep[source.name] = previous
                 else:
                     fresh[source.name] = (source, self.backend.create(source) if source.files else None)
@@ -105,14 +109,13 @@ class Registry:
             failed: dict[str, str] = {}
             for name, (source, worker) in fresh.items():
                 previous = old.get(name)
-                healthy = worker is None or worker.state == "ready"
-                if not healthy:
+                if worker is not None and worker.state != "ready":
                     failed[name] = worker.status().get("last_error") or worker.state
-                if not healthy and previous is not None and previous.state == "ready":
-                    # The old version keeps serving; the new one is reported and discarded.
-                    entries[name] = NamespaceEntry(previous.source, previous.worker, failed[name])
-                    retire.append(worker)
-                    continue
+                    if previous is not None and previous.state == "ready":
+                        # The old version keeps serving; the new one is reported and discarded.
+                        entries[name] = NamespaceEntry(previous.source, previous.worker, failed[name])
+                        retire.append(worker)
+                        continue
                 entries[name] = NamespaceEntry(source, worker)
                 if previous is not None and previous.worker is not None:
                     retire.append(previous.worker)

@@ -81,8 +81,10 @@ def _origins(raw: str) -> tuple[str, ...]:
         if not origin:
             continue
         if not _ORIGIN_RE.match(origin):
-            raise SettingsError(f"MCP_ALLOWED_ORIGINS: {part.strip()!r} is not an origin; "
-                                "use e.g. https://app.example.com,http://localhost:*")
+            raise SettingsError(
+                f"MCP_ALLOWED_ORIGINS: {part.strip()!r} is not an origin; "
+                "use e.g. https://app.example.com,http://localhost:*"
+            )
         origins.append(origin)
     return tuple(origins)
 

@@ -9,8 +9,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from ..errors import ToolDockError, WorkerCrashed, from_worker
-from ..worker import protocol
+from tooldock.errors import ToolDockError, WorkerCrashed, from_worker
+from tooldock.worker import protocol
 
 
 class ProtocolMismatch(ToolDockError):
@@ -18,14 +18,16 @@ class ProtocolMismatch(ToolDockError):
 
 
 class WorkerConnection:
-    def __init__(self, namespace: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, handshake: dict[str, Any]) -> None:
+    def __init__(
+        self, namespace: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, handshake: dict[str, Any]
+    ) -> None:
         self.namespace = namespace
         self.handshake = handshake
         self._reader, self._writer = reader, writer
         self._pending: dict[str, asyncio.Future[Any]] = {}
         # Per call: who handles the worker's `event` and `ask` messages for it (a Context tool's relay).
         self._handlers: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]] = {}
-        self._asks: set[asyncio.Task[Any]] = set()
+        self._background: set[asyncio.Task[Any]] = set()
         self._event_chains: dict[str, asyncio.Future[Any]] = {}  # per call: its latest event delivery
         self._ids = itertools.count(1)
         self._write_lock = asyncio.Lock()
@@ -104,18 +106,25 @@ class WorkerConnection:
                 reply["result"] = await handler(message) or {}
             except Exception as exc:  # the client refused or is gone: the tool gets an MCP error
                 code = getattr(getattr(exc, "error", None), "code", None)
-                reply["error"] = {"code": code if isinstance(code, int) else -32603, "message": str(exc) or type(exc).__name__}
+                reply["error"] = {
+                    "code": code if isinstance(code, int) else -32603,
+                    "message": str(exc) or type(exc).__name__,
+                }
             await self._send_quietly(reply)
 
         self._spawn(answer())
 
     def _spawn(self, work: Awaitable[Any]) -> None:
         task = asyncio.ensure_future(work)
-        self._asks.add(task)
-        task.add_done_callback(self._asks.discard)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
-    async def request(self, op: str, on_message: Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]] | None = None,
-                      **fields: Any) -> Any:
+    async def request(
+        self,
+        op: str,
+        on_message: Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]] | None = None,
+        **fields: Any,
+    ) -> Any:
         """Send one request and wait for its reply; raises the typed error the worker reported.
         `on_message` receives the call's `event` messages and answers its `ask` messages."""
         if self.closed.is_set():
@@ -133,7 +142,9 @@ class WorkerConnection:
         except asyncio.CancelledError:
             # The caller gave up (timeout or disconnect): tell the worker to stop working on it.
             if self._pending.pop(rid, None) is not None and not self.closed.is_set():
-                asyncio.create_task(self._send_quietly({"op": "cancel", "target": rid}))
+                cancel = asyncio.create_task(self._send_quietly({"op": "cancel", "target": rid}))
+                self._background.add(cancel)  # held until sent: the loop keeps only a weak reference
+                cancel.add_done_callback(self._background.discard)
             raise
         except ConnectionError as exc:
             self._pending.pop(rid, None)

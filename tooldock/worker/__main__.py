@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--describe", action="store_true", help="print the tool schemas as JSON and exit")
     args = parser.parse_args(argv)
 
-    from ..namespace.extract import load_namespace  # imports fastmcp: after argument errors are reported
+    from tooldock.namespace.extract import load_namespace  # imports fastmcp: after argument errors are reported
 
     folder = Path(args.dir)
     namespace = args.namespace or folder.resolve().name
@@ -29,7 +29,12 @@ def main(argv: list[str] | None = None) -> int:
     loaded = load_namespace(folder, files)
     if args.describe:
         json.dump(
-            {"namespace": namespace, "tools": loaded.descriptors, **loaded.surface(), "failed_files": [p.to_dict() for p in loaded.failed]},
+            {
+                "namespace": namespace,
+                "tools": loaded.descriptors,
+                **loaded.surface(),
+                "failed_files": [p.to_dict() for p in loaded.failed],
+            },
             sys.stdout,
             indent=2,
             sort_keys=True,
@@ -39,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     for problem in loaded.failed:
         print(f"[{namespace}] {problem.file}:{problem.line or '-'}: {problem.message}", file=sys.stderr, flush=True)
 
-    from .server import serve
+    from tooldock.worker.server import serve
 
     socket_path = Path(args.socket or f"/run/tooldock/{namespace}.sock")
     loop = asyncio.new_event_loop()

@@ -17,16 +17,17 @@ import contextlib
 import enum
 import inspect
 import typing
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from types import UnionType
 from typing import Any
 
 import mcp_types as types
 from fastmcp import FastMCP
 from fastmcp.client.transports.memory import FastMCPTransport
+from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 
-from ..namespace.extract import LoadedNamespace
+from tooldock.namespace.extract import LoadedNamespace
 
 Ask = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 Event = Callable[[str, dict[str, Any]], Awaitable[None]]
@@ -104,14 +105,16 @@ class Bridge:
             self.server.add_prompt(prompt)
 
     @contextlib.asynccontextmanager
-    async def session(self, **kwargs: Any):
+    async def session(self, **kwargs: Any) -> AsyncIterator[ClientSession]:
         async with FastMCPTransport(self.server).connect_session(**kwargs) as session:
             await session.initialize()
             yield session
 
-    async def call_tool(self, name: str, arguments: dict[str, Any], relay: Relay, progress: bool, log_level: str | None) -> dict[str, Any]:
-        async def on_progress(value: float, total: float | None, message: str | None) -> None:
-            await relay.event("progress", {"progress": value, "total": total, "message": message})
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], relay: Relay, progress: bool, log_level: str | None
+    ) -> dict[str, Any]:
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            await relay.event("progress", {"progress": progress, "total": total, "message": message})
 
         async with self.session(**relay.session_kwargs()) as session:
             if log_level:

@@ -30,10 +30,20 @@ from typing import Any
 PROTOCOL_VERSION = 2
 MAX_LINE_BYTES = 16 * 1024 * 1024
 
-OPS = frozenset({
-    "tools.list", "tools.get_schema", "tools.call", "ping", "shutdown", "cancel",
-    "resources.read", "prompts.get", "completion.complete", "answer",
-})
+OPS = frozenset(
+    {
+        "tools.list",
+        "tools.get_schema",
+        "tools.call",
+        "ping",
+        "shutdown",
+        "cancel",
+        "resources.read",
+        "prompts.get",
+        "completion.complete",
+        "answer",
+    }
+)
 # Handshake fields beside `tools`: what MCP lists besides tools, as MCP descriptors.
 SURFACE_KINDS = ("resources", "resourceTemplates", "prompts")
 ERROR_CODES = frozenset(

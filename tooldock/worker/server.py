@@ -20,9 +20,9 @@ from fastmcp.exceptions import ToolError
 from fastmcp.exceptions import ValidationError as FastMCPValidationError
 from mcp.shared.exceptions import MCPError
 
-from ..namespace.extract import LoadedNamespace
-from . import protocol
-from .bridge import Bridge, Relay
+from tooldock.namespace.extract import LoadedNamespace
+from tooldock.worker import protocol
+from tooldock.worker.bridge import Bridge, Relay
 
 
 def _error_for(exc: Exception) -> tuple[str, str, dict[str, Any] | None]:
@@ -121,9 +121,13 @@ class WorkerServer:
         relay = self.relay(rid, send, request.get("client"))
         level = request.get("logLevel") if isinstance(request.get("logLevel"), str) else None
         try:
-            body = await self.bridge.call_tool(name, request.get("arguments") or {}, relay, bool(request.get("progress")), level)
+            body = await self.bridge.call_tool(
+                name, request.get("arguments") or {}, relay, bool(request.get("progress")), level
+            )
         except MCPError as err:
-            return protocol.error(rid, "invalid_arguments" if err.error.code == -32602 else "internal_error", err.error.message)
+            return protocol.error(
+                rid, "invalid_arguments" if err.error.code == -32602 else "internal_error", err.error.message
+            )
         except Exception as exc:  # the session itself failed: report, never crash the worker
             code, message, details = _error_for(_innermost(exc))
             traceback.print_exc(file=sys.stderr)
@@ -152,7 +156,9 @@ class WorkerServer:
                 return protocol.ok(rid, await self.bridge.get_prompt(name, arguments))
             ref, argument = request.get("ref"), request.get("argument")
             if not isinstance(ref, dict) or not isinstance(argument, dict):
-                return protocol.error(rid, "invalid_arguments", "completion.complete needs 'ref' and 'argument' objects")
+                return protocol.error(
+                    rid, "invalid_arguments", "completion.complete needs 'ref' and 'argument' objects"
+                )
             return protocol.ok(rid, self.bridge.complete(ref, argument))
         except MCPError as err:
             missing = err.error.code in (-32002, -32602) and op == "resources.read"
@@ -245,8 +251,8 @@ async def _watch_parent(parent_pid: int, stopping: asyncio.Event) -> None:
 
 async def serve(namespace: str, loaded: LoadedNamespace, socket_path: Path, parent_pid: int | None = None) -> None:
     worker = WorkerServer(namespace, loaded)
-    if parent_pid:
-        asyncio.create_task(_watch_parent(parent_pid, worker.stopping))
+    # Held for the worker's lifetime: the event loop keeps only a weak reference to a task.
+    watcher = asyncio.create_task(_watch_parent(parent_pid, worker.stopping)) if parent_pid else None
     socket_path.unlink(missing_ok=True)
     server = await asyncio.start_unix_server(worker.handle, path=str(socket_path), limit=protocol.MAX_LINE_BYTES)
     os.chmod(socket_path, 0o600)
@@ -257,4 +263,6 @@ async def serve(namespace: str, loaded: LoadedNamespace, socket_path: Path, pare
     pending = [t for t in worker.tasks.values() if not t.done()]
     if pending:
         await asyncio.wait(pending, timeout=5)
+    if watcher is not None:
+        watcher.cancel()
     socket_path.unlink(missing_ok=True)

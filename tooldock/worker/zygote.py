@@ -17,19 +17,23 @@ from pathlib import Path
 
 
 def _describe(request: dict) -> dict:
-    from ..namespace.extract import load_namespace
+    from tooldock.namespace.extract import load_namespace
 
     folder = Path(request["dir"])
     os.chdir(folder)
     loaded = load_namespace(folder, request["files"])
-    return {"namespace": request.get("namespace") or folder.name, "tools": loaded.descriptors, **loaded.surface(),
-            "failed_files": [p.to_dict() for p in loaded.failed]}
+    return {
+        "namespace": request.get("namespace") or folder.name,
+        "tools": loaded.descriptors,
+        **loaded.surface(),
+        "failed_files": [p.to_dict() for p in loaded.failed],
+    }
 
 
 def serve(path: Path, idle: float) -> None:
     import fastmcp.tools  # noqa: F401  (the point: paid once, inherited by every fork)
 
-    from ..namespace import extract  # noqa: F401
+    from tooldock.namespace import extract  # noqa: F401
 
     server = socket.socket(socket.AF_UNIX)
     tmp = path.with_name(path.name + f".{os.getpid()}")

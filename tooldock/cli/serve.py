@@ -1,26 +1,14 @@
-"""The `tooldock` command line. Results go to stdout, logs and progress to stderr.
-
-`serve` lives here; `build`/`base` in `cli_build`, `deploy`/`ps`/`stop` in `cli_deploy`.
-"""
+"""`tooldock serve`: run the gateway over a tools directory (process backend) or worker containers (docker)."""
 
 from __future__ import annotations
 
 import copy
 import socket
-import sys
 from pathlib import Path
 
 import click
 
-import tooldock
-
-from .errors import BuilderError
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(tooldock.__version__, prog_name="tooldock")
-def main() -> None:
-    """ToolDock: serve folders of Python @tool functions over MCP and REST."""
+from tooldock.errors import BuilderError
 
 
 def _uvicorn_log_config(level: str) -> dict:
@@ -33,21 +21,41 @@ def _uvicorn_log_config(level: str) -> dict:
     return config
 
 
-@main.command()
-@click.argument("tools_dir", default="tools", envvar="TOOLDOCK_TOOLS_DIR",
-                type=click.Path(file_okay=False, path_type=Path))
-@click.option("--host", default="127.0.0.1", show_default=True, envvar="TOOLDOCK_HOST",
-              help="Address to listen on.")
-@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535), envvar="TOOLDOCK_PORT",
-              help="Port to listen on.")
-@click.option("--backend", type=click.Choice(["process", "docker"]), default="process", show_default=True,
-              envvar="TOOLDOCK_BACKEND",
-              help="How workers run: 'process' = local processes in per-namespace virtualenvs (serves "
-                   "TOOLS_DIR); 'docker' = worker containers found through the Docker socket (see deploy).")
-@click.option("--read-only", is_flag=True,
-              help="docker backend: only discover and call worker containers; never start, restart or remove them.")
-@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
-              show_default=True, envvar="LOG_LEVEL", help="Log verbosity (stderr).")
+@click.command()
+@click.argument(
+    "tools_dir", default="tools", envvar="TOOLDOCK_TOOLS_DIR", type=click.Path(file_okay=False, path_type=Path)
+)
+@click.option("--host", default="127.0.0.1", show_default=True, envvar="TOOLDOCK_HOST", help="Address to listen on.")
+@click.option(
+    "--port",
+    default=8000,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    envvar="TOOLDOCK_PORT",
+    help="Port to listen on.",
+)
+@click.option(
+    "--backend",
+    type=click.Choice(["process", "docker"]),
+    default="process",
+    show_default=True,
+    envvar="TOOLDOCK_BACKEND",
+    help="How workers run: 'process' = local processes in per-namespace virtualenvs (serves "
+    "TOOLS_DIR); 'docker' = worker containers found through the Docker socket (see deploy).",
+)
+@click.option(
+    "--read-only",
+    is_flag=True,
+    help="docker backend: only discover and call worker containers; never start, restart or remove them.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default="info",
+    show_default=True,
+    envvar="LOG_LEVEL",
+    help="Log verbosity (stderr).",
+)
 def serve(tools_dir: Path, host: str, port: int, backend: str, read_only: bool, log_level: str) -> None:
     """Serve every namespace folder in TOOLS_DIR (default: ./tools).
 
@@ -56,8 +64,8 @@ def serve(tools_dir: Path, host: str, port: int, backend: str, read_only: bool, 
     """
     import uvicorn
 
-    from .runtime.app import create_app
-    from .runtime.settings import Settings, SettingsError
+    from tooldock.runtime.app import create_app
+    from tooldock.runtime.settings import Settings, SettingsError
 
     if backend == "process" and not tools_dir.is_dir():
         raise click.ClickException(
@@ -79,7 +87,7 @@ def serve(tools_dir: Path, host: str, port: int, backend: str, read_only: bool, 
     shown_host = f"[{host}]" if ":" in host else host
     url = f"http://{shown_host}:{sock.getsockname()[1]}"
     if backend == "docker":
-        from .builder.daemon import engine
+        from tooldock.builder.daemon import engine
 
         try:
             engine()
@@ -107,17 +115,3 @@ def _bind(host: str, port: int) -> socket.socket:
         raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     sock.listen(2048)
     return sock
-
-
-def _register() -> None:
-    from .cli_build import base, build
-    from .cli_deploy import deploy, ps, stop
-
-    for command in (build, base, deploy, ps, stop):
-        main.add_command(command)
-
-
-_register()
-
-if __name__ == "__main__":
-    sys.exit(main())

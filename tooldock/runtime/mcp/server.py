@@ -12,11 +12,14 @@ from __future__ import annotations
 import contextlib
 import warnings
 import weakref
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
 import mcp_types as types
+from anyio.abc import TaskStatus
 from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.server.transport_security import TransportSecuritySettings
@@ -30,14 +33,13 @@ from mcp.shared.subscriptions import (
 from starlette.types import Receive, Scope, Send
 
 import tooldock
-
-from ..errors import InvalidArguments, NotFound, ToolDockError, ToolNotFound
-from . import mcp_compat
-from .engine import Engine
-from .mcp_events import MemoryEventStore, ScopedSessionManager
-from .mcp_rules import precheck
-from .relay import McpRelay
-from .settings import Settings
+from tooldock.errors import InvalidArguments, NotFound, ToolDockError, ToolNotFound
+from tooldock.runtime.engine import Engine
+from tooldock.runtime.mcp import compat as mcp_compat
+from tooldock.runtime.mcp.events import MemoryEventStore, ScopedSessionManager
+from tooldock.runtime.mcp.relay import McpRelay
+from tooldock.runtime.mcp.rules import precheck
+from tooldock.runtime.settings import Settings
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 LOOPBACK_ORIGINS = ("http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*")
@@ -58,7 +60,9 @@ class _Server(Server[Any]):
     """Advertises `listChanged` for tools, resources and prompts: ToolDock tells open sessions when a
     namespace's lists change (a rebuild or reload), and `resources/updated` for subscribed URIs."""
 
-    def create_initialization_options(self, notification_options=None, *args: Any, **kwargs: Any):
+    def create_initialization_options(
+        self, notification_options: NotificationOptions | None = None, *args: Any, **kwargs: Any
+    ) -> InitializationOptions:
         options = NotificationOptions(tools_changed=True, resources_changed=True, prompts_changed=True)
         return super().create_initialization_options(options, *args, **kwargs)
 
@@ -80,7 +84,9 @@ class SessionState:
         self.subscriptions: set[str] = set()
 
 
-def _server_for(namespace: str, engine: Engine, sessions: weakref.WeakKeyDictionary, bus: InMemorySubscriptionBus) -> Server[Any]:
+def _server_for(
+    namespace: str, engine: Engine, sessions: weakref.WeakKeyDictionary, bus: InMemorySubscriptionBus
+) -> Server[Any]:
     def state(ctx: Any) -> SessionState:
         conn = _connection(ctx)
         found = sessions.get(conn)
@@ -120,11 +126,15 @@ def _server_for(namespace: str, engine: Engine, sessions: weakref.WeakKeyDiction
 
     async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
         state(ctx)
-        return types.ListResourcesResult(resources=[types.Resource.model_validate(r) for r in entry().surface("resources")])
+        return types.ListResourcesResult(
+            resources=[types.Resource.model_validate(r) for r in entry().surface("resources")]
+        )
 
     async def list_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
         templates = entry().surface("resourceTemplates")
-        return types.ListResourceTemplatesResult(resource_templates=[types.ResourceTemplate.model_validate(t) for t in templates])
+        return types.ListResourceTemplatesResult(
+            resource_templates=[types.ResourceTemplate.model_validate(t) for t in templates]
+        )
 
     async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         return types.ReadResourceResult.model_validate(await worker("resources.read", uri=str(params.uri)))
@@ -142,7 +152,9 @@ def _server_for(namespace: str, engine: Engine, sessions: weakref.WeakKeyDiction
         return types.ListPromptsResult(prompts=[types.Prompt.model_validate(p) for p in entry().surface("prompts")])
 
     async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
-        return types.GetPromptResult.model_validate(await worker("prompts.get", name=params.name, arguments=params.arguments))
+        return types.GetPromptResult.model_validate(
+            await worker("prompts.get", name=params.name, arguments=params.arguments)
+        )
 
     async def complete(ctx: Any, params: types.CompleteRequestParams) -> types.CompleteResult:
         ref = params.ref.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -195,13 +207,13 @@ class McpHub:
             security = TransportSecuritySettings(
                 enable_dns_rebinding_protection=True,
                 allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "[::1]"],
-                # MCP_ALLOWED_ORIGINS replaces the loopback origins; mcp_rules checks it for every bind.
+                # MCP_ALLOWED_ORIGINS replaces the loopback origins; rules.origin_refused checks it for every bind.
                 allowed_origins=list(settings.allowed_origins or LOOPBACK_ORIGINS),
             )
         self._security = security
 
     @contextlib.asynccontextmanager
-    async def run(self):
+    async def run(self) -> AsyncIterator[McpHub]:
         async with anyio.create_task_group() as tg:
             self._tg = tg
             try:
@@ -242,7 +254,7 @@ class McpHub:
                     max_request_body_size=self.settings.max_body_bytes,
                 )
 
-                async def keep_running(*, task_status=anyio.TASK_STATUS_IGNORED) -> None:
+                async def keep_running(*, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
                     async with manager.run():
                         task_status.started()
                         await anyio.sleep_forever()
@@ -265,7 +277,9 @@ class McpHub:
                 for resource in entry.surface("resources") if entry is not None else ():
                     await bus.publish(ResourceUpdated(uri=resource["uri"]))
             sessions = self._sessions.get(namespace)
-            for session, state in list(sessions.items()) if sessions is not None else ():
+            if sessions is None:
+                continue
+            for session, state in list(sessions.items()):
                 try:
                     await session.send_tool_list_changed()
                     await session.send_resource_list_changed()

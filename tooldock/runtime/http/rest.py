@@ -6,15 +6,16 @@ from __future__ import annotations
 import copy
 import ipaddress
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import APIRouter, Depends, Header, Request
 
-from ..errors import BadRequest, Forbidden, InvalidJSON, PayloadTooLarge
-from .auth import token_matches
-from .engine import Engine
-from .openapi import namespace_openapi
-from .settings import Settings
+from tooldock.errors import BadRequest, Forbidden, InvalidJSON, PayloadTooLarge
+from tooldock.runtime.engine import Engine
+from tooldock.runtime.http.auth import token_matches
+from tooldock.runtime.http.openapi import namespace_openapi
+from tooldock.runtime.settings import Settings
 
 NamespaceHeader = Header(default=None, alias="X-Namespace", description="The namespace to use, e.g. multi-tool")
 
@@ -57,6 +58,11 @@ def gateway_openapi(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+# How an endpoint learns its namespace (the X-Namespace header or the path), and the endpoints it wraps.
+NamespaceOf = Callable[..., str | None]
+Endpoint = Callable[..., Awaitable[dict[str, Any]]]
+
+
 def _from_header(x_namespace: str | None = NamespaceHeader) -> str | None:
     return x_namespace
 
@@ -65,27 +71,31 @@ def _from_path(namespace: str) -> str:
     return namespace
 
 
-def _wrap(fn, ns_of):
+def _wrap(fn: Callable[..., Awaitable[dict[str, Any]]], ns_of: NamespaceOf) -> Endpoint:
     async def endpoint(namespace: str | None = Depends(ns_of)) -> dict[str, Any]:
         return await fn(namespace)
+
     return endpoint
 
 
-def _wrap_request(fn, ns_of):
+def _wrap_request(fn: Callable[..., Awaitable[dict[str, Any]]], ns_of: NamespaceOf) -> Endpoint:
     async def endpoint(request: Request, namespace: str | None = Depends(ns_of)) -> dict[str, Any]:
         return await fn(namespace, request)
+
     return endpoint
 
 
-def _wrap_name(fn, ns_of):
+def _wrap_name(fn: Callable[..., dict[str, Any]], ns_of: NamespaceOf) -> Endpoint:
     async def endpoint(name: str, namespace: str | None = Depends(ns_of)) -> dict[str, Any]:
         return fn(namespace, name)
+
     return endpoint
 
 
-def _wrap_name_request(fn, ns_of):
+def _wrap_name_request(fn: Callable[..., Awaitable[dict[str, Any]]], ns_of: NamespaceOf) -> Endpoint:
     async def endpoint(name: str, request: Request, namespace: str | None = Depends(ns_of)) -> dict[str, Any]:
         return await fn(namespace, name, request)
+
     return endpoint
 
 
@@ -134,16 +144,30 @@ def create_router(engine: Engine, settings: Settings) -> APIRouter:
     # The same endpoints twice: routed by the X-Namespace header, and under /ns/{namespace}/ for clients
     # that cannot send headers. Tool Vault's /tools/list and /tools/call come before /tools/{name}.
     for prefix, ns_of in (("", _from_header), ("/ns/{namespace}", _from_path)):
-        router.add_api_route(f"{prefix}/tools", _wrap(list_tools, ns_of), methods=["GET"],
-                             summary="List the tools of a namespace")
-        router.add_api_route(f"{prefix}/tools/list", _wrap(list_tools, ns_of), methods=["GET"],
-                             summary="Tool Vault alias of GET /tools")
-        router.add_api_route(f"{prefix}/tools/call", _wrap_request(vault_call, ns_of), methods=["POST"],
-                             summary='Tool Vault call: {"name", "arguments"}')
-        router.add_api_route(f"{prefix}/tools/{{name}}/schema", _wrap_name(lambda ns, name: engine.get_tool(ns, name), ns_of), methods=["GET"],
-                             summary="One tool's full descriptor and input schema")
-        router.add_api_route(f"{prefix}/tools/{{name}}", _wrap_name_request(call_tool, ns_of), methods=["POST"],
-                             summary="Call a tool; the body is a JSON object of arguments")
+        router.add_api_route(
+            f"{prefix}/tools", _wrap(list_tools, ns_of), methods=["GET"], summary="List the tools of a namespace"
+        )
+        router.add_api_route(
+            f"{prefix}/tools/list", _wrap(list_tools, ns_of), methods=["GET"], summary="Tool Vault alias of GET /tools"
+        )
+        router.add_api_route(
+            f"{prefix}/tools/call",
+            _wrap_request(vault_call, ns_of),
+            methods=["POST"],
+            summary='Tool Vault call: {"name", "arguments"}',
+        )
+        router.add_api_route(
+            f"{prefix}/tools/{{name}}/schema",
+            _wrap_name(lambda ns, name: engine.get_tool(ns, name), ns_of),
+            methods=["GET"],
+            summary="One tool's full descriptor and input schema",
+        )
+        router.add_api_route(
+            f"{prefix}/tools/{{name}}",
+            _wrap_name_request(call_tool, ns_of),
+            methods=["POST"],
+            summary="Call a tool; the body is a JSON object of arguments",
+        )
 
     @router.get("/openapi.json", include_in_schema=False)
     async def openapi_by_header(request: Request, x_namespace: str | None = NamespaceHeader) -> dict[str, Any]:

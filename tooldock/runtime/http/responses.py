@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.responses import JSONResponse
 
-from ..errors import NamespaceUnavailable, ToolDockError
+from tooldock.errors import NamespaceUnavailable, ToolDockError
 
 
 def error_response(err: ToolDockError, headers: dict[str, str] | None = None) -> JSONResponse:

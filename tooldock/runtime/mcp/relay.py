@@ -67,7 +67,9 @@ class McpRelay:
             level = data.get("level") if data.get("level") in LOG_LEVELS else "info"
             if self.log_level and LOG_LEVELS.index(level) < LOG_LEVELS.index(self.log_level):
                 return
-            await session.send_log_message(level, data.get("data"), data.get("logger"), related_request_id=self.ctx.request_id)
+            await session.send_log_message(
+                level, data.get("data"), data.get("logger"), related_request_id=self.ctx.request_id
+            )
 
     async def _ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         if method not in _ASKS:

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..errors import DeployError
-from .containers import (
+from tooldock.errors import DeployError
+from tooldock.runtime.backends.containers import (
     LABEL_MANAGED,
     LABEL_NAMESPACE,
     container_name,
@@ -41,8 +41,9 @@ def _containers(client: Any, namespace: str | None = None) -> list[Any]:
     return client.containers.list(all=True, filters={"label": label})
 
 
-def deploy_image(client: Any, ref: str, root: Path, env: dict[str, str] | None = None,
-                 wait: float = 60.0, drain: float = 30.0) -> dict[str, Any]:
+def deploy_image(
+    client: Any, ref: str, root: Path, env: dict[str, str] | None = None, wait: float = 60.0, drain: float = 30.0
+) -> dict[str, Any]:
     from docker.errors import DockerException, ImageNotFound
 
     try:
@@ -77,8 +78,15 @@ def deploy_image(client: Any, ref: str, root: Path, env: dict[str, str] | None =
                 ) from None
             time.sleep(0.1)
     replaced = _retire(client, [c for c in old if c.labels.get(LABEL_MANAGED) == "true"], root, drain)
-    return {"namespace": namespace, "container": name, "id": container.id, "image": image.id,
-            "generation": gen, "tools": [t["name"] for t in ready.get("tools") or tools], "replaced": replaced}
+    return {
+        "namespace": namespace,
+        "container": name,
+        "id": container.id,
+        "image": image.id,
+        "generation": gen,
+        "tools": [t["name"] for t in ready.get("tools") or tools],
+        "replaced": replaced,
+    }
 
 
 def _retire(client: Any, old: list[Any], root: Path, drain: float) -> list[str]:
@@ -112,12 +120,18 @@ def ps(client: Any) -> list[dict[str, Any]]:
     for c in sorted(_containers(client), key=lambda c: (c.labels.get(LABEL_NAMESPACE, ""), generation(c))):
         sockets = mounted_socket_dir(c)
         ns = c.labels.get(LABEL_NAMESPACE, "")
-        rows.append({
-            "namespace": ns, "container": c.name, "generation": generation(c), "status": c.status,
-            "image": c.image.id if c.image else None, "tags": c.image.tags if c.image else [],
-            "socket": str(sockets / f"{ns}.sock") if sockets else None,
-            "healthy": bool(sockets and (sockets / f"{ns}.sock").exists() and c.status == "running"),
-        })
+        rows.append(
+            {
+                "namespace": ns,
+                "container": c.name,
+                "generation": generation(c),
+                "status": c.status,
+                "image": c.image.id if c.image else None,
+                "tags": c.image.tags if c.image else [],
+                "socket": str(sockets / f"{ns}.sock") if sockets else None,
+                "healthy": bool(sockets and (sockets / f"{ns}.sock").exists() and c.status == "running"),
+            }
+        )
     return rows
 
 
@@ -134,8 +148,9 @@ def stop(client: Any, namespace: str, root: Path) -> list[str]:
 GATEWAY_NAME = "tooldock-gateway"
 
 
-def deploy_gateway(client: Any, image_ref: str, root: Path, docker_socket: Path, host: str, port: int,
-                   token: str, wait: float = 60.0) -> dict[str, Any]:
+def deploy_gateway(
+    client: Any, image_ref: str, root: Path, docker_socket: Path, host: str, port: int, token: str, wait: float = 60.0
+) -> dict[str, Any]:
     """Run the gateway image with the docker backend: host networking on `host:port`, the Docker socket
     and the worker socket directory mounted (at the same path, so container mounts line up)."""
     import httpx
@@ -148,17 +163,29 @@ def deploy_gateway(client: Any, image_ref: str, root: Path, docker_socket: Path,
     root.mkdir(parents=True, exist_ok=True)
     try:
         container = client.containers.run(
-            image_ref, ["serve", "--backend", "docker", "--host", host, "--port", str(port)],
-            name=GATEWAY_NAME, detach=True, network_mode="host",
+            image_ref,
+            ["serve", "--backend", "docker", "--host", host, "--port", str(port)],
+            name=GATEWAY_NAME,
+            detach=True,
+            network_mode="host",
             # uid 65532 plus the Docker socket's group: it can use the socket, and read the workers'
             # socket directories, without being root.
-            user="65532:65532", group_add=[str(docker_socket.stat().st_gid)],
-            read_only=True, tmpfs={"/tmp": "rw,nosuid,nodev,noexec,size=64m"}, cap_drop=["ALL"],
+            user="65532:65532",
+            group_add=[str(docker_socket.stat().st_gid)],
+            read_only=True,
+            tmpfs={"/tmp": "rw,nosuid,nodev,noexec,size=64m"},
+            cap_drop=["ALL"],
             security_opt=["no-new-privileges:true"],
-            environment={"TOOLDOCK_BEARER_TOKEN": token, "TOOLDOCK_SOCKET_DIR": str(root),
-                         "DOCKER_HOST": "unix:///var/run/docker.sock", "TOOLDOCK_STATE_DIR": "/tmp/tooldock"},
-            volumes={str(docker_socket): {"bind": "/var/run/docker.sock", "mode": "rw"},
-                     str(root): {"bind": str(root), "mode": "rw"}},
+            environment={
+                "TOOLDOCK_BEARER_TOKEN": token,
+                "TOOLDOCK_SOCKET_DIR": str(root),
+                "DOCKER_HOST": "unix:///var/run/docker.sock",
+                "TOOLDOCK_STATE_DIR": "/tmp/tooldock",
+            },
+            volumes={
+                str(docker_socket): {"bind": "/var/run/docker.sock", "mode": "rw"},
+                str(root): {"bind": str(root), "mode": "rw"},
+            },
             labels={"io.tooldock.gateway": "true"},
         )
     except DockerException as exc:

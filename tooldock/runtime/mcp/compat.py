@@ -40,7 +40,7 @@ from mcp.server.streamable_http import check_accept_headers
 from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
 
-from .mcp_rules import header
+from tooldock.runtime.mcp.rules import header
 
 COMPAT_VERSION = "2025-03-26"
 COMPAT_VERSIONS = frozenset({"2024-11-05", COMPAT_VERSION})
@@ -130,8 +130,11 @@ class _Answer:
 
     def response_to(self, request_id: Any) -> dict[str, Any] | None:
         for message in self.json_messages():
-            if (isinstance(message, dict) and ("result" in message or "error" in message)
-                    and str(message.get("id")) == str(request_id)):
+            if (
+                isinstance(message, dict)
+                and ("result" in message or "error" in message)
+                and str(message.get("id")) == str(request_id)
+            ):
                 return message
         return None
 

@@ -17,7 +17,7 @@ import re
 from starlette.responses import HTMLResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..namespace.names import NAMESPACE_RE
+from tooldock.namespace.names import NAMESPACE_RE
 
 SWAGGER_JS = "https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/swagger-ui-bundle.js"
 SWAGGER_CSS = "https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/swagger-ui.css"
@@ -105,10 +105,15 @@ PAGE = """<!doctype html>
 def docs_page(title: str, openapi_url: str) -> HTMLResponse:
     # The URL goes into a script as a JSON string; "<", ">" and "&" escaped so it cannot end the script.
     spec = json.dumps(openapi_url).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-    html = (PAGE.replace("__TITLE__", title).replace("__CSS__", SWAGGER_CSS).replace("__JS__", SWAGGER_JS)
-            .replace("__SPEC__", spec))
-    return HTMLResponse(html, headers={"Cache-Control": "no-store", "X-Frame-Options": "DENY",
-                                       "Referrer-Policy": "no-referrer"})
+    html = (
+        PAGE.replace("__TITLE__", title)
+        .replace("__CSS__", SWAGGER_CSS)
+        .replace("__JS__", SWAGGER_JS)
+        .replace("__SPEC__", spec)
+    )
+    return HTMLResponse(
+        html, headers={"Cache-Control": "no-store", "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer"}
+    )
 
 
 class DocsPages:

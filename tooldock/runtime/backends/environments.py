@@ -21,8 +21,8 @@ from pathlib import Path
 
 from uv import find_uv_bin
 
-from ..errors import DependencyError
-from ..worker import FRAMEWORK_REQUIREMENTS
+from tooldock.errors import DependencyError
+from tooldock.worker import FRAMEWORK_REQUIREMENTS
 
 log = logging.getLogger("tooldock.environments")
 READY_MARKER = ".tooldock-ready"
@@ -42,7 +42,9 @@ class Environments:
     def interpreter(self, key: str) -> Path:
         return self.root / key / "bin" / "python"
 
-    async def ensure(self, namespace: str, requirements_file: Path | None, requirements: str, python: str | None) -> tuple[Path, bool]:
+    async def ensure(
+        self, namespace: str, requirements_file: Path | None, requirements: str, python: str | None
+    ) -> tuple[Path, bool]:
         """The interpreter of the environment for these requirements, and whether it had to be built."""
         key = environment_key(requirements, python)
         final = self.root / key

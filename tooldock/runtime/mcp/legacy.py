@@ -10,8 +10,8 @@ from typing import Any
 from mcp.server.sse import SseServerTransport
 from starlette.types import Receive, Scope, Send
 
-from .mcp import McpHub
-from .mcp_rules import origin_refused
+from tooldock.runtime.mcp.rules import origin_refused
+from tooldock.runtime.mcp.server import McpHub
 
 MESSAGES_PATH = "/messages"
 

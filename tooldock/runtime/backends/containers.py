@@ -9,10 +9,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ..errors import DeployError
-from ..namespace.config import ConfigError, parse_config
-from ..namespace.models import NamespaceConfig
-from ..worker.protocol import PROTOCOL_VERSION
+from tooldock.errors import DeployError
+from tooldock.namespace.config import ConfigError, parse_config
+from tooldock.namespace.models import NamespaceConfig
+from tooldock.worker.protocol import PROTOCOL_VERSION
 
 LABEL_NAMESPACE = "io.tooldock.namespace"
 LABEL_GENERATION = "io.tooldock.generation"

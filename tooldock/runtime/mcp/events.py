@@ -20,6 +20,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Any
 
+from mcp.server.lowlevel import Server
 from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types import JSONRPCMessage, jsonrpc_message_adapter
@@ -120,7 +121,7 @@ class SessionEvents(EventStore):
         if stream is None or not stream.startswith(self._prefix):
             return None
         found = await self._store.replay_events_after(last_event_id, send_callback)
-        return found[len(self._prefix):] if found is not None else None
+        return found[len(self._prefix) :] if found is not None else None
 
 
 class ScopedSessionManager(StreamableHTTPSessionManager):
@@ -129,12 +130,12 @@ class ScopedSessionManager(StreamableHTTPSessionManager):
     The SDK reads `self.event_store` once per new session, when it builds that session's transport (and
     not at all in stateless mode), so a property returning a fresh view scopes every session."""
 
-    def __init__(self, *args: Any, event_store: MemoryEventStore | None = None, **kwargs: Any) -> None:
+    def __init__(self, app: Server[Any], *, event_store: MemoryEventStore | None = None, **kwargs: Any) -> None:
         self._shared_events = event_store
-        super().__init__(*args, event_store=event_store, **kwargs)
+        super().__init__(app, event_store=event_store, **kwargs)
 
     @property
-    def event_store(self) -> EventStore | None:  # type: ignore[override]
+    def event_store(self) -> EventStore | None:
         if self._shared_events is None:
             return None
         return SessionEvents(self._shared_events, secrets.token_hex(16))

@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..errors import DependencyError, NamespaceUnavailable, WorkerRetired
-from ..worker import protocol
-from .backend import WorkerState
-from .settings import Settings
-from .workerclient import WorkerConnection
+from tooldock.errors import DependencyError, NamespaceUnavailable, WorkerRetired
+from tooldock.runtime.backend import WorkerState
+from tooldock.runtime.settings import Settings
+from tooldock.runtime.workerclient import WorkerConnection
+from tooldock.worker import protocol
 
 STABLE_AFTER = 10.0  # seconds a worker must stay up for a later death not to count toward a crash loop
 CRASH_LOOP_AFTER = 5  # consecutive failed starts / quick deaths
@@ -38,7 +38,9 @@ class WorkerGone(Exception):
 class SupervisedWorker:
     kind = "worker"
 
-    def __init__(self, namespace: str, settings: Settings, socket_path: Path, idle_timeout: float | None = None) -> None:
+    def __init__(
+        self, namespace: str, settings: Settings, socket_path: Path, idle_timeout: float | None = None
+    ) -> None:
         self.namespace, self.settings, self.socket_path = namespace, settings, socket_path
         self.idle_timeout = idle_timeout  # scale to zero: stop after this long without calls, start on the next
         self.last_wake_ms: float | None = None
@@ -131,12 +133,17 @@ class SupervisedWorker:
             quick = ready_at is None or time.monotonic() - ready_at < STABLE_AFTER
             failures = failures + 1 if quick else 0
             if failures >= CRASH_LOOP_AFTER:
-                self._fail("crash_loop", f"crash loop: {failures} failed starts in a row; last error: {self.last_error}")
+                self._fail(
+                    "crash_loop", f"crash loop: {failures} failed starts in a row; last error: {self.last_error}"
+                )
                 return
             self.state = "restarting"
             self.restarts += 1
-            print(f"tooldock: [{self.namespace}] {self.kind} died ({self.last_error}); restart #{self.restarts}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"tooldock: [{self.namespace}] {self.kind} died ({self.last_error}); restart #{self.restarts}",
+                file=sys.stderr,
+                flush=True,
+            )
             await asyncio.sleep(min(BACKOFF_MAX, self.settings.restart_backoff * 2 ** max(0, failures - 1)))
 
     def _fail(self, state: WorkerState, message: str) -> None:
@@ -149,8 +156,11 @@ class SupervisedWorker:
 
     def _log_line(self, line: str) -> None:
         self._output.append(line)
-        print(line if line.startswith(f"[{self.namespace}]") else f"[{self.namespace}] {line}",
-              file=sys.stderr, flush=True)
+        print(
+            line if line.startswith(f"[{self.namespace}]") else f"[{self.namespace}] {line}",
+            file=sys.stderr,
+            flush=True,
+        )
 
     async def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.settings.worker_start_timeout
@@ -202,8 +212,11 @@ class SupervisedWorker:
         self._ready.clear()
         self._wake.clear()  # before the state change: a call that sees "sleeping" must be able to wake us
         self.state = "sleeping"
-        print(f"tooldock: [{self.namespace}] idle for {self.idle_timeout:g}s: stopping the {self.kind}",
-              file=sys.stderr, flush=True)
+        print(
+            f"tooldock: [{self.namespace}] idle for {self.idle_timeout:g}s: stopping the {self.kind}",
+            file=sys.stderr,
+            flush=True,
+        )
         await self._ask_to_exit(5)
         await self._disconnect()
         await self._terminate()
@@ -229,7 +242,7 @@ class SupervisedWorker:
     # -- calls ---------------------------------------------------------------------------------------
 
     async def call(self, tool: str, arguments: dict[str, Any], relay: Any = None) -> dict[str, Any]:
-        """Run one tool. A `relay` (see `runtime.relay`) carries a Context tool's messages to the caller."""
+        """Run one tool. A `relay` (see `runtime.mcp.relay`) carries a Context tool's messages to the caller."""
         fields: dict[str, Any] = {"tool": tool, "arguments": arguments}
         if relay is not None:
             fields.update(relay.call_fields(), on_message=relay.handle)
@@ -294,8 +307,13 @@ class SupervisedWorker:
         await self.stop(min(5.0, self.settings.drain_timeout))
 
     def status(self) -> dict[str, Any]:
-        status = {"state": self.state, "pid": self.pid if self.state == "ready" else None,
-                  "restarts": self.restarts, "last_error": self.last_error, "inflight": self._inflight}
+        status: dict[str, Any] = {
+            "state": self.state,
+            "pid": self.pid if self.state == "ready" else None,
+            "restarts": self.restarts,
+            "last_error": self.last_error,
+            "inflight": self._inflight,
+        }
         if self.idle_timeout:
             status.update(idle_timeout=self.idle_timeout, last_wake_ms=self.last_wake_ms)
         return status

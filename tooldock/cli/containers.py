@@ -3,29 +3,61 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from .cli_common import cache_dir as _cache_dir
-from .cli_common import settings as _settings
-from .errors import BuilderError
+from tooldock.cli.common import cache_dir as _cache_dir
+from tooldock.cli.common import settings as _settings
+from tooldock.errors import BuilderError
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+    from rich.console import Console
+
+    from tooldock.builder.build import Builder
+    from tooldock.runtime.settings import Settings
 
 
 @click.command()
 @click.argument("targets", nargs=-1)
-@click.option("--env", "-e", "env_pairs", multiple=True, metavar="KEY=VALUE",
-              help="Extra environment for the worker containers (repeatable).")
-@click.option("--drain", default=30.0, show_default=True, type=click.FloatRange(0),
-              help="Seconds a replaced container gets to finish in-flight calls before it is removed.")
-@click.option("--base", "base_ref", default=None, metavar="REF", help="Base image when TARGETS are folders (see build).")
-@click.option("--gateway", is_flag=True,
-              help="Also run the gateway itself in a container (docker backend, host network on --host:--port, "
-                   "the Docker socket mounted; TOOLDOCK_BEARER_TOKEN required).")
+@click.option(
+    "--env",
+    "-e",
+    "env_pairs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Extra environment for the worker containers (repeatable).",
+)
+@click.option(
+    "--drain",
+    default=30.0,
+    show_default=True,
+    type=click.FloatRange(0),
+    help="Seconds a replaced container gets to finish in-flight calls before it is removed.",
+)
+@click.option(
+    "--base", "base_ref", default=None, metavar="REF", help="Base image when TARGETS are folders (see build)."
+)
+@click.option(
+    "--gateway",
+    is_flag=True,
+    help="Also run the gateway itself in a container (docker backend, host network on --host:--port, "
+    "the Docker socket mounted; TOOLDOCK_BEARER_TOKEN required).",
+)
 @click.option("--host", default="127.0.0.1", show_default=True, help="--gateway: address the gateway listens on.")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535), help="--gateway: its port.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per namespace on stdout.")
-def deploy(targets: tuple[str, ...], env_pairs: tuple[str, ...], drain: float, base_ref: str | None, gateway: bool,
-           host: str, port: int, as_json: bool) -> None:
+def deploy(
+    targets: tuple[str, ...],
+    env_pairs: tuple[str, ...],
+    drain: float,
+    base_ref: str | None,
+    gateway: bool,
+    host: str,
+    port: int,
+    as_json: bool,
+) -> None:
     """Start (or replace) one hardened worker container per namespace.
 
     Each TARGET is a namespace folder (built and loaded first) or an image in the Docker engine. Containers
@@ -37,10 +69,10 @@ def deploy(targets: tuple[str, ...], env_pairs: tuple[str, ...], drain: float, b
 
     from rich.console import Console
 
-    from .builder.build import Builder, BuildOptions
-    from .builder.daemon import engine
-    from .builder.daemon import load as load_image
-    from .runtime.deploy import deploy_image
+    from tooldock.builder.build import Builder, BuildOptions
+    from tooldock.builder.daemon import engine
+    from tooldock.builder.daemon import load as load_image
+    from tooldock.runtime.backends.deploy import deploy_image
 
     env = {}
     for pair in env_pairs:
@@ -54,8 +86,9 @@ def deploy(targets: tuple[str, ...], env_pairs: tuple[str, ...], drain: float, b
         client = engine()
     except BuilderError as exc:
         raise click.ClickException(str(exc)) from None
-    builder = Builder(BuildOptions(output=Path("build/oci"), cache=_cache_dir(), base=base_ref),
-                      say=lambda m: console.print(f"  {m}"))
+    builder = Builder(
+        BuildOptions(output=Path("build/oci"), cache=_cache_dir(), base=base_ref), say=lambda m: console.print(f"  {m}")
+    )
     if not targets and not gateway:
         raise click.UsageError("give at least one TARGET (or --gateway)")
     failures = 0
@@ -82,17 +115,21 @@ def deploy(targets: tuple[str, ...], env_pairs: tuple[str, ...], drain: float, b
         raise click.ClickException(f"{failures} of {len(targets)} deployment(s) failed")
 
 
-def _deploy_gateway(builder, client, settings, host: str, port: int, console, as_json: bool) -> int:
+def _deploy_gateway(
+    builder: Builder, client: DockerClient, settings: Settings, host: str, port: int, console: Console, as_json: bool
+) -> int:
     import json
     import os
     from urllib.parse import urlparse
 
-    from .builder.daemon import load as load_image
-    from .builder.gateway import build_gateway
-    from .runtime.deploy import deploy_gateway
+    from tooldock.builder.daemon import load as load_image
+    from tooldock.builder.gateway import build_gateway
+    from tooldock.runtime.backends.deploy import deploy_gateway
 
     if settings.token_generated:
-        console.print("[red]✗ gateway[/red]: set TOOLDOCK_BEARER_TOKEN: the containerised gateway's clients need to know it")
+        console.print(
+            "[red]✗ gateway[/red]: set TOOLDOCK_BEARER_TOKEN: the containerised gateway's clients need to know it"
+        )
         return 1
     docker_host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
     if not docker_host.startswith("unix://"):
@@ -103,8 +140,15 @@ def _deploy_gateway(builder, client, settings, host: str, port: int, console, as
             result = build_gateway(builder)
             ref = load_image(builder.store, result.image, result.repository, result.ref)[1]
         with console.status("starting the gateway container"):
-            started = deploy_gateway(client, ref, settings.sockets.resolve(), Path(urlparse(docker_host).path),
-                                     host, port, settings.bearer_token)
+            started = deploy_gateway(
+                client,
+                ref,
+                settings.sockets.resolve(),
+                Path(urlparse(docker_host).path),
+                host,
+                port,
+                settings.bearer_token,
+            )
     except BuilderError as exc:
         console.print(f"[red]✗ gateway[/red]: {exc}")
         return 1
@@ -123,8 +167,8 @@ def ps(as_json: bool) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from .builder.daemon import engine
-    from .runtime.deploy import ps as list_workers
+    from tooldock.builder.daemon import engine
+    from tooldock.runtime.backends.deploy import ps as list_workers
 
     try:
         rows = list_workers(engine())
@@ -138,8 +182,14 @@ def ps(as_json: bool) -> None:
     for column in ("namespace", "container", "gen", "status", "healthy", "image"):
         table.add_column(column)
     for row in rows:
-        table.add_row(row["namespace"], row["container"], str(row["generation"]), row["status"],
-                      "yes" if row["healthy"] else "no", (row["tags"] or [row["image"] or ""])[0][:60])
+        table.add_row(
+            row["namespace"],
+            row["container"],
+            str(row["generation"]),
+            row["status"],
+            "yes" if row["healthy"] else "no",
+            (row["tags"] or [row["image"] or ""])[0][:60],
+        )
     Console().print(table)
 
 
@@ -147,13 +197,11 @@ def ps(as_json: bool) -> None:
 @click.argument("namespace")
 def stop(namespace: str) -> None:
     """Stop and remove the worker container(s) of NAMESPACE."""
-    from .builder.daemon import engine
-    from .runtime.deploy import stop as stop_workers
+    from tooldock.builder.daemon import engine
+    from tooldock.runtime.backends.deploy import stop as stop_workers
 
     try:
         removed = stop_workers(engine(), namespace, _settings().sockets)
     except BuilderError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo("\n".join(removed))
-
-

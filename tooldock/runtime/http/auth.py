@@ -9,8 +9,8 @@ import hmac
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..errors import Unauthorized
-from .responses import error_response
+from tooldock.errors import Unauthorized
+from tooldock.runtime.http.responses import error_response
 
 PUBLIC_PATHS = frozenset({"/health"})
 

@@ -12,14 +12,18 @@ import copy
 from typing import Any
 
 import tooldock
-
-from .registry import NamespaceEntry
+from tooldock.runtime.registry import NamespaceEntry
 
 ERROR_SCHEMA = {
     "type": "object",
     "required": ["error"],
-    "properties": {"error": {"type": "object", "required": ["code", "message"], "properties": {
-        "code": {"type": "string"}, "message": {"type": "string"}, "details": {"type": "object"}}}},
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["code", "message"],
+            "properties": {"code": {"type": "string"}, "message": {"type": "string"}, "details": {"type": "object"}},
+        }
+    },
 }
 ERRORS = {
     "400": "Malformed JSON body, or no namespace given",
@@ -76,26 +80,42 @@ def namespace_openapi(entry: NamespaceEntry, server_url: str, header: bool) -> d
             "operationId": tool["name"],
             "summary": tool.get("title") or tool["name"],
             "description": tool.get("description") or "",
-            "requestBody": {"required": True, "content": {"application/json": {
-                "schema": _hoist(tool.get("inputSchema") or {"type": "object"}, prefix, components)}}},
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/json": {
+                        "schema": _hoist(tool.get("inputSchema") or {"type": "object"}, prefix, components)
+                    }
+                },
+            },
             "responses": {
-                "200": {"description": "The tool's result", "content": {"application/json": {
-                    "schema": _result_schema(tool, components, prefix)}}},
-                **{code: {"description": text, "content": {"application/json": {
-                    "schema": {"$ref": "#/components/schemas/Error"}}}} for code, text in ERRORS.items()},
+                "200": {
+                    "description": "The tool's result",
+                    "content": {"application/json": {"schema": _result_schema(tool, components, prefix)}},
+                },
+                **{
+                    code: {
+                        "description": text,
+                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+                    }
+                    for code, text in ERRORS.items()
+                },
             },
         }
         if header:
-            operation["parameters"] = [{"name": "X-Namespace", "in": "header", "required": True,
-                                        "schema": {"type": "string", "enum": [name]}}]
+            operation["parameters"] = [
+                {"name": "X-Namespace", "in": "header", "required": True, "schema": {"type": "string", "enum": [name]}}
+            ]
         paths[f"/tools/{tool['name']}"] = {"post": operation}
     return {
         "openapi": "3.1.0",
-        "info": {"title": f"ToolDock namespace {name}", "version": entry.source.config.version or tooldock.__version__,
-                 "description": entry.source.config.description or f"The tools of namespace {name}."},
+        "info": {
+            "title": f"ToolDock namespace {name}",
+            "version": entry.source.config.version or tooldock.__version__,
+            "description": entry.source.config.description or f"The tools of namespace {name}.",
+        },
         "servers": [{"url": server_url}],
         "paths": paths,
-        "components": {"schemas": components,
-                       "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+        "components": {"schemas": components, "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
         "security": [{"bearer": []}],
     }

@@ -17,12 +17,11 @@ import tempfile
 from pathlib import Path
 
 import tooldock
-
-from ..namespace.models import NamespaceSource, ScanResult
-from ..namespace.scanner import scan_tools_dir
-from .environments import Environments
-from .settings import Settings
-from .supervisor import SupervisedWorker
+from tooldock.namespace.models import NamespaceSource, ScanResult
+from tooldock.namespace.scanner import scan_tools_dir
+from tooldock.runtime.backends.environments import Environments
+from tooldock.runtime.backends.supervisor import SupervisedWorker
+from tooldock.runtime.settings import Settings
 
 # Only these variables of the gateway's environment reach a worker: never the gateway's tokens.
 PASSTHROUGH_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "SSL_CERT_FILE", "SSL_CERT_DIR")
@@ -50,8 +49,12 @@ class ProcessWorker(SupervisedWorker):
     """One namespace as a local process: `python -m tooldock.worker` in the namespace's virtualenv."""
 
     def __init__(self, backend: ProcessBackend, source: NamespaceSource, generation: int) -> None:
-        super().__init__(source.name, backend.settings, backend.socket_dir / f"{source.name}.{generation}.sock",
-                         source.config.idle_timeout)
+        super().__init__(
+            source.name,
+            backend.settings,
+            backend.socket_dir / f"{source.name}.{generation}.sock",
+            source.config.idle_timeout,
+        )
         self.backend, self.source = backend, source
         self._interpreter: Path | None = None
         self._proc: asyncio.subprocess.Process | None = None
@@ -67,15 +70,30 @@ class ProcessWorker(SupervisedWorker):
         env = {k: os.environ[k] for k in PASSTHROUGH_ENV if k in os.environ}
         env.update(dict(self.source.config.env))
         env.update(PYTHONPATH=str(self.backend.lib), PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1")
-        args = [str(self._interpreter), "-s", "-m", "tooldock.worker", "--namespace", self.namespace,
-                "--dir", str(self.source.path), "--socket", str(self.socket_path),
-                "--parent-pid", str(os.getpid())]
+        args = [
+            str(self._interpreter),
+            "-s",
+            "-m",
+            "tooldock.worker",
+            "--namespace",
+            self.namespace,
+            "--dir",
+            str(self.source.path),
+            "--socket",
+            str(self.socket_path),
+            "--parent-pid",
+            str(os.getpid()),
+        ]
         for tool_file in self.source.files:
             args += ["--file", tool_file.filename]
         self.socket_path.unlink(missing_ok=True)
         self._proc = await asyncio.create_subprocess_exec(
-            *args, cwd=str(self.source.path), env=env, stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            *args,
+            cwd=str(self.source.path),
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,  # Ctrl-C on the gateway's terminal must not hit workers directly
         )
         self.pid = self._proc.pid

@@ -18,9 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..errors import DependencyError, DeployError
-from ..namespace.models import NamespaceSource, Problem, ScanResult, ToolFile
-from .containers import (
+from tooldock.errors import DependencyError, DeployError
+from tooldock.namespace.models import NamespaceSource, Problem, ScanResult, ToolFile
+from tooldock.runtime.backends.containers import (
     LABEL_MANAGED,
     LABEL_NAMESPACE,
     generation,
@@ -28,15 +28,22 @@ from .containers import (
     mounted_socket_dir,
     remove_socket_dir,
 )
-from .settings import Settings
-from .supervisor import SupervisedWorker, WorkerGone
+from tooldock.runtime.backends.supervisor import SupervisedWorker, WorkerGone
+from tooldock.runtime.settings import Settings
 
 
 class DockerWorker(SupervisedWorker):
     kind = "container"
 
-    def __init__(self, backend: DockerBackend, source: NamespaceSource, container_id: str, sockets: Path,
-                 tools: list[dict[str, Any]], managed: bool) -> None:
+    def __init__(
+        self,
+        backend: DockerBackend,
+        source: NamespaceSource,
+        container_id: str,
+        sockets: Path,
+        tools: list[dict[str, Any]],
+        managed: bool,
+    ) -> None:
         super().__init__(source.name, backend.settings, sockets / f"{source.name}.sock", source.config.idle_timeout)
         self.backend, self.source, self.container_id, self.managed = backend, source, container_id, managed
         self.tools = tools  # from the image labels: listable before the worker connects
@@ -63,7 +70,9 @@ class DockerWorker(SupervisedWorker):
             raise WorkerGone(f"container {self.container_id[:12]} was removed") from None
         if container.status != "running":
             if self.backend.read_only:  # not ours to restart: reported, and rediscovered when it starts again
-                raise WorkerGone(f"container {container.name} is {container.status} (read-only discovery: not restarting it)")
+                raise WorkerGone(
+                    f"container {container.name} is {container.status} (read-only discovery: not restarting it)"
+                )
             self.socket_path.unlink(missing_ok=True)
             await asyncio.to_thread(container.start)
         self.pid = container.name
@@ -132,7 +141,10 @@ class DockerBackend:
         newest: dict[str, Any] = {}
         for c in containers:
             ns = c.labels.get(LABEL_NAMESPACE, "")
-            if ns not in newest or (generation(c), c.attrs.get("Created", "")) > (generation(newest[ns]), newest[ns].attrs.get("Created", "")):
+            if ns not in newest or (generation(c), c.attrs.get("Created", "")) > (
+                generation(newest[ns]),
+                newest[ns].attrs.get("Created", ""),
+            ):
                 newest[ns] = c
         sources, problems, found = [], [], {}
         for ns, c in sorted(newest.items()):
@@ -143,14 +155,32 @@ class DockerBackend:
                 continue
             sockets = mounted_socket_dir(c)
             if sockets is None:
-                problems.append(Problem(c.name, "no host directory mounted at /run/tooldock; redeploy it with tooldock deploy",
-                                        None, "invalid_container"))
+                problems.append(
+                    Problem(
+                        c.name,
+                        "no host directory mounted at /run/tooldock; redeploy it with tooldock deploy",
+                        None,
+                        "invalid_container",
+                    )
+                )
                 continue
-            sources.append(NamespaceSource(
-                name=ns, path=Path("/app"), files=(ToolFile(c.name, tuple(t["name"] for t in tools)),),
-                problems=(), config=config, requirements="", fingerprint=c.id,
-            ))
-            found[ns] = {"id": c.id, "sockets": sockets, "tools": tools, "managed": c.labels.get(LABEL_MANAGED) == "true"}
+            sources.append(
+                NamespaceSource(
+                    name=ns,
+                    path=Path("/app"),
+                    files=(ToolFile(c.name, tuple(t["name"] for t in tools)),),
+                    problems=(),
+                    config=config,
+                    requirements="",
+                    fingerprint=c.id,
+                )
+            )
+            found[ns] = {
+                "id": c.id,
+                "sockets": sockets,
+                "tools": tools,
+                "managed": c.labels.get(LABEL_MANAGED) == "true",
+            }
         self._found = found
         return ScanResult(tuple(sources), tuple(problems))
 
@@ -174,8 +204,10 @@ class DockerBackend:
             delay = 0.5
             while not self._closing.is_set():
                 try:
-                    events = self.client.events(decode=True, filters={
-                        "type": "container", "label": LABEL_NAMESPACE, "event": ["start", "destroy"]})
+                    events = self.client.events(
+                        decode=True,
+                        filters={"type": "container", "label": LABEL_NAMESPACE, "event": ["start", "destroy"]},
+                    )
                     loop.call_soon_threadsafe(on_change)  # (re)connected: catch up on what we missed
                     delay = 0.5
                     for _ in events:

@@ -34,7 +34,7 @@ def origin_allowed(origin: str, allowed: tuple[str, ...]) -> bool:
     for entry in allowed:
         if origin == entry:
             return True
-        if entry.endswith(":*") and origin.startswith(entry[:-1]) and origin[len(entry) - 1:].isdigit():
+        if entry.endswith(":*") and origin.startswith(entry[:-1]) and origin[len(entry) - 1 :].isdigit():
             return True
     return False
 

@@ -1,0 +1,27 @@
+"""The `tooldock` command line: the click group, and one module per command group.
+
+    serve       `serve`                     the gateway
+    images      `build`, `base`             namespace folders -> OCI images
+    containers  `deploy`, `ps`, `stop`      worker containers on the Docker engine
+    common      what the command modules share (settings, cache directory)
+
+Results go to stdout (JSON when asked), logs and progress to stderr. Errors from the packages below become
+`click.ClickException` here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import click
+
+import tooldock
+from tooldock.cli import containers, images, serve
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(tooldock.__version__, prog_name="tooldock")
+def main() -> None:
+    """ToolDock: serve folders of Python @tool functions over MCP and REST."""
+
+
+for _command in (serve.serve, images.build, images.base, containers.deploy, containers.ps, containers.stop):
+    main.add_command(_command)

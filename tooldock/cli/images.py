@@ -1,0 +1,208 @@
+"""`tooldock build` and `tooldock base`: images, without a Docker daemon."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from tooldock.cli.common import cache_dir as _cache_dir
+from tooldock.errors import BuilderError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from tooldock.builder.build import Builder
+
+
+@click.command()
+@click.argument("namespace_dirs", nargs=-1, type=click.Path(path_type=Path))
+@click.option(
+    "--output",
+    "-o",
+    default="build/oci",
+    show_default=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Directory for the OCI image layouts (one sub-directory per namespace).",
+)
+@click.option(
+    "--base",
+    "base_ref",
+    default=None,
+    metavar="REF",
+    help="Base image: an OCI layout directory. Default: the `tooldock base` image, built once and cached.",
+)
+@click.option(
+    "--tar",
+    "tar_path",
+    default=None,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write one tar that is both an OCI layout and a `docker load` archive; with several "
+    "namespaces, put {namespace} in the name.",
+)
+@click.option(
+    "--load",
+    is_flag=True,
+    help="Load each image into the Docker engine as tooldock/<namespace>:<version> "
+    "and tooldock/<namespace>:sha256-<digest>.",
+)
+@click.option(
+    "--push",
+    "push_to",
+    default=None,
+    metavar="REGISTRY/PREFIX",
+    help="Push each image to REGISTRY/PREFIX/<namespace>:<version> (OCI distribution API; "
+    "credentials from TOOLDOCK_REGISTRY_USERNAME / TOOLDOCK_REGISTRY_PASSWORD).",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(["oci", "docker"]),
+    default="oci",
+    show_default=True,
+    help="oci: ToolDock writes the layers itself (no daemon). docker: render a Dockerfile and run "
+    "`docker build` (the image lands in the Docker engine).",
+)
+@click.option(
+    "--gateway",
+    is_flag=True,
+    help="Build an image of the gateway itself (OUTPUT/tooldock-gateway/), "
+    "running `tooldock serve /tools` on port 8000.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per namespace on stdout.")
+def build(
+    namespace_dirs: tuple[Path, ...],
+    output: Path,
+    base_ref: str | None,
+    tar_path: Path | None,
+    load: bool,
+    push_to: str | None,
+    engine: str,
+    gateway: bool,
+    as_json: bool,
+) -> None:
+    """Build each NAMESPACE_DIR into its own reproducible OCI image, without a Docker daemon.
+
+    Locks requirements.txt into requirements.lock (next to the namespace; commit it), extracts the tool
+    schemas into tools.json and the image labels, and writes OUTPUT/<namespace>/ as an OCI layout.
+    Progress goes to stderr; a bad namespace is reported and the others are still built.
+    """
+    import json
+
+    from rich.console import Console
+
+    from tooldock.builder.archive import write_archive
+    from tooldock.builder.build import Builder, BuildOptions
+    from tooldock.builder.daemon import load as load_image
+    from tooldock.builder.gateway import build_gateway
+    from tooldock.builder.registry import RegistryError, parse_target, push
+
+    if push_to is not None:
+        try:
+            parse_target(push_to)
+        except RegistryError as exc:
+            raise click.UsageError(str(exc)) from None
+    if not namespace_dirs and not gateway:
+        raise click.UsageError("give at least one NAMESPACE_DIR (or --gateway)")
+    if gateway and engine == "docker":
+        raise click.UsageError("--gateway is built by the oci engine")
+    if engine == "docker" and (tar_path or load or push_to):
+        raise click.UsageError(
+            "--engine docker builds into the Docker engine; --tar, --load and --push need --engine oci"
+        )
+    if tar_path is not None and len(namespace_dirs) > 1 and "{namespace}" not in str(tar_path):
+        raise click.UsageError("with several namespaces, --tar needs {namespace} in the file name")
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    builder = Builder(
+        BuildOptions(output=output, cache=_cache_dir(), base=base_ref), say=lambda m: console.print(f"  {m}")
+    )
+    failures = 0
+    jobs: list = [None] if gateway else []
+    for folder in [*jobs, *namespace_dirs]:
+        if engine == "docker":
+            failures += _build_with_docker(builder, folder, console, as_json)
+            continue
+        try:
+            with console.status(f"building {folder or 'the gateway image'}"):
+                result = builder.build(folder) if folder is not None else build_gateway(builder)
+                if tar_path is not None:
+                    tar_file = Path(str(tar_path).replace("{namespace}", result.namespace))
+                    write_archive(
+                        tar_file, builder.store, result.image, result.ref, f"{result.repository}:{result.ref}"
+                    )
+            extra: dict[str, object] = {}
+            if load:
+                with console.status(f"loading {result.namespace} into Docker"):
+                    loaded = load_image(builder.store, result.image, result.repository, result.ref)
+                extra["loaded"] = loaded
+                console.print(f"  loaded as {', '.join(loaded)}")
+            if push_to is not None:
+                with console.status(f"pushing {result.namespace} to {push_to}"):
+                    pushed = push(builder.store, result.image, push_to, result.namespace, result.ref)
+                extra["pushed"] = {
+                    "reference": pushed.reference,
+                    "digest": pushed.digest,
+                    "uploaded": pushed.uploaded,
+                    "skipped": pushed.skipped,
+                }
+                console.print(
+                    f"  pushed {pushed.reference} ({len(pushed.uploaded)} blobs uploaded, "
+                    f"{len(pushed.skipped)} already there)"
+                )
+        except BuilderError as exc:
+            failures += 1
+            console.print(f"[red]✗ {folder or 'gateway'}[/red]: {exc}")
+            continue
+        total = sum(result.timings.values())
+        console.print(
+            f"[green]✓ {result.namespace}[/green] {result.image.manifest_digest} -> {result.layout} "
+            f"({len(result.tools)} tools, {total * 1000:.0f} ms)"
+        )
+        if as_json:
+            click.echo(json.dumps({**result.to_json(), **extra}, sort_keys=True))
+    if failures:
+        raise click.ClickException(f"{failures} of {len(namespace_dirs) + len(jobs)} image(s) failed to build")
+
+
+def _build_with_docker(builder: Builder, folder: Path, console: Console, as_json: bool) -> int:
+    import json
+
+    from tooldock.builder.docker_engine import build_with_docker
+
+    try:
+        with console.status(f"docker build {folder}"):
+            result = build_with_docker(builder, folder)
+    except BuilderError as exc:
+        console.print(f"[red]✗ {folder}[/red]: {exc}")
+        return 1
+    console.print(f"[green]✓ {result['namespace']}[/green] {result['image_id']} as {result['tags'][0]} (docker build)")
+    if as_json:
+        click.echo(json.dumps(result, sort_keys=True))
+    return 0
+
+
+@click.command()
+@click.option(
+    "--output",
+    "-o",
+    default="build/oci/tooldock-base",
+    show_default=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where to write the base image's OCI layout.",
+)
+def base(output: Path) -> None:
+    """Build the minimal Python base image from pinned Debian packages (apt-get download + dpkg-deb -x).
+
+    Needs apt-get with up-to-date package lists; no Docker. Prints the image digest on stdout.
+    """
+    from tooldock.builder.base import build_base
+    from tooldock.builder.blobs import BlobStore
+    from tooldock.builder.oci import write_layout
+
+    store = BlobStore(_cache_dir())
+    try:
+        image = build_base(store, _cache_dir())
+    except BuilderError as exc:
+        raise click.ClickException(str(exc)) from None
+    write_layout(output, store, image, "base")
+    click.echo(image.manifest_digest)
