@@ -25,6 +25,13 @@
     ├── DaemonError, RegistryError     the Docker engine or a registry refused or is unreachable
     └── DeployError                    `tooldock deploy / stop`: no such image, no labels, never became ready
 
+    SecretsError                       the secrets store (CLI message, exit 1; gateway start-up stops)
+    ├── NoIdentity                     no key file, or no identity in it opens the store
+    ├── StoreCorrupt                   a value or the MAC fails its check, or the file is not sops + age
+    ├── InvalidSecretInput             a bad name, value, recipient or namespace
+    └── EditFailed                     `tooldock secrets edit`: the editor failed or the result is invalid
+    No secret value is ever part of an error message.
+
 Each gateway error carries its HTTP status and its worker-protocol code. They are converted in exactly
 three places: the REST error response (`runtime.http.responses`), the MCP tool result (`runtime.mcp.server`) and the CLI
 message (`cli`). Nothing else inspects error text.
@@ -145,3 +152,23 @@ def from_worker(error: dict[str, Any]) -> ToolDockError:
     cls = _BY_WORKER_CODE.get(str(error.get("code")), ToolDockError)
     details = error.get("details") if isinstance(error.get("details"), dict) else None
     return cls(str(error.get("message") or "worker error"), details)
+
+
+class SecretsError(Exception):
+    """The secrets store refused or cannot be read. Messages name files, paths and keys, never values."""
+
+
+class NoIdentity(SecretsError):
+    pass
+
+
+class StoreCorrupt(SecretsError):
+    pass
+
+
+class InvalidSecretInput(SecretsError):
+    pass
+
+
+class EditFailed(SecretsError):
+    pass

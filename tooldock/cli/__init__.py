@@ -3,6 +3,7 @@
     serve       `serve`                     the gateway
     images      `build`, `base`             namespace folders -> OCI images
     containers  `deploy`, `ps`, `stop`      worker containers on the Docker engine
+    secrets     `secrets ...`               the encrypted secrets store (human-only)
     common      what the command modules share (settings, cache directory)
 
 Results go to stdout (JSON when asked), logs and progress to stderr. Errors from the packages below become
@@ -14,7 +15,7 @@ from __future__ import annotations
 import click
 
 import tooldock
-from tooldock.cli import containers, images, serve
+from tooldock.cli import containers, images, secrets, serve
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -23,5 +24,13 @@ def main() -> None:
     """ToolDock: serve folders of Python @tool functions over MCP and REST."""
 
 
-for _command in (serve.serve, images.build, images.base, containers.deploy, containers.ps, containers.stop):
+for _command in (
+    serve.serve,
+    images.build,
+    images.base,
+    containers.deploy,
+    containers.ps,
+    containers.stop,
+    secrets.secrets,
+):
     main.add_command(_command)

@@ -5,10 +5,14 @@ from __future__ import annotations
 import copy
 import socket
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from tooldock.errors import BuilderError
+from tooldock.errors import BuilderError, SecretsError
+
+if TYPE_CHECKING:
+    from tooldock.runtime.secretmap import SecretMap
 
 
 def _uvicorn_log_config(level: str) -> dict:
@@ -93,12 +97,26 @@ def serve(tools_dir: Path, host: str, port: int, backend: str, read_only: bool, 
             engine()
         except BuilderError as exc:
             raise click.ClickException(str(exc)) from None
-    app = create_app(tools_dir.resolve(), settings, host, url, backend, read_only)
+    app = create_app(tools_dir.resolve(), settings, host, url, backend, read_only, _secrets())
     config = uvicorn.Config(app, log_config=_uvicorn_log_config(log_level), log_level=log_level)
     try:
         uvicorn.Server(config).run(sockets=[sock])
     except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it already handled: a clean stop, not an abort
         pass
+
+
+def _secrets() -> SecretMap:
+    """The secrets store, decrypted once before serving: a store this gateway cannot open stops start-up
+    with the reason (which key file, which recipients) instead of serving namespaces without their secrets."""
+    from tooldock.runtime.secretmap import SecretMap
+    from tooldock.secrets import SecretStore
+
+    secrets = SecretMap(SecretStore.from_env())
+    try:
+        secrets.refresh()
+    except SecretsError as exc:
+        raise click.ClickException(f"cannot read the secrets store: {exc}") from None
+    return secrets
 
 
 def _bind(host: str, port: int) -> socket.socket:

@@ -29,6 +29,7 @@ from tooldock.runtime.http.rest import create_router
 from tooldock.runtime.mcp.legacy import MESSAGES_PATH, LegacySse
 from tooldock.runtime.mcp.server import McpHub
 from tooldock.runtime.registry import Registry
+from tooldock.runtime.secretmap import SecretMap
 from tooldock.runtime.settings import Settings
 
 
@@ -108,9 +109,10 @@ def create_app(
     url: str = "",
     backend_name: str = "process",
     read_only: bool = False,
+    secrets: SecretMap | None = None,
 ) -> FastAPI:
     backend = make_backend(backend_name, settings, tools_dir, read_only)
-    registry = Registry(backend, settings)
+    registry = Registry(backend, settings, secrets)
     engine = Engine(registry, settings)
     hub = McpHub(engine, settings, host)
     registry.listeners.append(hub.tools_changed)

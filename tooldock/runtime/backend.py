@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from tooldock.namespace.models import NamespaceSource, ScanResult
+from tooldock.runtime.workerclient import SecretEnv
 
 WorkerState = Literal["starting", "ready", "sleeping", "restarting", "crash_loop", "failed", "stopped"]
 
@@ -47,7 +48,8 @@ class Backend(Protocol):
     async def discover(self) -> ScanResult:
         """The namespaces that exist now; a source's fingerprint changes whenever its worker must change."""
 
-    def create(self, source: NamespaceSource) -> Worker: ...
+    def create(self, source: NamespaceSource, secrets: SecretEnv) -> Worker:
+        """A worker for the namespace that will run with these secret values (and no others)."""
 
     async def close(self) -> None: ...
 

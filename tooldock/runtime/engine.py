@@ -7,6 +7,7 @@ gateway, from the namespace's `tooldock.yaml` or the gateway defaults.
 from __future__ import annotations
 
 import asyncio
+import re
 import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -17,6 +18,7 @@ from tooldock.errors import (
     MissingNamespace,
     NamespaceNotFound,
     NotFound,
+    ToolDockError,
     ToolNotFound,
     WorkerRetired,
 )
@@ -109,3 +111,34 @@ class Engine:
                 f"{what} in namespace {entry.source.name!r} did not finish within {timeout:g}s",
                 {"timeout_seconds": timeout},
             ) from None
+        except ToolDockError as err:
+            self._explain(err, entry)
+            raise
+
+    def _explain(self, err: ToolDockError, entry: NamespaceEntry) -> None:
+        """Mask every secret value the gateway knows; name the secret (and the command that sets it) when a
+        tool failed on a declared secret that is missing or still a placeholder."""
+        secrets = self.registry.secrets
+        if secrets is not None and secrets.mask.values:
+            err.message = secrets.mask(err.message)
+            err.args = (err.message,)
+            err.details = secrets.mask.scrub(err.details)
+        name = _missing_variable(err)
+        if name is not None and entry.secrets.unset(name):
+            ns = entry.source.name
+            state = "is still a placeholder" if name in entry.secrets.placeholders else "is not set"
+            err.message = (
+                f"secret {name} {state} for namespace {ns!r}: a person with access to the secrets store runs "
+                f"`tooldock secrets set {name} --namespace {ns}` (the value is typed there, never sent here), "
+                f"then reloads the gateway. The tool said: {err.message}"
+            )
+            err.args = (err.message,)
+            err.details = {**err.details, "secret": name, "secrets_status": entry.secrets.status}
+
+
+def _missing_variable(err: ToolDockError) -> str | None:
+    """The variable of a `KeyError: 'NAME'` (os.environ["NAME"]) the tool raised, if that is what it was."""
+    if err.details.get("exception") != "KeyError":
+        return None
+    found = re.search(r"KeyError: '([A-Za-z_][A-Za-z0-9_]*)'", err.message)
+    return found.group(1) if found else None

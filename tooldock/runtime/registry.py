@@ -12,13 +12,14 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from tooldock.errors import ReloadFailed
+from tooldock.errors import ReloadFailed, SecretsError
 from tooldock.namespace.models import NamespaceSource, Problem
 from tooldock.runtime.backend import Backend, Worker
+from tooldock.runtime.secretmap import NamespaceSecrets, SecretMap
 from tooldock.runtime.settings import Settings
 
 
@@ -27,6 +28,7 @@ class NamespaceEntry:
     source: NamespaceSource
     worker: Worker | None  # None: no loadable tool files
     reload_error: str | None = None  # a newer version of the folder failed to start; this one still serves
+    secrets: NamespaceSecrets = field(default_factory=NamespaceSecrets)
 
     @property
     def tools(self) -> list[dict[str, Any]]:
@@ -53,6 +55,7 @@ class NamespaceEntry:
             "tools": [t["name"] for t in self.tools],
             "has_requirements": self.source.has_requirements,
             "problems": problems,
+            **self.secrets.to_dict(),
             **worker,
             **({"reload_error": self.reload_error} if self.reload_error else {}),
         }
@@ -73,8 +76,8 @@ class Snapshot:
 
 
 class Registry:
-    def __init__(self, backend: Backend, settings: Settings) -> None:
-        self.backend, self.settings = backend, settings
+    def __init__(self, backend: Backend, settings: Settings, secrets: SecretMap | None = None) -> None:
+        self.backend, self.settings, self.secrets = backend, settings, secrets
         self.snapshot = Snapshot()
         self._lock = asyncio.Lock()
         self._retiring: set[asyncio.Task[None]] = set()
@@ -88,19 +91,28 @@ class Registry:
                 scan = await self.backend.discover()
             except OSError as exc:  # e.g. the tools directory itself is gone: keep serving what we have
                 raise ReloadFailed(f"reload failed, still serving the previous namespaces: {exc}") from exc
+            if self.secrets is not None:
+                try:
+                    await asyncio.to_thread(self.secrets.refresh)
+                except SecretsError as exc:
+                    raise ReloadFailed(f"reload failed, still serving the previous namespaces: {exc}") from exc
             old = self.snapshot.entries
             keep: dict[str, NamespaceEntry] = {}
             fresh: dict[str, tuple[NamespaceSource, Worker | None]] = {}
+            given: dict[str, NamespaceSecrets] = {}
             for source in scan.namespaces:
                 previous = old.get(source.name)
+                secrets = given[source.name] = self._secrets_for(source)
                 if (
                     previous is not None
                     and previous.source.fingerprint == source.fingerprint
+                    and previous.secrets.env.token == secrets.env.token  # only changed values restart a worker
                     and previous.state not in ("crash_loop", "failed")
                 ):
-                    keep[source.name] = previous
+                    keep[source.name] = replace(previous, secrets=secrets)
                 else:
-                    fresh[source.name] = (source, self.backend.create(source) if source.files else None)
+                    worker = self.backend.create(source, secrets.env) if source.files else None
+                    fresh[source.name] = (source, worker)
             started = [w for _, w in fresh.values() if w is not None]
             await asyncio.gather(*(w.start(self.settings.worker_start_timeout) for w in started))
 
@@ -113,10 +125,10 @@ class Registry:
                     failed[name] = worker.status().get("last_error") or worker.state
                     if previous is not None and previous.state == "ready":
                         # The old version keeps serving; the new one is reported and discarded.
-                        entries[name] = NamespaceEntry(previous.source, previous.worker, failed[name])
+                        entries[name] = NamespaceEntry(previous.source, previous.worker, failed[name], previous.secrets)
                         retire.append(worker)
                         continue
-                entries[name] = NamespaceEntry(source, worker)
+                entries[name] = NamespaceEntry(source, worker, secrets=given[name])
                 if previous is not None and previous.worker is not None:
                     retire.append(previous.worker)
             retire += [e.worker for n, e in old.items() if n not in entries and e.worker is not None]
@@ -138,6 +150,9 @@ class Registry:
                 "failed": failed,
                 "generation": self.snapshot.generation,
             }
+
+    def _secrets_for(self, source: NamespaceSource) -> NamespaceSecrets:
+        return self.secrets.for_namespace(source) if self.secrets is not None else NamespaceSecrets()
 
     def _retire(self, worker: Worker) -> None:
         self._spawn(worker.stop(self.settings.drain_timeout))

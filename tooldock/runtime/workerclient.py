@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import itertools
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,22 @@ from tooldock.worker import protocol
 
 class ProtocolMismatch(ToolDockError):
     pass
+
+
+class SecretsDelivered(Exception):
+    """The worker asked for its secrets before importing its tools and got them: connect again for its
+    ready handshake (see `tooldock.worker.secretenv`)."""
+
+
+@dataclass(frozen=True)
+class SecretEnv:
+    """The secret values one worker gets, and the token that names this set of values."""
+
+    values: dict[str, str] = field(default_factory=dict)
+    token: str = ""
+
+    def __repr__(self) -> str:  # never print the values
+        return f"SecretEnv(names={sorted(self.values)}, token={self.token[:8]}...)"
 
 
 class WorkerConnection:
@@ -35,13 +52,22 @@ class WorkerConnection:
         self._reader_task = asyncio.create_task(self._read_loop())
 
     @classmethod
-    async def open(cls, namespace: str, socket_path: Path) -> WorkerConnection:
+    async def open(cls, namespace: str, socket_path: Path, secrets: SecretEnv | None = None) -> WorkerConnection:
         reader, writer = await asyncio.open_unix_connection(str(socket_path), limit=protocol.MAX_LINE_BYTES)
         try:
             handshake = protocol.decode(await reader.readline())
         except ValueError as exc:
             writer.close()
             raise ProtocolMismatch(f"worker for {namespace!r} sent an invalid handshake: {exc}") from exc
+        if handshake.get("op") == "hello" and handshake.get("needs") == "secrets":
+            names = [n for n in handshake.get("names") or [] if isinstance(n, str)]
+            secrets = secrets or SecretEnv()
+            values = {n: v for n, v in secrets.values.items() if n in names}
+            with contextlib.suppress(ConnectionError):
+                writer.write(protocol.encode({"op": "secrets", "env": values, "token": secrets.token}))
+                await writer.drain()
+            writer.close()
+            raise SecretsDelivered(namespace)
         if handshake.get("op") != "ready" or handshake.get("protocol") != protocol.PROTOCOL_VERSION:
             writer.close()
             raise ProtocolMismatch(

@@ -10,6 +10,8 @@ import signal
 import sys
 from pathlib import Path
 
+from tooldock.worker import secretenv
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tooldock.worker", description=__doc__)
@@ -21,10 +23,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--describe", action="store_true", help="print the tool schemas as JSON and exit")
     args = parser.parse_args(argv)
 
-    from tooldock.namespace.extract import load_namespace  # imports fastmcp: after argument errors are reported
-
     folder = Path(args.dir)
     namespace = args.namespace or folder.resolve().name
+    socket_path = Path(args.socket or f"/run/tooldock/{namespace}.sock")
+    names = secretenv.declared_secrets()
+    token = None
+    if names and secretenv.via_socket() and not args.describe:
+        values, token = asyncio.run(secretenv.receive(namespace, socket_path, names))
+        os.environ.update(values)
+    masker = secretenv.Masker([os.environ[n] for n in names if os.environ.get(n)])
+    secretenv.mask_output(masker)
+
+    from tooldock.namespace.extract import load_namespace  # imports fastmcp: after argument errors are reported
+
     files = args.file if args.file is not None else sorted(p.name for p in folder.glob("[!_.]*.py"))
     loaded = load_namespace(folder, files)
     if args.describe:
@@ -46,9 +57,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from tooldock.worker.server import serve
 
-    socket_path = Path(args.socket or f"/run/tooldock/{namespace}.sock")
     loop = asyncio.new_event_loop()
-    main_task = loop.create_task(serve(namespace, loaded, socket_path, args.parent_pid))
+    main_task = loop.create_task(serve(namespace, loaded, socket_path, args.parent_pid, token, masker))
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, main_task.cancel)
     try:

@@ -23,6 +23,7 @@ from mcp.shared.exceptions import MCPError
 from tooldock.namespace.extract import LoadedNamespace
 from tooldock.worker import protocol
 from tooldock.worker.bridge import Bridge, Relay
+from tooldock.worker.secretenv import Masker
 
 
 def _error_for(exc: Exception) -> tuple[str, str, dict[str, Any] | None]:
@@ -45,9 +46,13 @@ def _innermost(exc: BaseException) -> Exception:
 
 
 class WorkerServer:
-    def __init__(self, namespace: str, loaded: LoadedNamespace) -> None:
+    def __init__(
+        self, namespace: str, loaded: LoadedNamespace, secrets_token: str | None = None, masker: Masker | None = None
+    ) -> None:
         self.namespace = namespace
         self.loaded = loaded
+        self.secrets_token = secrets_token  # echoed in the handshake: which secret values this worker started with
+        self.masker = masker or Masker([])
         self.tasks: dict[tuple[int, Any], asyncio.Task[None]] = {}
         self.asks: dict[str, asyncio.Future[dict[str, Any]]] = {}  # our questions to the gateway, by ask id
         self._ask_ids = itertools.count(1)
@@ -69,6 +74,7 @@ class WorkerServer:
             "tools": self.loaded.descriptors,
             **self.loaded.surface(),
             "failed_files": [p.to_dict() for p in self.loaded.failed],
+            **({"secrets_token": self.secrets_token} if self.secrets_token else {}),
         }
 
     def relay(self, rid: Any, send: Any, client: Any) -> Relay:
@@ -193,8 +199,8 @@ class WorkerServer:
         conn = id(writer)
 
         async def send(message: dict[str, Any]) -> None:
-            async with lock:
-                writer.write(protocol.encode(message))
+            async with lock:  # secret values never leave the worker, in results, errors or events alike
+                writer.write(protocol.encode(self.masker.scrub(message)))
                 await writer.drain()
 
         async def run(request: dict[str, Any]) -> None:
@@ -249,8 +255,15 @@ async def _watch_parent(parent_pid: int, stopping: asyncio.Event) -> None:
     stopping.set()
 
 
-async def serve(namespace: str, loaded: LoadedNamespace, socket_path: Path, parent_pid: int | None = None) -> None:
-    worker = WorkerServer(namespace, loaded)
+async def serve(
+    namespace: str,
+    loaded: LoadedNamespace,
+    socket_path: Path,
+    parent_pid: int | None = None,
+    secrets_token: str | None = None,
+    masker: Masker | None = None,
+) -> None:
+    worker = WorkerServer(namespace, loaded, secrets_token, masker)
     # Held for the worker's lifetime: the event loop keeps only a weak reference to a task.
     watcher = asyncio.create_task(_watch_parent(parent_pid, worker.stopping)) if parent_pid else None
     socket_path.unlink(missing_ok=True)

@@ -89,8 +89,16 @@ def run_settings(config: NamespaceConfig, sockets: Path, name: str, gen: int, en
         "network_mode": "none" if config.network == "none" else "bridge",
         "volumes": {str(sockets): {"bind": SOCKET_MOUNT, "mode": "rw"}},
         "labels": {LABEL_GENERATION: str(gen), LABEL_MANAGED: "true"},
-        "environment": env,
+        "environment": {**env, **secrets_via_socket(config)},
     }
+
+
+def secrets_via_socket(config: NamespaceConfig) -> dict[str, str]:
+    """The environment that makes a worker wait for its secret values on its socket (from the gateway)
+    before importing its tools: names only, so `docker inspect` never shows a value."""
+    if not config.secrets:
+        return {}
+    return {"TOOLDOCK_SECRETS_VIA": "socket", "TOOLDOCK_SECRET_NAMES": ",".join(config.secrets)}
 
 
 def mounted_socket_dir(container: Any) -> Path | None:

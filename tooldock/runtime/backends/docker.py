@@ -28,8 +28,9 @@ from tooldock.runtime.backends.containers import (
     mounted_socket_dir,
     remove_socket_dir,
 )
-from tooldock.runtime.backends.supervisor import SupervisedWorker, WorkerGone
+from tooldock.runtime.backends.supervisor import StartFailure, SupervisedWorker, WorkerGone
 from tooldock.runtime.settings import Settings
+from tooldock.runtime.workerclient import SecretEnv
 
 
 class DockerWorker(SupervisedWorker):
@@ -43,9 +44,13 @@ class DockerWorker(SupervisedWorker):
         sockets: Path,
         tools: list[dict[str, Any]],
         managed: bool,
+        secrets: SecretEnv,
     ) -> None:
-        super().__init__(source.name, backend.settings, sockets / f"{source.name}.sock", source.config.idle_timeout)
+        super().__init__(
+            source.name, backend.settings, sockets / f"{source.name}.sock", source.config.idle_timeout, secrets
+        )
         self.backend, self.source, self.container_id, self.managed = backend, source, container_id, managed
+        self._restart_for_secrets = False
         self.tools = tools  # from the image labels: listable before the worker connects
         self._exited = asyncio.Event()
         self._code: int | None = None
@@ -68,6 +73,12 @@ class DockerWorker(SupervisedWorker):
             container = await asyncio.to_thread(self.backend.client.containers.get, self.container_id)
         except NotFound:
             raise WorkerGone(f"container {self.container_id[:12]} was removed") from None
+        if container.status == "running" and self._restart_for_secrets and not self.backend.read_only:
+            # It took other secret values at its start: a restart makes it ask the gateway again.
+            self._restart_for_secrets = False
+            self.socket_path.unlink(missing_ok=True)
+            await asyncio.to_thread(container.restart, timeout=5)
+            container = await asyncio.to_thread(self.backend.client.containers.get, self.container_id)
         if container.status != "running":
             if self.backend.read_only:  # not ours to restart: reported, and rediscovered when it starts again
                 raise WorkerGone(
@@ -93,6 +104,24 @@ class DockerWorker(SupervisedWorker):
 
         threading.Thread(target=watch, daemon=True, name=f"wait-{container.name}").start()
         threading.Thread(target=logs, daemon=True, name=f"logs-{container.name}").start()
+
+    async def _wait_ready(self) -> None:
+        await super()._wait_ready()
+        assert self._conn is not None
+        started_with = self._conn.handshake.get("secrets_token")
+        if not self.source.config.secrets or started_with == self.secrets.token:
+            return
+        if started_with is None:  # deployed without TOOLDOCK_SECRETS_VIA=socket: it cannot take them
+            self._log_line(
+                f"container {self.pid} does not take secrets from the gateway: redeploy it with "
+                "`tooldock deploy` of this ToolDock version"
+            )
+            return
+        if self.backend.read_only:
+            self._log_line(f"container {self.pid} runs with other secret values (read-only discovery: left as is)")
+            return
+        self._restart_for_secrets = True
+        raise StartFailure(f"container {self.pid} runs with other secret values: restarting it")
 
     def _set_exited(self, code: int) -> None:
         self._code = code
@@ -190,9 +219,11 @@ class DockerBackend:
         except Exception as exc:  # the engine is down: keep what we have, say why
             raise OSError(f"cannot list worker containers: {exc}") from exc
 
-    def create(self, source: NamespaceSource) -> DockerWorker:
+    def create(self, source: NamespaceSource, secrets: SecretEnv) -> DockerWorker:
         found = self._found[source.name]
-        return DockerWorker(self, source, found["id"], found["sockets"], list(found["tools"]), found["managed"])
+        return DockerWorker(
+            self, source, found["id"], found["sockets"], list(found["tools"]), found["managed"], secrets
+        )
 
     def watch(self, on_change: Callable[[], None]) -> None:
         """Follow Docker's event stream in a thread; reconnect (and rescan) when the engine comes back."""

@@ -22,6 +22,7 @@ from tooldock.namespace.scanner import scan_tools_dir
 from tooldock.runtime.backends.environments import Environments
 from tooldock.runtime.backends.supervisor import SupervisedWorker
 from tooldock.runtime.settings import Settings
+from tooldock.runtime.workerclient import SecretEnv
 
 # Only these variables of the gateway's environment reach a worker: never the gateway's tokens.
 PASSTHROUGH_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "SSL_CERT_FILE", "SSL_CERT_DIR")
@@ -48,12 +49,13 @@ def _worker_lib(state_dir: Path) -> Path:
 class ProcessWorker(SupervisedWorker):
     """One namespace as a local process: `python -m tooldock.worker` in the namespace's virtualenv."""
 
-    def __init__(self, backend: ProcessBackend, source: NamespaceSource, generation: int) -> None:
+    def __init__(self, backend: ProcessBackend, source: NamespaceSource, generation: int, secrets: SecretEnv) -> None:
         super().__init__(
             source.name,
             backend.settings,
             backend.socket_dir / f"{source.name}.{generation}.sock",
             source.config.idle_timeout,
+            secrets,
         )
         self.backend, self.source = backend, source
         self._interpreter: Path | None = None
@@ -69,6 +71,8 @@ class ProcessWorker(SupervisedWorker):
     async def _launch(self) -> None:
         env = {k: os.environ[k] for k in PASSTHROUGH_ENV if k in os.environ}
         env.update(dict(self.source.config.env))
+        env.update(self.secrets.values)  # only the names the namespace declares (secretmap), over its defaults
+        env["TOOLDOCK_SECRET_NAMES"] = ",".join(self.source.config.secrets)  # names only: the worker masks them
         env.update(PYTHONPATH=str(self.backend.lib), PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1")
         args = [
             str(self._interpreter),
@@ -138,8 +142,8 @@ class ProcessBackend:
     async def discover(self) -> ScanResult:
         return await asyncio.to_thread(scan_tools_dir, self.tools_dir)
 
-    def create(self, source: NamespaceSource) -> ProcessWorker:
-        return ProcessWorker(self, source, next(self._generations))
+    def create(self, source: NamespaceSource, secrets: SecretEnv) -> ProcessWorker:
+        return ProcessWorker(self, source, next(self._generations), secrets)
 
     async def close(self) -> None:
         shutil.rmtree(self.socket_dir, ignore_errors=True)

@@ -18,8 +18,9 @@ from typing import Any
 from tooldock.errors import DependencyError, NamespaceUnavailable, WorkerRetired
 from tooldock.runtime.backend import WorkerState
 from tooldock.runtime.settings import Settings
-from tooldock.runtime.workerclient import WorkerConnection
+from tooldock.runtime.workerclient import SecretEnv, SecretsDelivered, WorkerConnection
 from tooldock.worker import protocol
+from tooldock.worker.secretenv import Masker
 
 STABLE_AFTER = 10.0  # seconds a worker must stay up for a later death not to count toward a crash loop
 CRASH_LOOP_AFTER = 5  # consecutive failed starts / quick deaths
@@ -39,9 +40,16 @@ class SupervisedWorker:
     kind = "worker"
 
     def __init__(
-        self, namespace: str, settings: Settings, socket_path: Path, idle_timeout: float | None = None
+        self,
+        namespace: str,
+        settings: Settings,
+        socket_path: Path,
+        idle_timeout: float | None = None,
+        secrets: SecretEnv | None = None,
     ) -> None:
         self.namespace, self.settings, self.socket_path = namespace, settings, socket_path
+        self.secrets = secrets or SecretEnv()
+        self._mask = Masker(list(self.secrets.values.values()))  # the worker's output and errors, as logged here
         self.idle_timeout = idle_timeout  # scale to zero: stop after this long without calls, start on the next
         self.last_wake_ms: float | None = None
         self.state: WorkerState = "starting"
@@ -147,6 +155,7 @@ class SupervisedWorker:
             await asyncio.sleep(min(BACKOFF_MAX, self.settings.restart_backoff * 2 ** max(0, failures - 1)))
 
     def _fail(self, state: WorkerState, message: str) -> None:
+        message = self._mask(message)
         self.state, self.last_error = state, message
         print(f"tooldock: [{self.namespace}] {message}", file=sys.stderr, flush=True)
         self._settled.set()
@@ -155,6 +164,7 @@ class SupervisedWorker:
         return " | ".join(list(self._output)[-3:]) or "no output"
 
     def _log_line(self, line: str) -> None:
+        line = self._mask(line)
         self._output.append(line)
         print(
             line if line.startswith(f"[{self.namespace}]") else f"[{self.namespace}] {line}",
@@ -171,8 +181,10 @@ class SupervisedWorker:
                 raise StartFailure(f"{self.kind} exited with code {code} before it was ready: {self._tail()}")
             if self.socket_path.exists():
                 try:
-                    self._conn = await WorkerConnection.open(self.namespace, self.socket_path)
+                    self._conn = await WorkerConnection.open(self.namespace, self.socket_path, self.secrets)
                     break
+                except SecretsDelivered:
+                    pass  # it imports its tools now, then serves on a fresh socket: connect again
                 except (ConnectionRefusedError, FileNotFoundError, PermissionError):
                     pass
             if time.monotonic() > deadline:
@@ -311,7 +323,7 @@ class SupervisedWorker:
             "state": self.state,
             "pid": self.pid if self.state == "ready" else None,
             "restarts": self.restarts,
-            "last_error": self.last_error,
+            "last_error": self._mask(self.last_error) if self.last_error else None,
             "inflight": self._inflight,
         }
         if self.idle_timeout:

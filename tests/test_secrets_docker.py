@@ -1,0 +1,99 @@
+"""Secrets on the docker backend: a worker container gets its declared values over its socket before it
+imports its tools, so no value is in the image, its labels, the container's config or `docker inspect`."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import subprocess
+import tarfile
+import tempfile
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, TOOLDOCK, Gateway, tooldock_cli
+
+VAULT_TOKEN = "docker-vault-token-4c2e9a71"
+SHARED_KEY = "docker-shared-key-b83f0d16"
+MANAGER = "manager-token-0123456789"
+
+
+def sha(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()
+
+
+def secrets_set(env: dict[str, str], key: str, value: str, namespace: str | None = None) -> None:
+    args = [TOOLDOCK, "secrets", "set", key, *(["--namespace", namespace] if namespace else [])]
+    proc = subprocess.run(args, input=value, capture_output=True, text=True, env={**os.environ, **env})
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def setup(docker_host, tmp_path_factory):
+    import docker
+
+    tmp = tmp_path_factory.mktemp("secrets-docker")
+    store = {"TOOLDOCK_SECRETS_DIR": str(tmp / "store"), "TOOLDOCK_AGE_KEY_FILE": str(tmp / "age.key")}
+    tooldock_cli("secrets", "init", env=store)
+    secrets_set(store, "VAULT_TOKEN", VAULT_TOKEN, "vault")
+    secrets_set(store, "SHARED_KEY", SHARED_KEY)
+    sockets = Path(tempfile.mkdtemp(prefix="tds-"))
+    env = {"DOCKER_HOST": docker_host, "TOOLDOCK_SOCKET_DIR": str(sockets)}
+    src = FIXTURES / "secrets"
+    deployed = tooldock_cli("deploy", str(src / "vault"), str(src / "plain"), "--json", "--drain", "2", env=env)
+    results = {r["namespace"]: r for r in map(json.loads, deployed.stdout.splitlines())}
+    gw = Gateway(tmp, tmp / "gateway.log", {**env, **store, "MANAGER_INTERNAL_TOKEN": MANAGER,
+                                             "TOOLDOCK_RESTART_BACKOFF": "0.2"},
+                 args=("--backend", "docker")).start()
+    yield {"gw": gw, "store": store, "results": results, "client": docker.DockerClient(base_url=docker_host)}
+    gw.stop()
+    client = docker.DockerClient(base_url=docker_host)
+    for container in client.containers.list(all=True, filters={"label": "io.tooldock.namespace"}):
+        if any(str(m.get("Source", "")).startswith(str(sockets)) for m in container.attrs.get("Mounts") or []):
+            container.remove(force=True)
+
+
+def test_the_container_gets_its_declared_secrets_over_the_socket(setup):
+    gw = setup["gw"]
+    gw.wait_for(lambda: gw.namespace("vault").get("state") == "ready", what="vault ready")
+    assert gw.call("vault", "token_hash").json()["result"] == sha(VAULT_TOKEN)
+    assert gw.call("vault", "secret_names").json()["result"] == ["SHARED_KEY", "VAULT_TOKEN"]
+    assert gw.call("plain", "secret_names").json()["result"] == []
+
+
+def test_no_value_in_docker_inspect_the_image_or_its_labels(setup):
+    client = setup["client"]
+    gw = setup["gw"]
+    gw.call("vault", "token_hash")
+    container = client.containers.get(setup["results"]["vault"]["container"])
+    inspected = json.dumps(container.attrs) + json.dumps(client.api.inspect_image(container.image.id))
+    assert "TOOLDOCK_SECRETS_VIA=socket" in inspected  # the names-only switch is there ...
+    image = b"".join(container.image.save())
+    with tarfile.open(fileobj=io.BytesIO(image)) as archive:
+        everything = b""
+        for member in archive.getmembers():
+            data = archive.extractfile(member)
+            if data is None:
+                continue
+            raw = data.read()
+            if member.name.endswith((".tar", "layer.tar")) or raw[:2] == b"\x1f\x8b":
+                with tarfile.open(fileobj=io.BytesIO(raw)) as layer:
+                    for inner in layer.getmembers():
+                        extracted = layer.extractfile(inner)
+                        everything += extracted.read() if extracted is not None else b""
+            everything += raw
+    logs = container.logs().decode(errors="replace") + gw.logs
+    for value in (VAULT_TOKEN, SHARED_KEY):  # ... and no value anywhere
+        assert value not in inspected and value.encode() not in image and value.encode() not in everything
+        assert value not in logs
+
+
+def test_a_changed_value_restarts_that_container_and_reaches_the_tool(setup):
+    gw, store = setup["gw"], setup["store"]
+    secrets_set(store, "VAULT_TOKEN", "docker-vault-rotated-19e7", "vault")
+    report = gw.post("/reload", headers={"X-Manager-Token": MANAGER}).json()
+    assert report["workers_restarted"] == ["vault"]
+    assert gw.call("vault", "token_hash").json()["result"] == sha("docker-vault-rotated-19e7")
+    assert gw.call("vault", "leak", where="error").json()["error"]["message"].count("***") == 1

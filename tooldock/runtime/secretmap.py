@@ -1,0 +1,88 @@
+"""Which secret values each namespace's worker gets, read from the secrets store at start and on reload.
+
+The gateway decrypts the store (`tooldock.secrets`, age identity from `TOOLDOCK_AGE_KEY_FILE`) in memory
+and hands each worker only the names its `tooldock.yaml` declares: the namespace's scope over the global
+scope over the folder's `env:` defaults. A namespace whose declared secret is missing or still a
+placeholder starts anyway; its status says so, and a call that fails for lack of it is told which command
+sets it. Every value the gateway knows is masked (`***`) in what it logs and answers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from tooldock.namespace.models import NamespaceSource
+from tooldock.runtime.workerclient import SecretEnv
+from tooldock.secrets import SecretStore
+from tooldock.worker.secretenv import Masker
+
+SecretsStatus = Literal["ok", "missing", "placeholders", "no_secrets_needed"]
+
+
+@dataclass(frozen=True)
+class NamespaceSecrets:
+    env: SecretEnv = field(default_factory=SecretEnv)
+    status: SecretsStatus = "no_secrets_needed"
+    missing: tuple[str, ...] = ()
+    placeholders: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"secrets_status": self.status}
+        if self.missing:
+            body["secrets_missing"] = list(self.missing)
+        if self.placeholders:
+            body["secrets_placeholders"] = list(self.placeholders)
+        return body
+
+    def unset(self, name: str) -> bool:
+        return name in self.missing or name in self.placeholders
+
+
+class SecretMap:
+    """The decrypted store as the gateway holds it between reloads."""
+
+    def __init__(self, store: SecretStore) -> None:
+        self.store = store
+        self._values: dict[str, Any] = {"global": {}, "namespaces": {}}
+        self._placeholders: set[tuple[str, str]] = set()  # (scope, key): "global" or a namespace
+        self._key = os.urandom(32)  # names a set of values without revealing them
+        self.mask = Masker([])
+
+    def refresh(self) -> None:
+        """Decrypt the store again; raises `tooldock.errors.SecretsError` (the previous values stay)."""
+        values = self.store.load_all()
+        placeholders = {(e["scope"], e["key"]) for e in self.store.statuses() if e["status"] == "placeholder"}
+        self._values, self._placeholders = values, placeholders
+        everything = [*values.get("global", {}).values()]
+        for scoped in values.get("namespaces", {}).values():
+            everything += scoped.values()
+        self.mask = Masker([v for v in everything if isinstance(v, str)])
+
+    def for_namespace(self, source: NamespaceSource) -> NamespaceSecrets:
+        declared = source.config.secrets
+        if not declared:
+            return NamespaceSecrets()
+        scoped = self._values.get("namespaces", {}).get(source.name, {})
+        shared = self._values.get("global", {})
+        defaults = dict(source.config.env)
+        values: dict[str, str] = {}
+        missing, placeholders = [], []
+        for name in declared:
+            value = scoped.get(name, shared.get(name))
+            if isinstance(value, str):
+                values[name] = value
+            elif name in defaults:
+                continue  # the folder's own default reaches the worker through its env
+            elif (source.name, name) in self._placeholders or ("global", name) in self._placeholders:
+                placeholders.append(name)
+            else:
+                missing.append(name)
+        status: SecretsStatus = "missing" if missing else "placeholders" if placeholders else "ok"
+        canonical = json.dumps(values, sort_keys=True).encode()
+        token = hmac.new(self._key, canonical, hashlib.sha256).hexdigest()
+        return NamespaceSecrets(SecretEnv(values, token), status, tuple(missing), tuple(placeholders))
