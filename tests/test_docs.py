@@ -8,16 +8,19 @@ import pytest
 from tooldock.builder import ENV_VARS as BUILD_ENV_VARS
 from tooldock.cli import main
 from tooldock.runtime.settings import ENV_VARS
+from tooldock.secrets import ENV_VARS as SECRETS_ENV_VARS
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 
 
-def _options():
-    for name, command in main.commands.items():
-        yield name, None
+def _options(group: click.Group = main, prefix: str = ""):
+    for name, command in group.commands.items():
+        yield prefix + name, None
         for param in command.params:
             if isinstance(param, click.Option):
-                yield name, max(param.opts, key=len)
+                yield prefix + name, max(param.opts, key=len)
+        if isinstance(command, click.Group):
+            yield from _options(command, f"{prefix}{name} ")
 
 
 @pytest.mark.parametrize("command, option", list(_options()))
@@ -27,7 +30,7 @@ def test_cli_commands_and_options_are_documented(command, option):
         assert f"`{option}`" in README, f"{option} of `tooldock {command}` is not in the README"
 
 
-@pytest.mark.parametrize("variable", ENV_VARS + BUILD_ENV_VARS)
+@pytest.mark.parametrize("variable", ENV_VARS + BUILD_ENV_VARS + SECRETS_ENV_VARS)
 def test_settings_are_documented(variable):
     assert f"`{variable}`" in README
 

@@ -116,3 +116,24 @@ def test_a_store_the_gateway_cannot_open_stops_start_up(make_gateway, store, tmp
         gw.start(timeout=60)
     assert "secrets store" in str(failed.value) and str(other_key) in str(failed.value)
     assert VAULT_TOKEN not in str(failed.value)
+
+
+def test_the_async_tool_example_works_once_its_secret_is_set(make_gateway, store, tmp_path):
+    """examples/async-tool as the README tells it; its API host is pointed at a closed loopback port, so
+    the call fails only for lack of network (tests never leave loopback)."""
+    import shutil
+
+    from conftest import EXAMPLES
+
+    src = tmp_path / "src"
+    shutil.copytree(EXAMPLES / "async-tool", src / "async-tool")
+    config = src / "async-tool" / "tooldock.yaml"
+    config.write_text(config.read_text().replace("https://api.openweathermap.org", "http://127.0.0.1:9"))
+    gw = make_gateway(src, env={**store, "MANAGER_INTERNAL_TOKEN": MANAGER})
+    before = gw.call("async-tool", "get_weather", city="Berlin").json()["error"]["message"]
+    assert "tooldock secrets set WEATHER_API_KEY --namespace async-tool" in before
+    secrets_set(store, "WEATHER_API_KEY", "weather-key-1c2d3e4f", "async-tool")
+    assert reload(gw)["workers_restarted"] == ["async-tool"]
+    after = gw.call("async-tool", "get_weather", city="Berlin").json()["error"]
+    assert "ConnectError" in after["message"] and "WEATHER_API_KEY" not in after["message"]
+    assert gw.namespace("async-tool")["secrets_status"] == "ok"

@@ -7,4 +7,7 @@ and hands each worker the names its namespace declares. See `store` (the directo
 
 from tooldock.secrets.store import SecretStore
 
-__all__ = ["SecretStore"]
+# Read by the CLI and the gateway (documented in the README; tests/test_docs.py checks).
+ENV_VARS = ("TOOLDOCK_SECRETS_DIR", "TOOLDOCK_AGE_KEY_FILE", "SOPS_AGE_KEY_FILE", "EDITOR")
+
+__all__ = ["ENV_VARS", "SecretStore"]
