@@ -19,8 +19,8 @@ class ProtocolMismatch(ToolDockError):
 
 
 class SecretsDelivered(Exception):
-    """The worker asked for its secrets before importing its tools and got them: connect again for its
-    ready handshake (see `tooldock.worker.secretenv`)."""
+    """The worker asked for its secrets before importing its tools (and got them, when they were ours to
+    give): connect again for its ready handshake (see `tooldock.worker.secretenv`)."""
 
 
 @dataclass(frozen=True)
@@ -61,11 +61,11 @@ class WorkerConnection:
             raise ProtocolMismatch(f"worker for {namespace!r} sent an invalid handshake: {exc}") from exc
         if handshake.get("op") == "hello" and handshake.get("needs") == "secrets":
             names = [n for n in handshake.get("names") or [] if isinstance(n, str)]
-            secrets = secrets or SecretEnv()
-            values = {n: v for n, v in secrets.values.items() if n in names}
-            with contextlib.suppress(ConnectionError):
-                writer.write(protocol.encode({"op": "secrets", "env": values, "token": secrets.token}))
-                await writer.drain()
+            if secrets is not None:  # None: not ours to answer; another connection will
+                values = {n: v for n, v in secrets.values.items() if n in names}
+                with contextlib.suppress(ConnectionError):
+                    writer.write(protocol.encode({"op": "secrets", "env": values, "token": secrets.token}))
+                    await writer.drain()
             writer.close()
             raise SecretsDelivered(namespace)
         if handshake.get("op") != "ready" or handshake.get("protocol") != protocol.PROTOCOL_VERSION:

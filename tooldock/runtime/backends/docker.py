@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import sys
 import threading
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -105,11 +106,19 @@ class DockerWorker(SupervisedWorker):
         threading.Thread(target=watch, daemon=True, name=f"wait-{container.name}").start()
         threading.Thread(target=logs, daemon=True, name=f"logs-{container.name}").start()
 
+    def _owner(self) -> bool:
+        """Whether this is the newest supervisor of the container: only it gives secrets or restarts for them
+        (the one it replaces keeps serving, with what the container has, until it is retired)."""
+        return self.backend.secret_owners.get(self.container_id) is self
+
+    def _deliverable(self) -> SecretEnv | None:
+        return self.secrets if self._owner() else None
+
     async def _wait_ready(self) -> None:
         await super()._wait_ready()
         assert self._conn is not None
         started_with = self._conn.handshake.get("secrets_token")
-        if not self.source.config.secrets or started_with == self.secrets.token:
+        if not self.source.config.secrets or started_with == self.secrets.token or not self._owner():
             return
         if started_with is None:  # deployed without TOOLDOCK_SECRETS_VIA=socket: it cannot take them
             self._log_line(
@@ -144,8 +153,10 @@ class DockerWorker(SupervisedWorker):
         self.state = "stopped"
 
     async def _terminate(self) -> None:
-        if not self._retiring or not self.managed or self.backend.read_only:
-            return  # crashed: restarted in place by the next _launch; released: left running for the next gateway
+        if not self._retiring or not self.managed or self.backend.read_only or not self._owner():
+            # crashed: restarted in place by the next _launch; released: left running for the next gateway;
+            # superseded on the same container (new secret values): the newer worker serves it now
+            return
         with contextlib.suppress(Exception):
             container = await asyncio.to_thread(self.backend.client.containers.get, self.container_id)
             await asyncio.to_thread(container.remove, force=True)
@@ -162,6 +173,9 @@ class DockerBackend:
         self.settings, self.read_only = settings, read_only
         self.client = docker.from_env()
         self._found: dict[str, dict[str, Any]] = {}
+        # Per container: the newest worker supervising it, the only one that hands it secrets (weak: a
+        # retired worker goes away with its supervision).
+        self.secret_owners: weakref.WeakValueDictionary[str, DockerWorker] = weakref.WeakValueDictionary()
         self._watcher: threading.Thread | None = None
         self._closing = threading.Event()
 
@@ -221,9 +235,11 @@ class DockerBackend:
 
     def create(self, source: NamespaceSource, secrets: SecretEnv) -> DockerWorker:
         found = self._found[source.name]
-        return DockerWorker(
+        worker = DockerWorker(
             self, source, found["id"], found["sockets"], list(found["tools"]), found["managed"], secrets
         )
+        self.secret_owners[found["id"]] = worker
+        return worker
 
     def watch(self, on_change: Callable[[], None]) -> None:
         """Follow Docker's event stream in a thread; reconnect (and rescan) when the engine comes back."""

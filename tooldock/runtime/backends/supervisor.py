@@ -181,7 +181,7 @@ class SupervisedWorker:
                 raise StartFailure(f"{self.kind} exited with code {code} before it was ready: {self._tail()}")
             if self.socket_path.exists():
                 try:
-                    self._conn = await WorkerConnection.open(self.namespace, self.socket_path, self.secrets)
+                    self._conn = await WorkerConnection.open(self.namespace, self.socket_path, self._deliverable())
                     break
                 except SecretsDelivered:
                     pass  # it imports its tools now, then serves on a fresh socket: connect again
@@ -194,6 +194,11 @@ class SupervisedWorker:
         self.tools = list(handshake.get("tools") or [])
         self.surface = {key: list(handshake.get(key) or []) for key in protocol.SURFACE_KINDS}
         self.failed_files = list(handshake.get("failed_files") or [])
+
+    def _deliverable(self) -> SecretEnv | None:
+        """The secrets to hand a worker that asks for them; None when another supervisor of the same
+        worker (a newer generation of the namespace) is the one to answer."""
+        return self.secrets
 
     async def _wait_exit(self) -> None:
         assert self._conn is not None
