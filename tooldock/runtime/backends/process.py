@@ -72,7 +72,8 @@ class ProcessWorker(SupervisedWorker):
         env = {k: os.environ[k] for k in PASSTHROUGH_ENV if k in os.environ}
         env.update(dict(self.source.config.env))
         env.update(self.secrets.values)  # only the names the namespace declares (secretmap), over its defaults
-        env["TOOLDOCK_SECRET_NAMES"] = ",".join(self.source.config.secrets)  # names only: the worker masks them
+        if self.source.config.secrets:  # names only: the worker masks their values in what it prints
+            env["TOOLDOCK_SECRET_NAMES"] = ",".join(self.source.config.secrets)
         env.update(PYTHONPATH=str(self.backend.lib), PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1")
         args = [
             str(self._interpreter),
