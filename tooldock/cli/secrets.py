@@ -30,7 +30,9 @@ def _store() -> SecretStore:
     return SecretStore.from_env()
 
 
-def _fail(exc: SecretsError) -> click.ClickException:
+def _fail(exc: SecretsError | OSError) -> click.ClickException:
+    if isinstance(exc, OSError):  # a file the store needs cannot be read or written (permissions, disk full)
+        return click.ClickException(f"{exc.filename or 'the secrets store'}: {exc.strerror or exc}")
     return click.ClickException(str(exc))
 
 
@@ -49,7 +51,7 @@ def init() -> None:
     store = _store()
     try:
         recipient = store.init()
-    except SecretsError as exc:
+    except (SecretsError, OSError) as exc:
         raise _fail(exc) from None
     click.echo(f"tooldock: age key {store.key_path} (keep it private; back it up); store {store.directory}", err=True)
     click.echo(recipient)
@@ -65,10 +67,13 @@ def recipients() -> None:
 def recipients_add(recipient: str) -> None:
     """Let another age identity (a teammate, CI) decrypt the store."""
     try:
-        _store().add_recipient(recipient)
-    except SecretsError as exc:
+        added = _store().add_recipient(recipient)
+    except (SecretsError, OSError) as exc:
         raise _fail(exc) from None
-    click.echo(f"tooldock: the store is now also encrypted to {recipient.strip()}", err=True)
+    if added:
+        click.echo(f"tooldock: the store is now also encrypted to {recipient.strip()}", err=True)
+    else:
+        click.echo(f"tooldock: the store was already encrypted to {recipient.strip()}", err=True)
 
 
 @recipients.command("list")
@@ -77,7 +82,7 @@ def recipients_list(as_json: bool) -> None:
     """The age recipients the store is encrypted to."""
     try:
         found = _store().recipients()
-    except SecretsError as exc:
+    except (SecretsError, OSError) as exc:
         raise _fail(exc) from None
     click.echo(json.dumps(found) if as_json else "\n".join(found))
 
@@ -87,7 +92,7 @@ def rotate() -> None:
     """Encrypt every value again under a new data key (same recipients)."""
     try:
         _store().rotate()
-    except SecretsError as exc:
+    except (SecretsError, OSError) as exc:
         raise _fail(exc) from None
     click.echo("tooldock: new data key; every value re-encrypted", err=True)
 
@@ -107,7 +112,7 @@ def set_(key: str, namespace: str | None) -> None:
     store = _store()
     try:
         store.set(key, _read_value(key), namespace)
-    except SecretsError as exc:
+    except (SecretsError, OSError) as exc:
         raise _fail(exc) from None
     click.echo(f"tooldock: {key} set ({_scope(namespace)}); reload the gateway to use it", err=True)
 
@@ -119,7 +124,7 @@ def prepare(key: str, namespace: str | None) -> None:
     """Record KEY as a placeholder: declared as needed, value still to be set."""
     try:
         created = _store().prepare(key, namespace)
-    except SecretsError as exc:
+    except (SecretsError, OSError) as exc:
         raise _fail(exc) from None
     click.echo(
         f"tooldock: {key} {'is a placeholder now' if created else 'is already set'} ({_scope(namespace)})", err=True
@@ -133,7 +138,7 @@ def remove(key: str, namespace: str | None) -> None:
     """Remove KEY (its value and its status)."""
     try:
         removed = _store().remove(key, namespace)
-    except SecretsError as exc:
+    except (SecretsError, OSError) as exc:
         raise _fail(exc) from None
     if not removed:
         raise click.ClickException(f"{key} is not in the store ({_scope(namespace)})")
@@ -167,7 +172,7 @@ def list_(namespace: str | None, tools_dir: Path, as_json: bool) -> None:
         for ns, declared in sorted(_declared(tools_dir).items()):
             if namespace is None or ns == namespace:
                 rows += [{"key": k, "scope": ns, "status": "missing"} for k in store.check(ns, declared)["missing"]]
-    except SecretsError as exc:
+    except (SecretsError, OSError) as exc:
         raise _fail(exc) from None
     if as_json:
         click.echo(json.dumps(rows))
@@ -188,7 +193,7 @@ def check(namespace_dir: Path, as_json: bool) -> None:
         raise click.ClickException(f"{namespace_dir}/tooldock.yaml: {problem.message}")
     try:
         result = _store().check(namespace_dir.resolve().name, list(config.secrets))
-    except SecretsError as exc:
+    except (SecretsError, OSError) as exc:
         raise _fail(exc) from None
     if as_json:
         click.echo(json.dumps(result))
@@ -204,8 +209,11 @@ def edit() -> None:
     """Edit every value in $EDITOR (decrypted to a private tmpfs file that is shredded afterwards)."""
     try:
         counts = run_edit(_store())
-    except SecretsError as exc:
+    except (SecretsError, OSError) as exc:
         raise _fail(exc) from None
+    if not counts["changed"]:
+        click.echo("tooldock: no change; the store is as it was", err=True)
+        return
     click.echo(f"tooldock: saved {counts['global']} global and {counts['namespaces']} namespace value(s)", err=True)
 
 

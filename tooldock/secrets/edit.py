@@ -1,8 +1,15 @@
 """`tooldock secrets edit`: the seed's safe editing flow.
 
-Lock the store, decrypt to a 0600 file on tmpfs (`/dev/shm` when it is there, else the temp directory),
-run `$EDITOR` (default `vi`), validate, re-encrypt, replace atomically; the plaintext is overwritten with
-zeros and deleted whatever happens, the editor failing or the result being invalid included.
+Lock the store (other writers wait), decrypt to a 0600 file on tmpfs (`/dev/shm` when it is there and
+writable, else the temp directory), run `$VISUAL` or `$EDITOR` (default `vi`; split like a shell would),
+validate, re-encrypt under the same data key, replace atomically. The plaintext is overwritten with zeros
+and deleted whatever happens: the editor failing, the result being invalid, or an interrupt.
+
+An invalid edit (not YAML, another shape than `global:` / `namespaces:`, a bad key or namespace name, a
+value that is not a non-empty string) changes nothing and raises `EditFailed` naming the place, never a
+value. An unchanged file writes nothing. The metadata follows the values: every key in the edited file
+is `set`; a key deleted in the editor loses its status, except a placeholder, which stays one until a
+value arrives (it never had a value to delete).
 """
 
 from __future__ import annotations
@@ -13,13 +20,12 @@ import shlex
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any
 
-import yaml
-
-from tooldock.errors import EditFailed, InvalidSecretInput
+from tooldock.errors import EditFailed
+from tooldock.secrets import yamlfile
 from tooldock.secrets.files import locked
-from tooldock.secrets.store import SecretStore, check_key, check_namespace, check_value, dump_yaml
+from tooldock.secrets.store import SecretStore
+from tooldock.secrets.validate import edited_tree
 
 HEADER = (
     "# ToolDock secrets: edit values below; save and quit to re-encrypt, or quit without saving to keep them.\n"
@@ -32,35 +38,8 @@ def _scratch_dir() -> str | None:
     return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
 
 
-def validate(data: Any) -> dict[str, Any]:
-    """The edited tree in the store's shape, or EditFailed naming what is wrong (never a value)."""
-    if data is None:
-        data = {}
-    if not isinstance(data, dict) or set(data) - {"global", "namespaces"}:
-        raise EditFailed("the file must be a mapping with only `global:` and `namespaces:`")
-    tree: dict[str, Any] = {"global": {}, "namespaces": {}}
-    try:
-        for key, value in (data.get("global") or {}).items():
-            tree["global"][check_key(str(key))] = check_value(_text(value, f"global.{key}"))
-        for namespace, entries in (data.get("namespaces") or {}).items():
-            check_namespace(str(namespace))
-            if not isinstance(entries, dict):
-                raise EditFailed(f"namespaces.{namespace} must be a mapping of KEY: value")
-            tree["namespaces"][str(namespace)] = {
-                check_key(str(k)): check_value(_text(v, f"namespaces.{namespace}.{k}")) for k, v in entries.items()
-            }
-    except (InvalidSecretInput, AttributeError) as exc:
-        raise EditFailed(f"invalid edit: {exc}") from None
-    return tree
-
-
-def _text(value: Any, where: str) -> str:
-    if not isinstance(value, str):
-        raise EditFailed(f"{where} must be a string (quote it)")
-    return value
-
-
 def _shred(path: Path) -> None:
+    """Overwrite with zeros, sync, delete (the editor may have replaced the file: the path is what counts)."""
     with contextlib.suppress(FileNotFoundError):
         size = path.stat().st_size
         with open(path, "r+b") as out:
@@ -70,11 +49,23 @@ def _shred(path: Path) -> None:
         path.unlink()
 
 
+def _editor_command(editor: str | None) -> list[str]:
+    text = editor or os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+    try:
+        command = shlex.split(text)
+    except ValueError as exc:
+        raise EditFailed(f"the editor command {text!r} cannot be split: {exc}") from None
+    if not command:
+        raise EditFailed("the editor command is empty: set EDITOR")
+    return command
+
+
 def edit(store: SecretStore, editor: str | None = None) -> dict[str, int]:
-    """Run the editor over the decrypted values; returns how many values the store holds afterwards."""
+    """Run the editor over the decrypted values; returns how many values the store holds afterwards and
+    whether anything changed ({"global", "namespaces", "changed"})."""
     if not store.exists():
         raise EditFailed(f"there is no secrets store at {store.directory}: run `tooldock secrets init` first")
-    command = shlex.split(editor or os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi")
+    command = _editor_command(editor)
     with locked(store.lock):
         current = store.load_all()
         fd, name = tempfile.mkstemp(prefix="tooldock-secrets-", suffix=".yaml", dir=_scratch_dir())
@@ -82,7 +73,7 @@ def edit(store: SecretStore, editor: str | None = None) -> dict[str, int]:
         try:
             os.fchmod(fd, 0o600)
             with os.fdopen(fd, "wb") as out:
-                out.write(HEADER.encode() + dump_yaml(current))
+                out.write(HEADER.encode() + yamlfile.dump(current))
             try:
                 finished = subprocess.run([*command, str(path)])
             except OSError as exc:
@@ -90,13 +81,21 @@ def edit(store: SecretStore, editor: str | None = None) -> dict[str, int]:
             if finished.returncode != 0:
                 raise EditFailed(f"the editor exited with {finished.returncode}; the store is unchanged")
             try:
-                edited = yaml.safe_load(path.read_text())
-            except yaml.YAMLError as exc:
+                edited = yamlfile.load(path.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError):
+                raise EditFailed("the edited file cannot be read back as UTF-8 text; the store is unchanged") from None
+            except (ValueError, yamlfile.YAMLError) as exc:
                 mark = getattr(exc, "problem_mark", None)
                 line = f" at line {mark.line + 1}" if mark is not None else ""
                 raise EditFailed(f"the edited file is not valid YAML{line}; the store is unchanged") from None
-            tree = validate(edited)
-            store.replace(tree)
+            tree = edited_tree(edited)
+            changed = tree != current
+            if changed:
+                store.replace(tree)
         finally:
             _shred(path)
-    return {"global": len(tree["global"]), "namespaces": sum(len(v) for v in tree["namespaces"].values())}
+    return {
+        "global": len(tree["global"]),
+        "namespaces": sum(len(v) for v in tree["namespaces"].values()),
+        "changed": int(changed),
+    }

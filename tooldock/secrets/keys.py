@@ -29,8 +29,14 @@ def load_identities(path: Path) -> list[pyrage.x25519.Identity]:
         raise NoIdentity(
             f"no age key file at {path}: run `tooldock secrets init`, or point TOOLDOCK_AGE_KEY_FILE at yours"
         )
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise NoIdentity(
+            f"the age key file {path} cannot be read: {getattr(exc, 'strerror', None) or 'not text'}"
+        ) from None
     identities = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
+    for number, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue

@@ -11,20 +11,17 @@ cache). Every file is 0600 in a 0700 directory; every write replaces a file atom
 from __future__ import annotations
 
 import os
-import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
-from tooldock.errors import InvalidSecretInput, NoIdentity, StoreCorrupt
-from tooldock.namespace.names import NamespaceNameError, validate_namespace_name
-from tooldock.secrets import sopsfile
+from tooldock.errors import InvalidSecretInput, NoIdentity, SecretsError, StoreCorrupt
+from tooldock.secrets import sopsfile, yamlfile
 from tooldock.secrets.files import locked, write_private
 from tooldock.secrets.keys import check_recipient, create_identity, key_file, load_identities, recipient_of
+from tooldock.secrets.resolve import Resolved, SecretsStatus, resolve_namespace
+from tooldock.secrets.validate import check_key, check_namespace, check_value, scope_values
 
-KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-MAX_VALUE_BYTES = 64 * 1024
 Status = Literal["set", "placeholder"]
 
 
@@ -34,45 +31,6 @@ def default_dir() -> Path:
     return Path.home() / ".config" / "tooldock" / "secrets"
 
 
-def check_key(key: str) -> str:
-    if not KEY_RE.match(key) or len(key) > 128:
-        raise InvalidSecretInput(f"{key[:80]!r} is not a valid secret name: use letters, digits and _ (GITHUB_TOKEN)")
-    return key
-
-
-def check_namespace(namespace: str | None) -> str | None:
-    if namespace is not None:
-        try:
-            validate_namespace_name(namespace)
-        except NamespaceNameError as exc:
-            raise InvalidSecretInput(str(exc)) from None
-    return namespace
-
-
-def check_value(value: str) -> str:
-    if not value:
-        raise InvalidSecretInput("the value is empty: nothing was stored")
-    if "\x00" in value or len(value.encode()) > MAX_VALUE_BYTES:
-        raise InvalidSecretInput(f"the value must be text without NUL bytes, at most {MAX_VALUE_BYTES} bytes")
-    return value
-
-
-class _Dumper(yaml.SafeDumper):
-    pass
-
-
-def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    style = "|" if "\n" in value else None  # armored age blocks as sops writes them
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-_Dumper.add_representer(str, _str)
-
-
-def dump_yaml(data: dict[str, Any]) -> bytes:
-    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True).encode()
-
-
 def _scope(tree: dict[str, Any], namespace: str | None, create: bool = False) -> dict[str, Any]:
     if namespace is None:
         return tree.setdefault("global", {}) if create else tree.get("global") or {}
@@ -80,7 +38,20 @@ def _scope(tree: dict[str, Any], namespace: str | None, create: bool = False) ->
     return spaces.setdefault(namespace, {}) if create else spaces.get(namespace) or {}
 
 
+@dataclass
+class _Opened:
+    """The current file, decrypted: plaintext tree, data key, age recipients, and its `sops:` block."""
+
+    tree: dict[str, Any] = field(repr=False)
+    key: bytes = field(repr=False)
+    recipients: list[str]
+    meta: dict[str, Any]
+
+
 class SecretStore:
+    """One store directory and the age key file that opens it. Reads of a store that does not exist yet
+    give empty results; writes that need one say to run `tooldock secrets init`."""
+
     def __init__(self, directory: Path, key_path: Path) -> None:
         self.directory, self.key_path = directory, key_path
         self.enc = directory / "secrets.enc.yaml"
@@ -91,6 +62,9 @@ class SecretStore:
     def from_env(cls) -> SecretStore:
         return cls(default_dir(), key_file())
 
+    def __repr__(self) -> str:
+        return f"SecretStore({str(self.directory)!r}, key={str(self.key_path)!r})"
+
     # -- reading ------------------------------------------------------------------------------------
 
     def exists(self) -> bool:
@@ -98,17 +72,20 @@ class SecretStore:
 
     def _document(self) -> dict[str, Any]:
         try:
-            document = yaml.safe_load(self.enc.read_text())
-        except (OSError, yaml.YAMLError, UnicodeDecodeError) as exc:
+            document = yamlfile.load(self.enc.read_text(encoding="utf-8"))
+        except (OSError, ValueError, yamlfile.YAMLError) as exc:  # never quote the parser: it may echo text
             raise StoreCorrupt(f"{self.enc} cannot be read as YAML: {type(exc).__name__}") from None
         if not isinstance(document, dict) or not isinstance(document.get("sops"), dict):
             raise StoreCorrupt(f"{self.enc} is not a sops file (no sops: block)")
         return document
 
-    def _open(self) -> tuple[dict[str, Any], bytes, list[str]]:
-        """Plaintext tree, data key and recipients of the current file."""
+    def _open(self) -> _Opened:
+        """Decrypt the current file; raises before returning anything if it does not verify."""
         document = self._document()
-        identities = load_identities(self.key_path)
+        try:
+            identities = load_identities(self.key_path)
+        except NoIdentity as exc:
+            raise NoIdentity(f"{exc}; {self.enc} is encrypted to: {', '.join(sopsfile.recipients(document))}") from None
         try:
             key = sopsfile.data_key(document, identities, str(self.enc))
         except NoIdentity as exc:
@@ -116,64 +93,93 @@ class SecretStore:
                 f"{exc}; the key file {self.key_path} holds another identity: set TOOLDOCK_AGE_KEY_FILE to a key "
                 "the store is encrypted to, or have its owner run `tooldock secrets recipients add` for yours"
             ) from None
-        tree = sopsfile.decrypt(document, identities, str(self.enc))
-        recipients = [str(e["recipient"]) for e in document["sops"].get("age") or [] if e.get("recipient")]
-        return tree, key, recipients
+        tree = sopsfile.decrypt_with(document, key, str(self.enc))
+        return _Opened(tree, key, sopsfile.recipients(document), document["sops"])
 
     def load_all(self) -> dict[str, Any]:
-        """Every value, decrypted: {"global": {...}, "namespaces": {ns: {...}}}. Empty when there is no store."""
+        """Every value, decrypted: {"global": {KEY: text}, "namespaces": {ns: {KEY: text}}}; empty when there
+        is no store. Typed values in a sops-written file come back as text (`8080`, `true`)."""
         if not self.exists():
             return {"global": {}, "namespaces": {}}
-        tree = self._open()[0]
-        return {"global": dict(tree.get("global") or {}), "namespaces": dict(tree.get("namespaces") or {})}
+        tree = self._open().tree
+        spaces = tree.get("namespaces") or {}
+        if not isinstance(spaces, dict):
+            raise StoreCorrupt(f"{self.enc}: namespaces must be a mapping of namespace: {{KEY: value}}")
+        return {
+            "global": scope_values(tree.get("global"), "global"),
+            "namespaces": {str(ns): scope_values(v, f"namespaces.{ns}") for ns, v in spaces.items()},
+        }
 
     def meta(self) -> dict[str, Any]:
+        """The status file: {"global": {KEY: {"status": ...}}, "namespaces": {ns: {...}}}."""
         if not self.meta_file.is_file():
             return {"global": {}, "namespaces": {}}
         try:
-            data = yaml.safe_load(self.meta_file.read_text()) or {}
-        except yaml.YAMLError as exc:
-            raise StoreCorrupt(f"{self.meta_file} is not valid YAML: {exc}") from None
+            data = yamlfile.load(self.meta_file.read_text(encoding="utf-8")) or {}
+        except (OSError, ValueError, yamlfile.YAMLError) as exc:
+            raise StoreCorrupt(f"{self.meta_file} cannot be read as YAML: {exc}") from None
+        if not isinstance(data, dict):
+            raise StoreCorrupt(f"{self.meta_file} must be a mapping with global: and namespaces:")
         return {"global": dict(data.get("global") or {}), "namespaces": dict(data.get("namespaces") or {})}
 
     def recipients(self) -> list[str]:
-        if not self.exists():
-            return []
-        return [str(e["recipient"]) for e in self._document()["sops"].get("age") or [] if e.get("recipient")]
+        return sopsfile.recipients(self._document()) if self.exists() else []
 
     def statuses(self, namespace: str | None = None) -> list[dict[str, str]]:
         """Status only, from the metadata: [{"key", "scope", "status"}]; `namespace` filters to that scope."""
         check_namespace(namespace)
         meta, rows = self.meta(), []
         if namespace is None:
-            rows += [{"key": k, "scope": "global", "status": v.get("status", "set")} for k, v in meta["global"].items()]
+            rows += [{"key": k, "scope": "global", "status": _status(v)} for k, v in meta["global"].items()]
         for ns, entries in sorted(meta["namespaces"].items()):
             if namespace is None or ns == namespace:
-                rows += [{"key": k, "scope": ns, "status": v.get("status", "set")} for k, v in (entries or {}).items()]
+                rows += [{"key": k, "scope": ns, "status": _status(v)} for k, v in (entries or {}).items()]
         return rows
 
+    def placeholders(self) -> set[tuple[str, str]]:
+        """(scope, key) of every placeholder; scope is "global" or a namespace name."""
+        return {(e["scope"], e["key"]) for e in self.statuses() if e["status"] == "placeholder"}
+
     def check(self, namespace: str, declared: list[str]) -> dict[str, Any]:
-        """Seed 000's `check_secrets`: which declared names are set, missing, or placeholders."""
+        """Seed 000's `check_secrets`, from the metadata: which declared names are set, missing, or
+        placeholders (a value in either scope counts; the namespace's own wins at injection)."""
         meta = self.meta()
         scoped, shared = meta["namespaces"].get(namespace) or {}, meta["global"]
         result: dict[str, Any] = {"namespace": namespace, "satisfied": [], "missing": [], "placeholders": []}
-        for name in declared:  # a value in either scope reaches the worker (the namespace's wins)
-            statuses = [e.get("status", "set") for e in (scoped.get(name), shared.get(name)) if e is not None]
+        for name in declared:
+            statuses = [_status(e) for e in (scoped.get(name), shared.get(name)) if e is not None]
             bucket = "satisfied" if "set" in statuses else "placeholders" if statuses else "missing"
             result[bucket].append(name)
         return result
 
+    def resolve(self, namespace: str, declared: list[str], env_defaults: dict[str, str] | None = None) -> Resolved:
+        """Values and status for one namespace (decrypts the store; see `resolve`)."""
+        return resolve_namespace(self.load_all(), self.placeholders(), namespace, declared, env_defaults)
+
+    def values_for(
+        self, namespace: str, declared: list[str], env_defaults: dict[str, str] | None = None
+    ) -> dict[str, str]:
+        """Only the declared names: the namespace's scope over the global one over `env_defaults`."""
+        return self.resolve(namespace, declared, env_defaults).values
+
+    def secrets_status(
+        self, namespace: str, declared: list[str], env_defaults: dict[str, str] | None = None
+    ) -> SecretsStatus:
+        """One of ok, missing, placeholders, no_secrets_needed (see `resolve`)."""
+        return self.resolve(namespace, declared, env_defaults).status
+
     # -- writing ------------------------------------------------------------------------------------
 
     def init(self) -> str:
-        """Make the identity (if there is none) and an empty store encrypted to it; returns its recipient."""
+        """Make the identity (if there is none) and an empty store encrypted to it (if there is none, or
+        add the identity as a recipient when it can already open the store); returns its recipient."""
         recipient = recipient_of(self.key_path) if self.key_path.is_file() else create_identity(self.key_path)
         with locked(self.lock):
             if not self.exists():
                 self._write({"global": {}, "namespaces": {}}, [recipient], None)
             elif recipient not in self.recipients():
-                tree, key, recipients = self._open()
-                self._write(tree, [*recipients, recipient], key)
+                opened = self._open()
+                self._write(opened.tree, [*opened.recipients, recipient], opened.key, opened.meta)
         return recipient
 
     def _require(self) -> None:
@@ -182,19 +188,25 @@ class SecretStore:
                 f"there is no secrets store at {self.directory}: run `tooldock secrets init` first"
             )
 
-    def _write(self, tree: dict[str, Any], recipients: list[str], key: bytes | None) -> None:
-        write_private(self.enc, dump_yaml(sopsfile.encrypt(tree, recipients, key)))
+    def _write(
+        self, tree: dict[str, Any], recipients: list[str], key: bytes | None, carried: dict[str, Any] | None = None
+    ) -> None:
+        write_private(self.enc, yamlfile.dump(sopsfile.encrypt(tree, recipients, key, carried)))
 
     def _write_meta(self, meta: dict[str, Any]) -> None:
-        write_private(self.meta_file, dump_yaml(meta))
+        write_private(self.meta_file, yamlfile.dump(meta))
+
+    def _rewrite(self, opened: _Opened, recipients: list[str] | None = None) -> None:
+        """Write the (changed) tree under the same data key."""
+        self._write(opened.tree, recipients or opened.recipients, opened.key, opened.meta)
 
     def set(self, key: str, value: str, namespace: str | None = None) -> None:
         check_key(key), check_namespace(namespace), check_value(value)
         self._require()
         with locked(self.lock):
-            tree, data_key, recipients = self._open()
-            _scope(tree, namespace, create=True)[key] = value
-            self._write(tree, recipients, data_key)
+            opened = self._open()
+            _scope(opened.tree, namespace, create=True)[key] = value
+            self._rewrite(opened)
             meta = self.meta()
             _scope(meta, namespace, create=True)[key] = {"status": "set"}
             self._write_meta(meta)
@@ -205,21 +217,22 @@ class SecretStore:
         with locked(self.lock):
             meta = self.meta()
             scope = _scope(meta, namespace, create=True)
-            if scope.get(key, {}).get("status") == "set":
+            if _status(scope.get(key)) == "set" and key in scope:
                 return False
             scope[key] = {"status": "placeholder"}
             self._write_meta(meta)
             return True
 
     def remove(self, key: str, namespace: str | None = None) -> bool:
+        """Remove the value and the status; False when neither was there."""
         check_key(key), check_namespace(namespace)
         with locked(self.lock):
             removed = False
             if self.exists():
-                tree, data_key, recipients = self._open()
-                if key in _scope(tree, namespace):
-                    del _scope(tree, namespace)[key]
-                    self._write(tree, recipients, data_key)
+                opened = self._open()
+                if key in _scope(opened.tree, namespace):
+                    del _scope(opened.tree, namespace)[key]
+                    self._rewrite(opened)
                     removed = True
             meta = self.meta()
             if key in _scope(meta, namespace):
@@ -228,38 +241,49 @@ class SecretStore:
                 removed = True
             return removed
 
-    def add_recipient(self, recipient: str) -> None:
+    def add_recipient(self, recipient: str) -> bool:
+        """Encrypt the data key to one more age recipient; False when it already was."""
         recipient = check_recipient(recipient)
         self._require()
         with locked(self.lock):
-            tree, data_key, recipients = self._open()
-            if recipient not in recipients:
-                self._write(tree, [*recipients, recipient], data_key)
+            opened = self._open()
+            if recipient in opened.recipients:
+                return False
+            self._rewrite(opened, [*opened.recipients, recipient])
+            return True
 
     def rotate(self) -> None:
-        """A new data key; every value is encrypted again, to the same recipients."""
+        """A new data key; every value is encrypted again, to the same age recipients."""
         self._require()
         with locked(self.lock):
-            tree, _, recipients = self._open()
-            self._write(tree, recipients, None)
+            opened = self._open()
+            foreign = [g for g in sopsfile.FOREIGN_KEY_GROUPS if opened.meta.get(g)]
+            if foreign:
+                raise SecretsError(
+                    f"{self.enc} is also encrypted to {', '.join(foreign)} keys, which ToolDock cannot encrypt a "
+                    "new data key to: rotate it with `sops rotate --in-place` instead"
+                )
+            self._write(opened.tree, opened.recipients, None)
 
     def replace(self, tree: dict[str, Any]) -> None:
-        """Used by `edit` (which holds the lock): write a whole new tree and its metadata."""
-        _, data_key, recipients = self._open()
-        self._write(tree, recipients, data_key)
-        meta = self.meta()
-        placeholders = {
-            (scope, key)
-            for scope, entries in [("global", meta["global"]), *meta["namespaces"].items()]
-            for key, entry in (entries or {}).items()
-            if (entry or {}).get("status") == "placeholder"
-        }
+        """Used by `edit`, which holds the lock: write new `global` and `namespaces` (other top-level keys of a
+        sops-written file stay), then the metadata. Every key in the tree is `set`; a placeholder stays until
+        a value arrives; any other key no longer in the tree goes."""
+        opened = self._open()
+        others = {k: v for k, v in opened.tree.items() if k not in ("global", "namespaces")}  # a sops user's keys
+        opened.tree = {**tree, **others}
+        self._rewrite(opened)
         fresh: dict[str, Any] = {"global": {}, "namespaces": {}}
         for key in tree.get("global") or {}:
             fresh["global"][key] = {"status": "set"}
         for ns, entries in (tree.get("namespaces") or {}).items():
             fresh["namespaces"][ns] = {key: {"status": "set"} for key in entries}
-        for scope, key in placeholders:  # placeholders stay until a value arrives
+        for scope, key in self.placeholders():
             target = fresh["global"] if scope == "global" else fresh["namespaces"].setdefault(scope, {})
             target.setdefault(key, {"status": "placeholder"})
         self._write_meta(fresh)
+
+
+def _status(entry: Any) -> str:
+    status = entry.get("status") if isinstance(entry, dict) else None
+    return "placeholder" if status == "placeholder" else "set"
