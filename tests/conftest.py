@@ -173,6 +173,15 @@ def require(*commands: str, root: bool = False) -> None:
         pytest.skip(reason)
 
 
+def scripted_editor(tmp_path: Path, body: str) -> str:
+    """An $EDITOR for `tooldock secrets edit` tests: records the path it was given in tmp_path/seen (so a
+    test can check the plaintext is gone), then runs `body` with `path` bound."""
+    script = tmp_path / "editor.py"
+    script.write_text(f"import sys, pathlib\npath = pathlib.Path(sys.argv[1])\n"
+                      f"(pathlib.Path({str(tmp_path)!r}) / 'seen').write_text(str(path))\n{body}\n")
+    return f"{sys.executable} {script}"
+
+
 BUILD_CACHE = STATE_DIR / "build-cache"
 
 

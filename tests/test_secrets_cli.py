@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner, Result
+from conftest import scripted_editor
 
 from tooldock.cli.secrets import secrets
 from tooldock.secrets import SecretStore
@@ -148,17 +149,10 @@ def test_recipients_and_rotate(initialized, tmp_path):
     assert SecretStore(store_of(env).directory, tmp_path / "teammate.key").load_all()["global"] == {"K": DUMMY}
 
 
-def _editor(tmp_path: Path, body: str) -> str:
-    script = tmp_path / "editor.py"
-    script.write_text(f"import sys, pathlib\npath = pathlib.Path(sys.argv[1])\n"
-                      f"(pathlib.Path({str(tmp_path)!r}) / 'seen').write_text(str(path))\n{body}\n")
-    return f"{sys.executable} {script}"
-
-
 def test_edit_through_the_cli(initialized, tmp_path):
     env = initialized
     run(env, "set", "KEEP", input="keep-0002")
-    editor = _editor(tmp_path, "import yaml\ndata = yaml.safe_load(path.read_text())\n"
+    editor = scripted_editor(tmp_path, "import yaml\ndata = yaml.safe_load(path.read_text())\n"
                                "data['global']['ADDED'] = 'added-0003'\npath.write_text(yaml.safe_dump(data))")
     result = run({**env, "EDITOR": editor, "VISUAL": ""}, "edit")
     assert "saved 2 global" in result.stderr and "keep-0002" not in result.stdout + result.stderr
@@ -169,9 +163,9 @@ def test_edit_through_the_cli(initialized, tmp_path):
     assert store_of(env).load_all()["global"] == {"KEEP": "keep-0002", "ADDED": "added-0003"}
     assert {"key": "ADDED", "scope": "global", "status": "set"} in json.loads(run(env, "list", "--json").stdout)
     before = store_of(env).enc.read_bytes()
-    assert "no change" in run({**env, "EDITOR": _editor(tmp_path, "pass"), "VISUAL": ""}, "edit").stderr
+    assert "no change" in run({**env, "EDITOR": scripted_editor(tmp_path, "pass"), "VISUAL": ""}, "edit").stderr
     assert store_of(env).enc.read_bytes() == before
-    failed = run({**env, "EDITOR": _editor(tmp_path, "path.write_text('global: {K: 5}')"), "VISUAL": ""}, "edit",
+    failed = run({**env, "EDITOR": scripted_editor(tmp_path, "path.write_text('global: {K: 5}')"), "VISUAL": ""}, "edit",
                  ok=False)
     assert "global.K must be a string" in failed.stderr
     assert store_of(env).enc.read_bytes() == before and not Path((tmp_path / "seen").read_text()).exists()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import require
+from conftest import require, scripted_editor
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from tooldock.errors import EditFailed, InvalidSecretInput, NoIdentity, StoreCorrupt
@@ -143,17 +143,10 @@ def test_a_second_recipient_decrypts_and_rotation_changes_every_ciphertext(store
         store.add_recipient("not-a-recipient")
 
 
-def _editor(tmp_path: Path, body: str) -> str:
-    script = tmp_path / "editor.py"
-    script.write_text(f"import sys, pathlib\npath = pathlib.Path(sys.argv[1])\n"
-                      f"(pathlib.Path({str(tmp_path)!r}) / 'seen').write_text(str(path))\n{body}\n")
-    return f"{sys.executable} {script}"
-
-
 def test_edit_lands_a_valid_edit_and_shreds_the_plaintext(store, tmp_path):
     store.set("KEEP", "keep-value-5555")
     store.prepare("WAITING", "ns")
-    editor = _editor(tmp_path, "text = path.read_text()\n"
+    editor = scripted_editor(tmp_path, "text = path.read_text()\n"
                                "path.write_text(text.replace('namespaces: {}', \"namespaces:\\n  ns:\\n    NEW: 'new-6666'\"))")
     edit(store, editor)
     seen = Path((tmp_path / "seen").read_text())
@@ -168,7 +161,7 @@ def test_an_invalid_or_failed_edit_changes_nothing_and_shreds_the_plaintext(stor
     store.set("KEEP", "keep-value-7777")
     before = store.enc.read_bytes()
     with pytest.raises(EditFailed) as failed:
-        edit(store, _editor(tmp_path, body))
+        edit(store, scripted_editor(tmp_path, body))
     assert "keep-value-7777" not in str(failed.value)
     assert not Path((tmp_path / "seen").read_text()).exists()
     assert store.enc.read_bytes() == before

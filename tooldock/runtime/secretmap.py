@@ -14,14 +14,12 @@ import hmac
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from tooldock.namespace.models import NamespaceSource
 from tooldock.runtime.workerclient import SecretEnv
-from tooldock.secrets import SecretStore
+from tooldock.secrets import SecretStore, SecretsStatus, resolve_namespace
 from tooldock.worker.secretenv import Masker
-
-SecretsStatus = Literal["ok", "missing", "placeholders", "no_secrets_needed"]
 
 
 @dataclass(frozen=True)
@@ -56,33 +54,22 @@ class SecretMap:
     def refresh(self) -> None:
         """Decrypt the store again; raises `tooldock.errors.SecretsError` (the previous values stay)."""
         values = self.store.load_all()
-        placeholders = {(e["scope"], e["key"]) for e in self.store.statuses() if e["status"] == "placeholder"}
-        self._values, self._placeholders = values, placeholders
+        self._values, self._placeholders = values, self.store.placeholders()
         everything = [*values.get("global", {}).values()]
         for scoped in values.get("namespaces", {}).values():
             everything += scoped.values()
         self.mask = Masker([v for v in everything if isinstance(v, str)])
 
     def for_namespace(self, source: NamespaceSource) -> NamespaceSecrets:
-        declared = source.config.secrets
-        if not declared:
+        if not source.config.secrets:
             return NamespaceSecrets()
-        scoped = self._values.get("namespaces", {}).get(source.name, {})
-        shared = self._values.get("global", {})
-        defaults = dict(source.config.env)
-        values: dict[str, str] = {}
-        missing, placeholders = [], []
-        for name in declared:
-            value = scoped.get(name, shared.get(name))
-            if isinstance(value, str):
-                values[name] = value
-            elif name in defaults:
-                continue  # the folder's own default reaches the worker through its env
-            elif (source.name, name) in self._placeholders or ("global", name) in self._placeholders:
-                placeholders.append(name)
-            else:
-                missing.append(name)
-        status: SecretsStatus = "missing" if missing else "placeholders" if placeholders else "ok"
-        canonical = json.dumps(values, sort_keys=True).encode()
+        # A declared name with only an `env:` default counts as set; the worker has that value in its
+        # environment either way.
+        resolved = resolve_namespace(
+            self._values, self._placeholders, source.name, source.config.secrets, dict(source.config.env)
+        )
+        canonical = json.dumps(resolved.values, sort_keys=True).encode()
         token = hmac.new(self._key, canonical, hashlib.sha256).hexdigest()
-        return NamespaceSecrets(SecretEnv(values, token), status, tuple(missing), tuple(placeholders))
+        return NamespaceSecrets(
+            SecretEnv(resolved.values, token), resolved.status, resolved.missing, resolved.placeholders
+        )
