@@ -18,7 +18,7 @@ from typing import Any
 
 from tooldock.namespace.models import NamespaceSource
 from tooldock.runtime.workerclient import SecretEnv
-from tooldock.secrets import SecretStore, SecretsStatus, resolve_namespace
+from tooldock.secrets import SecretsStatus, SecretStore, resolve_namespace
 from tooldock.worker.secretenv import Masker
 
 
