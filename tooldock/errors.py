@@ -32,9 +32,16 @@
     └── EditFailed                     `tooldock secrets edit`: the editor failed or the result is invalid
     No secret value is ever part of an error message.
 
+    ManagerError                       a manager tool refused (MCP: an `isError` result with the message)
+    ├── InvalidInput                   a bad name, a path that leaves its folder, oversized or non-UTF-8 code
+    ├── AlreadyExists                  create_namespace on a name that exists
+    ├── Missing                        no such namespace or file
+    └── GatewayError                   the gateway is unreachable or refused the reload signal
+
 Each gateway error carries its HTTP status and its worker-protocol code. They are converted in exactly
 three places: the REST error response (`runtime.http.responses`), the MCP tool result (`runtime.mcp.server`) and the CLI
-message (`cli`). Nothing else inspects error text.
+message (`cli`); manager errors in one more, the manager's MCP tool result (`manager.tools`). Nothing else
+inspects error text.
 """
 
 from __future__ import annotations
@@ -172,3 +179,30 @@ class InvalidSecretInput(SecretsError):
 
 class EditFailed(SecretsError):
     pass
+
+
+class ManagerError(Exception):
+    """A manager tool refused: the message says what was wrong and what to do next."""
+
+    code = "manager_error"
+
+    def __init__(self, message: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details or {}
+
+
+class InvalidInput(ManagerError):
+    code = "invalid_input"
+
+
+class AlreadyExists(ManagerError):
+    code = "already_exists"
+
+
+class Missing(ManagerError):
+    code = "not_found"
+
+
+class GatewayError(ManagerError):
+    code = "gateway_error"

@@ -1,6 +1,7 @@
 """The `tooldock` command line: the click group, and one module per command group.
 
-    serve       `serve`                     the gateway
+    serve       `serve`                     the gateway (and, with --manager, the manager next to it)
+    manager     `manager`                   the manager MCP server
     images      `build`, `base`             namespace folders -> OCI images
     containers  `deploy`, `ps`, `stop`      worker containers on the Docker engine
     secrets     `secrets ...`               the encrypted secrets store (human-only)
@@ -15,7 +16,7 @@ from __future__ import annotations
 import click
 
 import tooldock
-from tooldock.cli import containers, images, secrets, serve
+from tooldock.cli import containers, images, manager, secrets, serve
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -26,6 +27,7 @@ def main() -> None:
 
 for _command in (
     serve.serve,
+    manager.manager,
     images.build,
     images.base,
     containers.deploy,

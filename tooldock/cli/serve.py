@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import socket
+import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
     from tooldock.runtime.secretmap import SecretMap
 
 
-def _uvicorn_log_config(level: str) -> dict:
+def uvicorn_log_config(level: str) -> dict:
     from uvicorn.config import LOGGING_CONFIG
 
     config = copy.deepcopy(LOGGING_CONFIG)
@@ -60,18 +61,44 @@ def _uvicorn_log_config(level: str) -> dict:
     envvar="LOG_LEVEL",
     help="Log verbosity (stderr).",
 )
-def serve(tools_dir: Path, host: str, port: int, backend: str, read_only: bool, log_level: str) -> None:
+@click.option(
+    "--manager",
+    "with_manager",
+    is_flag=True,
+    help="Also run the manager MCP server for TOOLS_DIR (its own process) on --manager-port, "
+    "sharing the bearer token and a generated MANAGER_INTERNAL_TOKEN.",
+)
+@click.option(
+    "--manager-port",
+    default=8001,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="--manager: the manager's port.",
+)
+def serve(
+    tools_dir: Path,
+    host: str,
+    port: int,
+    backend: str,
+    read_only: bool,
+    log_level: str,
+    with_manager: bool,
+    manager_port: int,
+) -> None:
     """Serve every namespace folder in TOOLS_DIR (default: ./tools).
 
     Each sub-folder is a namespace; each runs in its own worker process. Clients pick a namespace with
-    the X-Namespace header. Send SIGHUP (or POST /reload) to pick up changes.
+    the X-Namespace header. Send SIGHUP (or POST /reload) to pick up changes. With --manager, an LLM can
+    write tools into TOOLS_DIR through the manager's MCP tools and make them live with reload_core.
     """
     import uvicorn
 
     from tooldock.runtime.app import create_app
     from tooldock.runtime.settings import Settings, SettingsError
 
-    if backend == "process" and not tools_dir.is_dir():
+    if with_manager:
+        shared_tokens()
+    if (backend == "process" or with_manager) and not tools_dir.is_dir():
         raise click.ClickException(
             f"tools directory '{tools_dir}' does not exist; create it with one sub-folder per namespace "
             "(see examples/), or pass another directory: tooldock serve DIR"
@@ -87,7 +114,7 @@ def serve(tools_dir: Path, host: str, port: int, backend: str, read_only: bool, 
             "Set TOOLDOCK_BEARER_TOKEN to choose your own.",
             err=True,
         )
-    sock = _bind(host, port)
+    sock = bind(host, port)
     shown_host = f"[{host}]" if ":" in host else host
     url = f"http://{shown_host}:{sock.getsockname()[1]}"
     if backend == "docker":
@@ -98,11 +125,53 @@ def serve(tools_dir: Path, host: str, port: int, backend: str, read_only: bool, 
         except BuilderError as exc:
             raise click.ClickException(str(exc)) from None
     app = create_app(tools_dir.resolve(), settings, host, url, backend, read_only, _secrets())
-    config = uvicorn.Config(app, log_config=_uvicorn_log_config(log_level), log_level=log_level)
+    config = uvicorn.Config(app, log_config=uvicorn_log_config(log_level), log_level=log_level)
+    child = start_manager(tools_dir, host, manager_port, url, backend, log_level) if with_manager else None
     try:
         uvicorn.Server(config).run(sockets=[sock])
     except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it already handled: a clean stop, not an abort
         pass
+    finally:
+        if child is not None:
+            stop_manager(child)
+
+
+def shared_tokens() -> None:
+    """`serve --manager`: the gateway and the manager must share the bearer token and the reload token; both
+    are generated for this run when unset (the bearer token is printed, the internal one never is)."""
+    import os
+    import secrets
+
+    if not (os.environ.get("TOOLDOCK_BEARER_TOKEN") or os.environ.get("BEARER_TOKEN")):
+        os.environ["TOOLDOCK_BEARER_TOKEN"] = secrets.token_urlsafe(32)
+        click.echo(
+            "tooldock: TOOLDOCK_BEARER_TOKEN is not set; this run's bearer token (gateway and manager) is:\n"
+            f"    {os.environ['TOOLDOCK_BEARER_TOKEN']}\n"
+            "Set TOOLDOCK_BEARER_TOKEN to choose your own.",
+            err=True,
+        )
+    os.environ.setdefault("MANAGER_INTERNAL_TOKEN", secrets.token_urlsafe(32))
+
+
+def start_manager(
+    tools_dir: Path, host: str, port: int, gateway_url: str, backend: str, log_level: str
+) -> subprocess.Popen[bytes]:
+    import sys
+
+    local = gateway_url.replace("://0.0.0.0:", "://127.0.0.1:").replace("://[::]:", "://[::1]:")
+    args = ["manager", str(tools_dir), "--host", host, "--port", str(port), "--gateway-url", local]
+    args += ["--backend", backend, "--log-level", log_level]
+    return subprocess.Popen([sys.executable, "-m", "tooldock.cli", *args])
+
+
+def stop_manager(child: subprocess.Popen[bytes]) -> None:
+    if child.poll() is None:
+        child.terminate()
+        try:
+            child.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
 
 
 def _secrets() -> SecretMap:
@@ -119,7 +188,7 @@ def _secrets() -> SecretMap:
     return secrets
 
 
-def _bind(host: str, port: int) -> socket.socket:
+def bind(host: str, port: int) -> socket.socket:
     """Bind before starting, so `--port 0` works and the real address can be announced."""
     try:
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]

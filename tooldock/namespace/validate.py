@@ -34,7 +34,7 @@ def _is_component(dec: ast.expr) -> bool:
     return _decorator_name(dec) in ("resource", "prompt")
 
 
-def _decorator_tool_name(dec: ast.expr, fn_name: str) -> str | None:
+def decorator_tool_name(dec: ast.expr, fn_name: str) -> str | None:
     """The tool name if `dec` is `@tool`, `@x.tool`, `@tool(...)` or `@x.tool(...)`, else None."""
     if _decorator_name(dec) != "tool":
         return None
@@ -88,7 +88,7 @@ def validate_source(filename: str, source: str) -> FileReport:
     for node in tree.body:  # only module-level functions are importable tools
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
-        names = [n for n in (_decorator_tool_name(d, node.name) for d in node.decorator_list) if n]
+        names = [n for n in (decorator_tool_name(d, node.name) for d in node.decorator_list) if n]
         if not names:
             others += any(_is_component(d) for d in node.decorator_list)
             continue

@@ -73,16 +73,24 @@ class Engine:
             semaphore = self._limits[entry.worker] = asyncio.Semaphore(limit)
         return semaphore
 
-    async def call_tool(self, namespace: str | None, tool: str, arguments: Any, relay: Any = None) -> dict[str, Any]:
+    async def call_tool(
+        self, namespace: str | None, tool: str, arguments: Any, relay: Any = None, traceback: bool = False
+    ) -> dict[str, Any]:
         """The worker's result: `{"content": [...], "structuredContent": ..., "isError": false}`.
-        `relay` carries a Context tool's progress, log and client requests to the MCP caller."""
+        `relay` carries a Context tool's progress, log and client requests to the MCP caller. A failed call's
+        traceback (secret values masked) stays in the error's details only when `traceback` is asked for."""
         entry = self.namespace(namespace)
         self.get_tool(entry.source.name, tool)
         if not isinstance(arguments, dict):
             raise InvalidArguments(
                 f"arguments must be a JSON object of parameter names to values, got {type(arguments).__name__}"
             )
-        return await self._run(entry, f"tool {tool!r}", lambda worker: worker.call(tool, arguments, relay))
+        try:
+            return await self._run(entry, f"tool {tool!r}", lambda worker: worker.call(tool, arguments, relay))
+        except ToolDockError as err:
+            if not traceback:
+                err.details.pop("traceback", None)
+            raise
 
     async def worker_request(self, namespace: str | None, op: str, **fields: Any) -> dict[str, Any]:
         """resources.read, prompts.get, completion.complete: same limits and hand-over as a tool call."""

@@ -37,7 +37,7 @@ class SettingsError(ValueError):
     pass
 
 
-def _number(env: dict[str, str], name: str, default: float, kind: type = float) -> float:
+def env_number(env: dict[str, str], name: str, default: float, kind: type = float) -> float:
     raw = env.get(name)
     if raw is None or raw == "":
         return default
@@ -52,7 +52,7 @@ def _number(env: dict[str, str], name: str, default: float, kind: type = float) 
     return value
 
 
-def _bool(env: dict[str, str], name: str, default: bool) -> bool:
+def env_bool(env: dict[str, str], name: str, default: bool) -> bool:
     raw = env.get(name)
     if raw is None or raw == "":
         return default
@@ -128,22 +128,22 @@ class Settings:
         return cls(
             bearer_token=token,
             token_generated=generated,
-            call_timeout=_number(env, "TOOL_CALL_TIMEOUT_SECONDS", 30.0),
-            max_concurrency=int(_number(env, "NAMESPACE_MAX_CONCURRENCY", 16, int)),
+            call_timeout=env_number(env, "TOOL_CALL_TIMEOUT_SECONDS", 30.0),
+            max_concurrency=int(env_number(env, "NAMESPACE_MAX_CONCURRENCY", 16, int)),
             state_dir=Path(env["TOOLDOCK_STATE_DIR"]) if env.get("TOOLDOCK_STATE_DIR") else default_state_dir(),
             manager_token=env.get("MANAGER_INTERNAL_TOKEN") or None,
             internal_allowed_cidrs=_cidrs(env.get("INTERNAL_ALLOWED_CIDRS", "127.0.0.1/32,::1/128")),
-            max_body_bytes=int(_number(env, "TOOLDOCK_MAX_BODY_BYTES", 4 * 1024 * 1024, int)),
-            worker_start_timeout=_number(env, "TOOLDOCK_WORKER_START_TIMEOUT", 120.0),
-            drain_timeout=_number(env, "TOOLDOCK_DRAIN_TIMEOUT", 30.0),
-            restart_backoff=_number(env, "TOOLDOCK_RESTART_BACKOFF", 0.5),
+            max_body_bytes=int(env_number(env, "TOOLDOCK_MAX_BODY_BYTES", 4 * 1024 * 1024, int)),
+            worker_start_timeout=env_number(env, "TOOLDOCK_WORKER_START_TIMEOUT", 120.0),
+            drain_timeout=env_number(env, "TOOLDOCK_DRAIN_TIMEOUT", 30.0),
+            restart_backoff=env_number(env, "TOOLDOCK_RESTART_BACKOFF", 0.5),
             socket_dir=Path(env["TOOLDOCK_SOCKET_DIR"]) if env.get("TOOLDOCK_SOCKET_DIR") else None,
-            dns_rebinding_protection=_bool(env, "TOOLDOCK_DNS_REBINDING_PROTECTION", True),
-            enable_legacy_mcp=_bool(env, "ENABLE_LEGACY_MCP", True),
-            session_ttl=_number(env, "MCP_SESSION_TTL_HOURS", 24.0) * 3600.0,
-            max_sessions=int(_number(env, "MCP_MAX_SESSIONS", 10_000, int)),
-            event_buffer=int(_number(env, "MCP_EVENT_BUFFER", 100, int)),
-            sse_retry_ms=int(_number(env, "MCP_SSE_RETRY_MS", 1000, int)),
+            dns_rebinding_protection=env_bool(env, "TOOLDOCK_DNS_REBINDING_PROTECTION", True),
+            enable_legacy_mcp=env_bool(env, "ENABLE_LEGACY_MCP", True),
+            session_ttl=env_number(env, "MCP_SESSION_TTL_HOURS", 24.0) * 3600.0,
+            max_sessions=int(env_number(env, "MCP_MAX_SESSIONS", 10_000, int)),
+            event_buffer=int(env_number(env, "MCP_EVENT_BUFFER", 100, int)),
+            sse_retry_ms=int(env_number(env, "MCP_SSE_RETRY_MS", 1000, int)),
             allowed_origins=_origins(env.get("MCP_ALLOWED_ORIGINS", "")),
         )
 

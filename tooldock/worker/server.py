@@ -25,6 +25,8 @@ from tooldock.worker import protocol
 from tooldock.worker.bridge import Bridge, Relay
 from tooldock.worker.secretenv import Masker
 
+MAX_TRACEBACK = 8000  # characters of a failed call's traceback kept (the end, where the tool's own frames are)
+
 
 def _error_for(exc: Exception) -> tuple[str, str, dict[str, Any] | None]:
     if isinstance(exc, (FastMCPValidationError, pydantic.ValidationError)):
@@ -114,6 +116,8 @@ class WorkerServer:
         except Exception as exc:  # user code: every failure becomes a protocol error, never a crash
             code, message, details = _error_for(exc)
             print(f"[{self.namespace}] tool {name!r} failed: {message}", file=sys.stderr, flush=True)
+            if details is not None:  # the gateway passes it on only to callers who ask (the manager's test_tool)
+                details["traceback"] = "".join(traceback.format_exception(exc))[-MAX_TRACEBACK:]
             return protocol.error(rid, code, message, details)
         body = {
             "content": [c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in result.content],

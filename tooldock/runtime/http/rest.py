@@ -128,7 +128,8 @@ def create_router(engine: Engine, settings: Settings) -> APIRouter:
     async def call_tool(namespace: str | None, name: str, request: Request) -> dict[str, Any]:
         descriptor = engine.get_tool(namespace, name)
         arguments = await read_json_body(request, settings.max_body_bytes)
-        result = await engine.call_tool(namespace, name, arguments)
+        wants_traceback = request.headers.get("x-tooldock-traceback") == "1"
+        result = await engine.call_tool(namespace, name, arguments, traceback=wants_traceback)
         return {"result": rest_value(result, descriptor)}
 
     async def vault_call(namespace: str | None, request: Request) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import warnings
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
@@ -193,8 +193,16 @@ def _server_for(
 class McpHub:
     """Session managers per namespace, created on first use and run until the gateway stops."""
 
-    def __init__(self, engine: Engine, settings: Settings, host: str) -> None:
-        self.engine, self.settings = engine, settings
+    def __init__(
+        self,
+        engine: Engine | None,
+        settings: Settings,
+        host: str,
+        servers: Callable[[str], Server[Any]] | None = None,
+    ) -> None:
+        """`servers` makes the MCP server of a name when it is not a gateway namespace served through the
+        engine: the manager serves its own tools over this same stack that way."""
+        self.engine, self.settings, self._make = engine, settings, servers
         self._managers: dict[str, StreamableHTTPSessionManager] = {}
         self._servers: dict[str, Server[Any]] = {}
         self._buses: dict[str, InMemorySubscriptionBus] = {}  # 2026-07-28 subscriptions/listen streams
@@ -226,7 +234,11 @@ class McpHub:
         if namespace not in self._servers:
             sessions = self._sessions.setdefault(namespace, weakref.WeakKeyDictionary())
             bus = self._buses.setdefault(namespace, InMemorySubscriptionBus())
-            self._servers[namespace] = _server_for(namespace, self.engine, sessions, bus)
+            if self._make is not None:
+                self._servers[namespace] = self._make(namespace)
+            else:
+                assert self.engine is not None, "a hub without an engine needs a `servers` factory"
+                self._servers[namespace] = _server_for(namespace, self.engine, sessions, bus)
         return self._servers[namespace]
 
     @property
@@ -273,7 +285,7 @@ class McpHub:
             if bus is not None:  # 2026-07-28 listeners: each gets only the kinds its filter asked for
                 for event in (ToolsListChanged(), ResourcesListChanged(), PromptsListChanged()):
                     await bus.publish(event)
-                entry = self.engine.registry.snapshot.entries.get(namespace)
+                entry = self.engine.registry.snapshot.entries.get(namespace) if self.engine else None
                 for resource in entry.surface("resources") if entry is not None else ():
                     await bus.publish(ResourceUpdated(uri=resource["uri"]))
             sessions = self._sessions.get(namespace)

@@ -1,0 +1,99 @@
+"""`tooldock manager`: the manager MCP server (its own process, next to a running gateway)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from tooldock.cli.common import cache_dir
+from tooldock.cli.serve import bind, uvicorn_log_config
+
+
+@click.command()
+@click.argument(
+    "tools_dir", default="tools", envvar="TOOLDOCK_TOOLS_DIR", type=click.Path(file_okay=False, path_type=Path)
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--port",
+    default=8001,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    envvar="MANAGER_PORT",
+    help="Port to listen on.",
+)
+@click.option(
+    "--gateway-url",
+    default=None,
+    metavar="URL",
+    help="Where the gateway is [default: TOOLDOCK_GATEWAY_URL, else CORE_URL, else http://127.0.0.1:8000].",
+)
+@click.option(
+    "--backend",
+    type=click.Choice(["process", "docker"]),
+    default="process",
+    show_default=True,
+    envvar="TOOLDOCK_BACKEND",
+    help="The gateway's backend. docker: reload_core rebuilds changed namespaces' images and deploys them.",
+)
+@click.option(
+    "--watch/--no-watch",
+    default=None,
+    help="Reload after edits under TOOLS_DIR [default: ENABLE_FS_WATCHER, else off].",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default="info",
+    show_default=True,
+    envvar="LOG_LEVEL",
+    help="Log verbosity (stderr).",
+)
+def manager(
+    tools_dir: Path, host: str, port: int, gateway_url: str | None, backend: str, watch: bool | None, log_level: str
+) -> None:
+    """Serve the manager's MCP tools for TOOLS_DIR (default: ./tools) on --port (8001).
+
+    An LLM connected to it writes tools, manages requirements and secret placeholders, and calls
+    reload_core, which signals the gateway (POST /reload with MANAGER_INTERNAL_TOKEN; set the same
+    TOOLDOCK_BEARER_TOKEN and MANAGER_INTERNAL_TOKEN for both). `tooldock serve --manager` runs both.
+    """
+    import dataclasses
+
+    import uvicorn
+
+    from tooldock.manager.app import create_manager_app
+    from tooldock.manager.settings import ManagerSettings
+    from tooldock.runtime.settings import SettingsError
+
+    if not tools_dir.is_dir():
+        raise click.ClickException(
+            f"tools directory '{tools_dir}' does not exist; create it (one sub-folder per namespace) "
+            "or pass the directory the gateway serves: tooldock manager DIR"
+        )
+    try:
+        settings = ManagerSettings.from_env(tools_dir, gateway_url, backend)
+    except SettingsError as exc:
+        raise click.ClickException(str(exc)) from None
+    if watch is not None:
+        settings = dataclasses.replace(settings, watch=watch)
+    if settings.runtime.token_generated:
+        click.echo(
+            "tooldock manager: TOOLDOCK_BEARER_TOKEN is not set; this run's bearer token is:\n"
+            f"    {settings.runtime.bearer_token}\n"
+            "The manager calls the gateway with it too: set TOOLDOCK_BEARER_TOKEN for both.",
+            err=True,
+        )
+    if settings.runtime.manager_token is None:
+        click.echo("tooldock manager: MANAGER_INTERNAL_TOKEN is not set; reload_core will not work", err=True)
+    sock = bind(host, port)
+    shown_host = f"[{host}]" if ":" in host else host
+    url = f"http://{shown_host}:{sock.getsockname()[1]}"
+    app = create_manager_app(settings, cache_dir(), host, sock.getsockname()[1])
+    click.echo(f"tooldock manager: ready on {url} (MCP at {url}/mcp)", err=True)
+    config = uvicorn.Config(app, log_config=uvicorn_log_config(log_level), log_level=log_level)
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    except KeyboardInterrupt:
+        pass

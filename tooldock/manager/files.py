@@ -1,0 +1,143 @@
+"""Namespaces and tool files on disk: create, list, read, validate-then-write, delete (seed 000, "Namespace
+Management" and "Tool File Management"). Plain functions over a `Workspace`; nothing here talks to the
+gateway. Every refusal is a `ManagerError` whose message says what to do instead.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import tempfile
+from typing import Any
+
+from tooldock.errors import AlreadyExists, InvalidInput, Missing
+from tooldock.manager.workspace import Workspace, atomic_write, decode_code
+from tooldock.namespace.scanner import MAX_TOOL_FILE_BYTES
+from tooldock.namespace.validate import decorator_tool_name, validate_source
+
+
+def create_namespace(ws: Workspace, name: object) -> dict[str, Any]:
+    folder = ws.namespace_dir(name, must_exist=False)
+    if folder.exists():
+        raise AlreadyExists(
+            f"namespace {folder.name!r} already exists at {folder}; write tools into it, or choose another name",
+            {"path": str(folder)},
+        )
+    ws.root.mkdir(parents=True, exist_ok=True)
+    folder.mkdir()
+    return {"created": True, "path": str(folder)}
+
+
+def delete_namespace(ws: Workspace, name: object) -> dict[str, Any]:
+    folder = ws.namespace_dir(name)
+    # Renamed away first (dot-folders are never namespaces), so a scan never sees it half deleted.
+    doomed = tempfile.mkdtemp(prefix=f".deleting-{folder.name}-", dir=ws.root)
+    os.rmdir(doomed)
+    os.replace(folder, doomed)
+    shutil.rmtree(doomed, ignore_errors=True)
+    return {"deleted": True, "name": folder.name}
+
+
+def _description(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    doc = ast.get_docstring(fn) or ""
+    return doc.split("\n\n", 1)[0].strip()
+
+
+def tools_in(source: str) -> list[tuple[str, str]]:
+    """(tool name, first docstring paragraph) of each module-level `@tool` function, read without importing."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    found = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names = [n for n in (decorator_tool_name(d, node.name) for d in node.decorator_list) if n]
+            if names:
+                found.append((names[0], _description(node)))
+    return found
+
+
+def _read(path: Any) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InvalidInput(f"{path.name} is not valid UTF-8 text; rewrite it with write_tool") from None
+
+
+def list_tools(ws: Workspace, namespace: object) -> list[dict[str, Any]]:
+    listed = []
+    for path in ws.tool_files(str(namespace)):
+        try:
+            source = _read(path)
+        except InvalidInput:
+            continue
+        listed += [{"name": n, "description": d, "filename": path.name} for n, d in tools_in(source)]
+    return listed
+
+
+def get_tool_source(ws: Workspace, namespace: object, filename: object) -> dict[str, Any]:
+    path = ws.tool_file(namespace, filename)
+    if not path.is_file():
+        files = ", ".join(p.name for p in ws.tool_files(path.parent.name)) or "none"
+        raise Missing(f"no file {path.name!r} in namespace {path.parent.name!r} (files: {files}); see list_tools")
+    if path.stat().st_size > MAX_TOOL_FILE_BYTES:
+        raise InvalidInput(f"{path.name} is larger than {MAX_TOOL_FILE_BYTES} bytes; it is not a tool file")
+    return {"filename": path.name, "source": _read(path)}
+
+
+def check_tool_code(ws: Workspace, namespace: str, filename: str, code: str) -> dict[str, Any] | None:
+    """None when the file may be written; else the seed's `{"written": false, "error", "details"}` answer with
+    every problem and its line."""
+    report = validate_source(filename, code)
+    problems = [p.to_dict() for p in report.problems]
+    if not problems:
+        others: dict[str, str] = {}
+        for path in ws.tool_files(namespace):
+            if path.name != filename and path.stat().st_size <= MAX_TOOL_FILE_BYTES:
+                try:
+                    others.update({name: path.name for name, _ in tools_in(_read(path))})
+                except InvalidInput:
+                    continue
+        problems = [
+            {
+                "file": filename,
+                "line": None,
+                "code": "duplicate_tool",
+                "message": f"tool {name!r} is already defined in {others[name]}; "
+                "rename it (tool names are unique per namespace) or edit that file instead",
+            }
+            for name in report.tools
+            if name in others
+        ]
+    if not problems:
+        return None
+    lines = [f"line {p['line']}: {p['message']}" if p["line"] else p["message"] for p in problems]
+    first = problems[0]["code"]
+    headline = {
+        "syntax_error": "Syntax error",
+        "no_tools": "No @tool decorator found",
+        "missing_type_hint": "Missing type hints",
+        "missing_docstring": "Missing docstring",
+        "duplicate_tool": "Duplicate tool name",
+    }.get(first, "Invalid tool file")
+    return {"written": False, "error": headline, "details": "\n".join(lines), "problems": problems}
+
+
+def write_tool(ws: Workspace, namespace: object, filename: object, code: object) -> dict[str, Any]:
+    path = ws.tool_file(namespace, filename)
+    text = decode_code(code)
+    refused = check_tool_code(ws, path.parent.name, path.name, text)
+    if refused is not None:
+        return refused
+    atomic_write(path, text.encode("utf-8"))
+    return {"written": True, "filename": path.name, "tools_found": [name for name, _ in tools_in(text)]}
+
+
+def delete_tool(ws: Workspace, namespace: object, filename: object) -> dict[str, Any]:
+    path = ws.tool_file(namespace, filename)
+    if not path.is_file():
+        raise Missing(f"no file {path.name!r} in namespace {path.parent.name!r}; see list_tools")
+    path.unlink()
+    return {"deleted": True, "filename": path.name}

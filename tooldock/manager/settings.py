@@ -1,0 +1,65 @@
+"""Manager settings, from environment variables (seed 000, `ManagerSettings`), validated at start-up."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+from tooldock.runtime.settings import Settings, SettingsError, env_bool, env_number
+
+# Every environment variable the manager reads besides the gateway's own (the README documents each).
+ENV_VARS = ("TOOLDOCK_GATEWAY_URL", "CORE_URL", "ENABLE_FS_WATCHER", "FS_WATCHER_DEBOUNCE_MS")
+
+DEFAULT_GATEWAY_URL = "http://127.0.0.1:8000"
+
+
+def gateway_url(raw: str) -> str:
+    url = raw.strip().rstrip("/")
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname or parsed.path or parsed.query:
+        raise SettingsError(f"gateway URL {raw!r} is not an http(s) base URL; use e.g. {DEFAULT_GATEWAY_URL} (no path)")
+    return url
+
+
+@dataclass(frozen=True)
+class ManagerSettings:
+    tools_dir: Path
+    runtime: Settings  # the bearer token (the manager's own and the gateway's), MANAGER_INTERNAL_TOKEN, state
+    gateway_url: str = DEFAULT_GATEWAY_URL
+    backend: str = "process"  # how the gateway runs workers: process (venvs) or docker (images to rebuild)
+    watch: bool = False
+    debounce_ms: int = 1500
+
+    @classmethod
+    def from_env(
+        cls, tools_dir: Path, url: str | None = None, backend: str = "process", env: dict[str, str] | None = None
+    ) -> ManagerSettings:
+        env = dict(os.environ if env is None else env)
+        raw = url or env.get("TOOLDOCK_GATEWAY_URL") or env.get("CORE_URL") or DEFAULT_GATEWAY_URL
+        return cls(
+            tools_dir=tools_dir.resolve(),
+            runtime=Settings.from_env(env),
+            gateway_url=gateway_url(raw),
+            backend=backend,
+            watch=env_bool(env, "ENABLE_FS_WATCHER", False),
+            debounce_ms=int(env_number(env, "FS_WATCHER_DEBOUNCE_MS", 1500, int)),
+        )
+
+    def public(self) -> dict[str, object]:
+        """`server_config`: what an LLM may see. Never a token, a key or a secret."""
+        parsed = urlparse(self.gateway_url)
+        return {
+            "tools_dir": str(self.tools_dir),
+            "data_dir": str(self.runtime.state_dir),
+            "gateway_url": self.gateway_url,
+            "core_port": parsed.port or (443 if parsed.scheme == "https" else 80),
+            "backend": self.backend,
+            "fs_watcher": self.watch,
+            "fs_watcher_debounce_ms": self.debounce_ms,
+            "manager_token_set": self.runtime.manager_token is not None,
+            "mcp_session_ttl_hours": self.runtime.session_ttl / 3600,
+            "enable_legacy_mcp": self.runtime.enable_legacy_mcp,
+            "tool_call_timeout_seconds": self.runtime.call_timeout,
+        }

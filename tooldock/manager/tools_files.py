@@ -1,0 +1,221 @@
+"""The manager's namespace, tool-file and dependency tools (seed 000: "Namespace Management", "Tool File
+Management", "Dependencies"). Descriptions follow the seed's text: what the tool does, the exact pattern to
+follow, and which tool to call next; ToolDock's own rules are added where they are stricter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+
+from tooldock.manager import deps, files
+from tooldock.manager.context import JsonObject, Manager, edge
+from tooldock.manager.secrets import secrets_status
+
+TOOL_PATTERN = '''
+    from fastmcp.tools import tool
+
+    @tool
+    async def my_tool(param: str, count: int = 10) -> dict:
+        """Clear description of what this tool does.
+
+        Args:
+            param: What this parameter is for.
+            count: What this parameter controls. Defaults to 10.
+
+        Returns:
+            Description of what is returned.
+        """
+        # implementation here
+        return {"result": "value"}
+'''
+
+
+def register(server: MCPServer, m: Manager) -> None:
+    ws = m.workspace
+
+    @server.tool()
+    @edge
+    async def list_namespaces() -> list[JsonObject]:
+        """List all available tool namespaces. Returns each namespace's name, how many tools it contains,
+        whether it has a requirements.txt file, and whether all required secrets are configured. Use this as
+        your first step to understand what is currently installed.
+
+        Returns a list of objects, each with: name (string, e.g. "github"); tool_count (integer: tools loaded
+        in the gateway, or found in the files when the gateway has not loaded the namespace yet);
+        has_requirements (boolean); secrets_status ("ok" | "missing" | "placeholders" | "no_secrets_needed");
+        loaded (boolean: whether the gateway serves it now; if false, call reload_core()).
+
+        Example: [{"name": "shared", "tool_count": 2, "has_requirements": false,
+        "secrets_status": "no_secrets_needed", "loaded": true}]"""
+        served = await m.gateway.namespaces()
+        listed = []
+        for name in ws.namespaces():
+            live = served.get(name)
+            count = live["tool_count"] if live else len(files.list_tools(ws, name))
+            listed.append(
+                {
+                    "name": name,
+                    "tool_count": count,
+                    "has_requirements": bool(deps.read_requirements(ws.root / name / deps.REQUIREMENTS)),
+                    "secrets_status": secrets_status(ws, m.store, name),
+                    "loaded": live is not None,
+                }
+            )
+        return listed
+
+    @server.tool()
+    @edge
+    async def create_namespace(name: str) -> JsonObject:
+        """Create a new empty namespace. This creates a directory in the tools directory where you can then
+        write tool files. After creating a namespace, use write_tool to add tools, then reload_core to make
+        them available.
+
+        Args:
+            name: Namespace name. Lowercase letters, digits and hyphens, starting with a letter or digit, at
+                most 63 characters. Cannot be "_system" (reserved). Examples: "github", "my-tools", "devops".
+
+        Returns {"created": true, "path": "/data/tools/github"}. Errors: the name already exists (the error
+        gives its path), or the name is invalid (uppercase, dots, spaces, slashes)."""
+        async with m.writes:
+            return files.create_namespace(ws, name)
+
+    @server.tool()
+    @edge
+    async def delete_namespace(name: str) -> JsonObject:
+        """Permanently delete a namespace and all its tool files. This cannot be undone. The namespace
+        disappears from the gateway after the next reload (on the docker backend its containers are removed
+        now).
+
+        Args:
+            name: Namespace to delete. Cannot be "_system".
+
+        Returns {"deleted": true, "name": "github"}. After calling: call reload_core() to update the gateway."""
+        async with m.writes:
+            result = files.delete_namespace(ws, name)
+        if m.docker is not None:
+            result["containers_removed"] = await m.docker.remove(result["name"])
+        return result
+
+    @server.tool()
+    @edge
+    async def list_tools(namespace: str) -> list[JsonObject]:
+        """List all tools in a specific namespace, read from its files. Returns each tool's name, its
+        description (the first paragraph of its docstring), and which .py file defines it. Use this to
+        understand what tools exist before modifying them.
+
+        Args:
+            namespace: Namespace to list tools for. Example: "github"
+
+        Example return: [{"name": "list_issues", "description": "List GitHub issues for a repository.",
+        "filename": "issues.py"}]"""
+        return files.list_tools(ws, ws.namespace_dir(namespace).name)
+
+    @server.tool()
+    @edge
+    async def get_tool_source(namespace: str, filename: str) -> JsonObject:
+        """Read the full Python source code of a tool file. Use this to inspect existing tools, understand
+        their implementation, or before modifying them (then send the whole changed file to write_tool).
+
+        Args:
+            namespace: Namespace the file belongs to. Example: "github"
+            filename: Python file name. Example: "issues.py"
+
+        Returns {"filename": "issues.py", "source": "from fastmcp.tools import tool\\n..."}"""
+        return files.get_tool_source(ws, namespace, filename)
+
+    write_doc = f"""Write a Python tool file to a namespace (creating or replacing it). The file must contain at
+        least one function decorated with @tool from fastmcp. The code is validated before writing:
+          1. Syntax check (must be valid Python)
+          2. Must contain at least one @tool decorator (on a module-level function)
+          3. Must have type hints on all parameters (no *args / **kwargs)
+          4. Must have a docstring on each @tool function
+          5. Tool names must be unique in the namespace (not defined in another of its files)
+        If validation fails, the file is NOT written and the errors are returned with their line numbers.
+        Files are written atomically: the gateway never sees half a file.
+
+        IMPORTANT: Follow this exact pattern for every tool:
+        {TOOL_PATTERN}
+        Read secrets from the environment (os.environ["GITHUB_TOKEN"]) and declare them in the namespace's
+        tooldock.yaml; see check_secrets. Third-party packages go in requirements.txt: see add_requirement.
+
+        Args:
+            namespace: Target namespace (it must exist: create_namespace). Example: "github"
+            filename: File name: letters, digits and underscores, ending in .py, no folders. Example: "issues.py"
+            code: Complete Python source code for the file (UTF-8, at most 256 KB).
+
+        Returns on success: {{"written": true, "filename": "issues.py", "tools_found": ["list_issues"]}}
+        Returns on validation error: {{"written": false, "error": "No @tool decorator found",
+        "details": "line 3: ...", "problems": [{{"file", "line", "code", "message"}}]}}
+
+        After calling: call reload_core() to make the changes live, then test_tool to try them."""
+
+    async def write_tool(namespace: str, filename: str, code: str) -> JsonObject:
+        async with m.writes:
+            return files.write_tool(ws, namespace, filename, code)
+
+    server.add_tool(edge(write_tool), name="write_tool", description=write_doc)
+
+    @server.tool()
+    @edge
+    async def delete_tool(namespace: str, filename: str) -> JsonObject:
+        """Delete a tool file from a namespace. This removes the .py file permanently; all tools defined in
+        that file are removed. After deleting, call reload_core() to update the gateway.
+
+        Args:
+            namespace: Namespace. Example: "github"
+            filename: File to delete. Example: "issues.py"
+
+        Returns {"deleted": true, "filename": "issues.py"}"""
+        async with m.writes:
+            return files.delete_tool(ws, namespace, filename)
+
+    @server.tool()
+    @edge
+    async def install_requirements(namespace: str) -> JsonObject:
+        """Install all Python packages listed in a namespace's requirements.txt into that namespace's own
+        environment (its virtualenv on the process backend; its image's dependency layer on the docker
+        backend). Each namespace has its own interpreter and site-packages, so dependencies are fully isolated.
+
+        This is an explicit sync; reload_core() also syncs automatically when requirements.txt changed.
+        After installing, call reload_core() so the worker restarts with the updated dependencies.
+
+        Args:
+            namespace: Namespace whose requirements.txt to install.
+
+        Returns on success: {"installed": true, "namespace": "github", "packages": ["httpx>=0.28.0"]}
+        Returns on error: {"installed": false, "error": "pip install failed", "details": "..."}"""
+        path = ws.metadata_file(namespace, deps.REQUIREMENTS)
+        return await deps.install(path, m.installer)
+
+    @server.tool()
+    @edge
+    async def add_requirement(namespace: str, package: str) -> JsonObject:
+        """Add a single Python package to a namespace's requirements.txt and sync the namespace's environment
+        immediately. If requirements.txt does not exist yet, it is created; an existing line for the same
+        package is replaced. If the package cannot be installed, requirements.txt is left as it was and the
+        error is returned.
+
+        Args:
+            namespace: Target namespace.
+            package: One PEP 508 specifier from the package index. Examples: "httpx", "httpx>=0.28.0",
+                "beautifulsoup4==4.12.0". No pip options, URLs or paths.
+
+        Returns {"added": true, "package": "httpx>=0.28.0", "namespace": "github"}, or
+        {"added": false, "error": "pip install failed", "details": "..."}.
+        After calling: call reload_core() to restart the worker with the updated environment."""
+        async with m.writes:
+            return await deps.add_requirement(ws, namespace, package, m.installer)
+
+    @server.tool()
+    @edge
+    async def list_requirements(namespace: str) -> JsonObject:
+        """Show the packages in a namespace's requirements.txt (comments and blank lines left out). Returns an
+        empty list if the file does not exist.
+
+        Args:
+            namespace: Namespace to check.
+
+        Returns {"namespace": "github", "packages": ["httpx>=0.28.0", "beautifulsoup4"]}"""
+        result: dict[str, Any] = deps.list_requirements(ws, namespace)
+        return result
