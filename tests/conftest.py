@@ -114,14 +114,15 @@ def make_gateway(tmp_path: Path) -> Iterator[Callable[..., Gateway]]:
     """Start gateways on copies of tool folders; every one is stopped at the end of the test."""
     started: list[Gateway] = []
 
-    def make(*sources: Path, env: dict[str, str] | None = None, start: bool = True) -> Gateway:
+    def make(*sources: Path, env: dict[str, str] | None = None, start: bool = True,
+             args: tuple[str, ...] = ()) -> Gateway:
         tools = tmp_path / f"tools{len(started)}"
         tools.mkdir()
         for source in sources:
             for child in source.iterdir():
                 if child.is_dir():
                     shutil.copytree(child, tools / child.name, ignore=shutil.ignore_patterns("__pycache__"))
-        gateway = Gateway(tools, tmp_path / f"gateway{len(started)}.log", env)
+        gateway = Gateway(tools, tmp_path / f"gateway{len(started)}.log", env, args)
         started.append(gateway)
         return gateway.start() if start else gateway
 
@@ -141,6 +142,49 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     gw = Gateway(tools, tmp / "gateway.log").start()
     yield gw
     gw.stop()
+
+
+MANAGER_ARGS = ("--manager", "--manager-port", "0")
+
+
+def manager_url(gateway: Gateway, timeout: float = 60) -> str:
+    """The URL of the manager a `tooldock serve --manager` gateway started (its line in the shared log)."""
+    found: list[str] = []
+
+    def ready() -> bool:
+        match = re.search(r"tooldock manager: ready on (http://127\.0\.0\.1:\d+)", gateway.logs)
+        found.extend([match.group(1)] if match else [])
+        return bool(match)
+
+    gateway.wait_for(ready, timeout, "the manager to start")
+    return found[0]
+
+
+def run_manager(url: str, body: Callable[..., Any], token: str = TOKEN) -> Any:
+    """Run `body(call)` in an official MCP SDK client session with the manager; `call(tool, **args)` returns
+    `(is_error, structured result or text)`, a list result unwrapped from the SDK's `{"result": [...]}`."""
+    import httpx2
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def main() -> Any:
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=600) as http:
+            async with streamable_http_client(f"{url}/mcp", http_client=http) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+
+                    async def call(tool: str, **arguments: Any) -> tuple[bool, Any]:
+                        result = await session.call_tool(tool, arguments)
+                        if result.is_error:
+                            return True, " ".join(getattr(c, "text", "") for c in result.content)
+                        out = result.structured_content
+                        if isinstance(out, dict) and set(out) == {"result"}:
+                            out = out["result"]
+                        return False, out
+
+                    return await body(call)
+
+    return asyncio.run(main())
 
 
 def run_mcp(gateway: Gateway, namespace: str, body: Callable[..., Any]) -> Any:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -95,6 +96,7 @@ def lowlevel(server: MCPServer) -> Server[Any]:
 
 
 def create_manager_app(settings: ManagerSettings, cache: Path, host: str = "127.0.0.1", port: int = 8001) -> Starlette:
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per gateway request otherwise
     manager = build_manager(settings, cache, port)
     server = lowlevel(mcp_server(manager))
     hub = McpHub(None, settings.runtime, host, servers=lambda _name: server)

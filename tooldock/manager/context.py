@@ -13,7 +13,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from tooldock.errors import ManagerError
+from tooldock.errors import BuilderError, ManagerError, SecretsError
 from tooldock.manager.gateway import GatewayClient
 from tooldock.manager.rebuild import DockerRebuild
 from tooldock.manager.reload import Reloader
@@ -49,6 +49,8 @@ def edge(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
             return await fn(*args, **kwargs)
         except ManagerError as err:
             raise ToolError(f"{err.code}: {err.message}") from None
+        except (BuilderError, SecretsError) as exc:  # the builder or the secrets store refused
+            raise ToolError(str(exc)) from None
         except OSError as exc:  # a disk problem: say which operation and why, never a traceback
             raise ToolError(f"filesystem error: {exc.strerror or exc} ({getattr(exc, 'filename', '') or ''})") from None
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 
 NAMESPACE_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 MAX_NAMESPACE_LEN = 63  # a DNS label: namespaces become image names and socket file names
@@ -36,4 +37,19 @@ def validate_filename(filename: str) -> str:
             f"invalid tool file name {filename!r}: it must end in .py, start with a letter and contain "
             "only letters, digits and underscores (e.g. 'math_tools.py')"
         )
+    shadowed = shadows_stdlib(filename)
+    if shadowed:
+        raise NamespaceNameError(shadowed)
     return filename
+
+
+def shadows_stdlib(filename: str) -> str | None:
+    """Why a tool file name cannot be used, if it would shadow a standard-library module: the namespace
+    folder is first on the worker's import path, so `token.py` would break every `import tokenize`."""
+    stem = filename.removesuffix(".py")
+    if stem in sys.stdlib_module_names:
+        return (
+            f"file name {filename!r} shadows the standard-library module {stem!r} and would break imports "
+            f"in the worker; choose another name (e.g. '{stem}_tools.py')"
+        )
+    return None

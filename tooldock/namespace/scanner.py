@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tooldock.namespace.config import read_config
 from tooldock.namespace.models import NamespaceSource, Problem, ScanResult, ToolFile
-from tooldock.namespace.names import NamespaceNameError, validate_namespace_name
+from tooldock.namespace.names import NamespaceNameError, shadows_stdlib, validate_namespace_name
 from tooldock.namespace.validate import validate_source
 
 REQUIREMENTS_FILE = "requirements.txt"
@@ -63,6 +63,10 @@ def scan_namespace(folder: Path) -> NamespaceSource:
         if not _inside(path, folder):
             problems.append(Problem(path.name, "file is a link to outside the namespace folder; copy it in"))
             continue
+        shadowed = shadows_stdlib(path.name)
+        if shadowed:
+            problems.append(Problem(path.name, shadowed, None, "shadows_stdlib"))
+            continue
         if path.stat().st_size > MAX_TOOL_FILE_BYTES:
             problems.append(Problem(path.name, f"file is larger than {MAX_TOOL_FILE_BYTES} bytes"))
             continue
@@ -89,8 +93,10 @@ def scan_namespace(folder: Path) -> NamespaceSource:
             continue
         seen.update({t: path.name for t in report.tools})
         files.append(ToolFile(path.name, report.tools))
-    if config_problem:
-        files = []  # a namespace with an unreadable config must not start with guessed limits
+    if config_problem or any(p.code == "shadows_stdlib" for p in problems):
+        # An unreadable config must not start with guessed limits; a file named like a standard-library
+        # module breaks imports in the worker even unloaded (the folder is on its import path).
+        files = []
     req = folder / REQUIREMENTS_FILE
     requirements = req.read_text(encoding="utf-8", errors="replace") if req.is_file() else ""
     return NamespaceSource(

@@ -1,0 +1,270 @@
+"""The manager driven the way an LLM drives it: the official MCP SDK client against `tooldock serve --manager`
+(gateway and manager, process backend), through seed 000's flows end to end."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import EXAMPLES, MANAGER_ARGS, TOKEN, manager_url, run_manager, tooldock_cli
+from test_secrets_injection import secrets_set
+
+pytestmark = pytest.mark.slow
+
+CALC_V1 = '''"""Arithmetic."""
+from fastmcp.tools import tool
+
+
+@tool
+async def add(a: int, b: int) -> int:
+    """Add two numbers.
+
+    Args:
+        a: The first number.
+        b: The second number.
+    """
+    return a + b
+'''
+
+CALC_V2 = CALC_V1.replace("return a + b", "return a + b + 1000")
+
+NO_HINTS = '''from fastmcp.tools import tool
+
+
+@tool
+def shout(text):
+    return text.upper()
+'''
+
+USES_SIX = '''from fastmcp.tools import tool
+import six
+
+
+@tool
+def six_version() -> str:
+    """The version of the six package this namespace's environment has."""
+    return six.__version__
+'''
+
+NEEDS_SECRET = '''import os
+from fastmcp.tools import tool
+
+
+@tool
+def token_length() -> int:
+    """The length of WEATHER_TOKEN (never the token itself)."""
+    return len(os.environ["WEATHER_TOKEN"])
+'''
+
+WEATHER_VALUE = "weather-token-5c2e8d14aa"  # distinctive: a search for it cannot match by chance
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> dict[str, str]:
+    env = {"TOOLDOCK_SECRETS_DIR": str(tmp_path / "store"), "TOOLDOCK_AGE_KEY_FILE": str(tmp_path / "age.key")}
+    tooldock_cli("secrets", "init", env=env)
+    return env
+
+
+@pytest.fixture
+def pair(make_gateway, store):
+    """Gateway + manager over a tools directory holding examples/basic-tool only."""
+    gateway = make_gateway(EXAMPLES, env=store, args=MANAGER_ARGS)
+    for child in list(gateway.tools_dir.iterdir()):
+        if child.name != "basic-tool":
+            import shutil
+
+            shutil.rmtree(child)
+    return gateway, manager_url(gateway)
+
+
+def test_an_llm_writes_a_tool_adds_a_requirement_reloads_and_calls_it(pair):
+    gateway, url = pair
+
+    async def flow(call):
+        steps = {}
+        steps["list"] = await call("list_namespaces")
+        steps["create"] = await call("create_namespace", name="calc")
+        steps["bad"] = await call("write_tool", namespace="calc", filename="shout.py", code=NO_HINTS)
+        steps["good"] = await call("write_tool", namespace="calc", filename="arith.py", code=CALC_V1)
+        steps["six"] = await call("write_tool", namespace="calc", filename="versions.py", code=USES_SIX)
+        steps["req"] = await call("add_requirement", namespace="calc", package="six==1.16.0")
+        steps["reqs"] = await call("list_requirements", namespace="calc")
+        steps["tools"] = await call("list_tools", namespace="calc")
+        steps["reload"] = await call("reload_core")
+        steps["test"] = await call("test_tool", namespace="calc", tool_name="add", input={"a": 2, "b": 3})
+        steps["src"] = await call("get_tool_source", namespace="calc", filename="arith.py")
+        return steps
+
+    steps = run_manager(url, flow)
+    assert steps["list"] == (False, [
+        {"name": "basic-tool", "tool_count": 1, "has_requirements": False,
+         "secrets_status": "no_secrets_needed", "loaded": True},
+    ])
+    assert steps["create"] == (False, {"created": True, "path": str((gateway.tools_dir / "calc").resolve())})
+    # The bad tool is refused with its line, and nothing is on disk.
+    error, bad = steps["bad"]
+    assert not error and bad["written"] is False and bad["error"] == "Missing type hints"
+    assert "line 5" in bad["details"] and "no docstring" in bad["details"]
+    assert not (gateway.tools_dir / "calc" / "shout.py").exists()
+    assert steps["good"] == (False, {"written": True, "filename": "arith.py", "tools_found": ["add"]})
+    assert steps["req"] == (False, {"added": True, "package": "six==1.16.0", "namespace": "calc"})
+    assert steps["reqs"] == (False, {"namespace": "calc", "packages": ["six==1.16.0"]})
+    assert steps["tools"][1] == [
+        {"name": "add", "description": "Add two numbers.", "filename": "arith.py"},
+        {"name": "six_version", "description": "The version of the six package this namespace's environment has.",
+         "filename": "versions.py"},
+    ]
+    error, reloaded = steps["reload"]
+    assert not error and reloaded["reloaded"] is True and reloaded["failed"] == {}
+    assert reloaded["namespaces"] == ["basic-tool", "calc"] and reloaded["workers_restarted"] == ["calc"]
+    assert steps["test"] == (False, {"success": True, "result": 5})
+    assert steps["src"] == (False, {"filename": "arith.py", "source": CALC_V1})
+    # The new tools are served by the gateway to every client, with the requirement installed.
+    assert gateway.call("calc", "add", a=40, b=2).json() == {"result": 42}
+    assert gateway.call("calc", "six_version").json() == {"result": "1.16.0"}
+
+
+def test_test_tool_returns_the_error_and_traceback_and_a_bad_package_is_not_added(pair):
+    gateway, url = pair
+    failing = CALC_V1.replace("return a + b", "return a // b")
+
+    async def flow(call):
+        await call("create_namespace", name="calc")
+        await call("write_tool", namespace="calc", filename="arith.py", code=failing)
+        added = await call("add_requirement", namespace="calc", package="tooldock-no-such-package-xyz==0.0.1")
+        await call("reload_core")
+        return added, await call("test_tool", namespace="calc", tool_name="add", input={"a": 1, "b": 0})
+
+    (_, added), (error, tested) = run_manager(url, flow)
+    assert added["added"] is False and added["error"] == "pip install failed"
+    assert "tooldock-no-such-package-xyz" in added["details"]
+    assert not (gateway.tools_dir / "calc" / "requirements.txt").exists()  # put back as it was: absent
+    assert not error and tested["success"] is False
+    assert tested["error"] == "ZeroDivisionError: integer division or modulo by zero"
+    assert tested["traceback"].startswith("Traceback") and "arith.py" in tested["traceback"]
+    # Other clients get the error without the traceback.
+    body = gateway.call("calc", "add", a=1, b=0).json()
+    assert "traceback" not in json.dumps(body)
+
+
+def test_the_secrets_flow_check_prepare_human_sets_reload_satisfied(pair, store):
+    gateway, url = pair
+    config = "description: needs a token\nsecrets: [WEATHER_TOKEN]\n"
+
+    async def before(call):
+        await call("create_namespace", name="weather")
+        (gateway.tools_dir / "weather" / "tooldock.yaml").write_text(config)
+        shadowing = await call("write_tool", namespace="weather", filename="token.py", code=NEEDS_SECRET)
+        assert shadowing[0] and "shadows the standard-library module 'token'" in shadowing[1]
+        await call("write_tool", namespace="weather", filename="token_tools.py", code=NEEDS_SECRET)
+        return [
+            await call("check_secrets", namespace="weather"),
+            await call("prepare_secret", key="WEATHER_TOKEN", namespace="weather"),
+            await call("check_secrets", namespace="weather"),
+            await call("list_namespaces"),
+            await call("reload_core"),
+            await call("test_tool", namespace="weather", tool_name="token_length"),
+        ]
+
+    missing, prepared, placeholder, listed, _, unset_call = [r for _, r in run_manager(url, before)]
+    assert missing["missing"] == ["WEATHER_TOKEN"] and missing["satisfied"] == []
+    assert "prepare_secret" in missing["next_steps"][0]
+    assert prepared["scope"] == "weather" and prepared["status"] == "placeholder"
+    assert "tooldock secrets set WEATHER_TOKEN --namespace weather" in prepared["instructions"]
+    assert placeholder["placeholders"] == ["WEATHER_TOKEN"]
+    assert next(n for n in listed if n["name"] == "weather")["secrets_status"] == "placeholders"
+    assert unset_call["success"] is False and "tooldock secrets set WEATHER_TOKEN" in unset_call["error"]
+
+    secrets_set(store, "WEATHER_TOKEN", WEATHER_VALUE, "weather")  # the human, in a terminal
+
+    async def after(call):
+        return [
+            await call("reload_core"),
+            await call("check_secrets", namespace="weather"),
+            await call("list_secrets"),
+            await call("test_tool", namespace="weather", tool_name="token_length"),
+            await call("remove_secret", key="WEATHER_TOKEN", namespace="weather"),
+            await call("list_secrets", namespace="weather"),
+            await call("server_config"),
+        ]
+
+    results = run_manager(url, after)
+    reloaded, satisfied, listed_secrets, called, removed, empty, config_shown = [r for _, r in results]
+    assert "weather" in reloaded["workers_restarted"]
+    assert satisfied["satisfied"] == ["WEATHER_TOKEN"] and satisfied["missing"] == []
+    assert listed_secrets == [{"key": "WEATHER_TOKEN", "scope": "weather", "status": "set"}]
+    assert called == {"success": True, "result": len(WEATHER_VALUE)}
+    assert removed == {"removed": True, "key": "WEATHER_TOKEN", "scope": "weather"}
+    assert empty == []
+    everything = json.dumps(results) + gateway.logs
+    assert WEATHER_VALUE not in everything and TOKEN not in json.dumps(config_shown)
+    assert os.environ.get("MANAGER_INTERNAL_TOKEN", "never-set-here") not in json.dumps(config_shown)
+
+
+def test_deleting_a_namespace_and_a_tool_file(pair):
+    gateway, url = pair
+
+    async def flow(call):
+        await call("create_namespace", name="calc")
+        await call("write_tool", namespace="calc", filename="arith.py", code=CALC_V1)
+        await call("reload_core")
+        deleted_ns = await call("delete_namespace", name="basic-tool")
+        deleted_file = await call("delete_tool", namespace="calc", filename="arith.py")
+        again = await call("delete_tool", namespace="calc", filename="arith.py")
+        return deleted_ns, deleted_file, again, await call("reload_core")
+
+    (_, deleted_ns), (_, deleted_file), (again_error, again), (_, reloaded) = run_manager(url, flow)
+    assert deleted_ns == {"deleted": True, "name": "basic-tool"}
+    assert deleted_file == {"deleted": True, "filename": "arith.py"}
+    assert again_error and "no file 'arith.py'" in again
+    assert reloaded["removed"] == ["basic-tool"]
+    assert sorted(p.name for p in gateway.tools_dir.iterdir()) == ["calc"]  # no leftovers
+    assert gateway.call("basic-tool", "say_hello", name="x").status_code == 404
+
+
+def test_manager_auth_health_and_legacy_sse(pair):
+    _, url = pair
+    assert httpx.get(f"{url}/health").json()["status"] == "ok"
+    refused = httpx.post(f"{url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    assert refused.status_code == 401 and refused.headers["www-authenticate"].startswith("Bearer")
+    wrong = httpx.post(f"{url}/mcp", headers={"Authorization": "Bearer wrong-token-0000"}, json={})
+    assert wrong.status_code == 401
+
+    from mcp.client.session import ClientSession
+    from mcp.client.sse import sse_client
+
+    async def legacy() -> list[str]:
+        async with sse_client(f"{url}/sse", headers={"Authorization": f"Bearer {TOKEN}"}) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                return [t.name for t in (await session.list_tools()).tools]
+
+    names = asyncio.run(legacy())
+    assert {"list_namespaces", "write_tool", "reload_core", "test_tool", "check_secrets"} <= set(names)
+    assert len(names) == 18
+
+
+def test_the_watcher_makes_an_edit_live(make_gateway, store):
+    debounce = 300
+    env = {**store, "ENABLE_FS_WATCHER": "true", "FS_WATCHER_DEBOUNCE_MS": str(debounce)}
+    gateway = make_gateway(EXAMPLES, env=env, args=MANAGER_ARGS)
+    manager_url(gateway)
+    gateway.wait_for(lambda: "tooldock manager: watching" in gateway.logs, 30, "the watcher")
+    folder = gateway.tools_dir / "calc"
+    folder.mkdir()
+    started = time.monotonic()
+    (folder / "arith.py").write_text(CALC_V1)  # an edit by hand (or by an editor), not through the manager
+    gateway.wait_for(lambda: gateway.call("calc", "add", a=1, b=1).status_code == 200, 120, "the new namespace")
+    first = time.monotonic() - started
+    started = time.monotonic()
+    (folder / "arith.py").write_text(CALC_V2)
+    gateway.wait_for(lambda: gateway.call("calc", "add", a=1, b=1).json() == {"result": 1002}, 60, "the edit")
+    edit = time.monotonic() - started
+    print(f"\nwatcher: new namespace live in {first:.2f}s, edit live in {edit:.2f}s (debounce {debounce} ms)")
+    assert gateway.logs.count("tooldock manager: changed:") >= 2
