@@ -7,6 +7,7 @@ import pytest
 
 from tooldock.builder import ENV_VARS as BUILD_ENV_VARS
 from tooldock.cli import main
+from tooldock.manager.settings import ENV_VARS as MANAGER_ENV_VARS
 from tooldock.runtime.settings import ENV_VARS
 from tooldock.secrets import ENV_VARS as SECRETS_ENV_VARS
 
@@ -30,7 +31,7 @@ def test_cli_commands_and_options_are_documented(command, option):
         assert f"`{option}`" in README, f"{option} of `tooldock {command}` is not in the README"
 
 
-@pytest.mark.parametrize("variable", ENV_VARS + BUILD_ENV_VARS + SECRETS_ENV_VARS)
+@pytest.mark.parametrize("variable", ENV_VARS + BUILD_ENV_VARS + SECRETS_ENV_VARS + MANAGER_ENV_VARS)
 def test_settings_are_documented(variable):
     assert f"`{variable}`" in README
 
@@ -51,3 +52,19 @@ def test_quick_start_commands_match_ci():
     assert "exec ./scripts/test" in ci
     assert "```bash\n./scripts/test\n```" in README
     assert ".venv/bin/tooldock serve examples" in README
+
+
+def _manager_tools() -> list[str]:
+    import asyncio
+
+    from tooldock.manager.app import build_manager, mcp_server
+    from tooldock.manager.settings import ManagerSettings
+
+    settings = ManagerSettings.from_env(Path("."), env={"TOOLDOCK_BEARER_TOKEN": "x" * 16})
+    server = mcp_server(build_manager(settings, Path("."), 8001))
+    return [tool.name for tool in asyncio.run(server.list_tools())]
+
+
+@pytest.mark.parametrize("tool", _manager_tools())
+def test_every_manager_tool_is_documented(tool):
+    assert f"| `{tool}` |" in README, f"manager tool {tool} has no row in the README's manager table"

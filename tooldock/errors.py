@@ -40,7 +40,7 @@
 
 Each gateway error carries its HTTP status and its worker-protocol code. They are converted in exactly
 three places: the REST error response (`runtime.http.responses`), the MCP tool result (`runtime.mcp.server`) and the CLI
-message (`cli`); manager errors in one more, the manager's MCP tool result (`manager.tools`). Nothing else
+message (`cli`); manager errors in one more, the manager's MCP tool result (`manager.context`). Nothing else
 inspects error text.
 """
 
