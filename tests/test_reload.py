@@ -146,3 +146,19 @@ def test_2026_07_28_listeners_hear_list_changes(make_gateway):
     assert version == "2026-07-28"
     assert events == ["ToolsListChanged"]  # only the kind it asked for
     assert "negate" in tools
+
+
+def test_an_edit_that_breaks_a_file_keeps_the_old_version_and_says_why(make_gateway):
+    gw = make_gateway(EXAMPLES, env={"MANAGER_INTERNAL_TOKEN": MANAGER})
+    math_tools = gw.tools_dir / "multi-tool" / "math_tools.py"
+    good = math_tools.read_text()
+    math_tools.write_text(good.replace("def add(a: float, b: float)", "def add(a, b: float)"))
+    body = gw.post("/reload", headers={"X-Manager-Token": MANAGER}).json()
+    assert "math_tools.py" in body["failed"]["multi-tool"] and "no type hint" in body["failed"]["multi-tool"]
+    assert "multi-tool" not in body["workers_restarted"]
+    ns = gw.namespace("multi-tool")
+    assert ns["state"] == "ready" and "previous version keeps serving" in ns["reload_error"]
+    assert gw.call("multi-tool", "add", a=2, b=2).json() == {"result": 4}
+    math_tools.write_text(good)  # put back: served as before, the error gone
+    body = gw.post("/reload", headers={"X-Manager-Token": MANAGER}).json()
+    assert body["failed"] == {} and "reload_error" not in gw.namespace("multi-tool")

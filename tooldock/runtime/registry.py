@@ -61,6 +61,16 @@ class NamespaceEntry:
         }
 
 
+def _new_problems(old: NamespaceSource, new: NamespaceSource) -> str:
+    """What is wrong with a namespace's files now that was not before ("" if nothing new)."""
+    known = {(p.file, p.code) for p in old.problems}
+    fresh = [p for p in new.problems if (p.file, p.code) not in known]
+    if not fresh:
+        return ""
+    listed = "; ".join(f"{p.file}{f':{p.line}' if p.line else ''}: {p.message}" for p in fresh)
+    return f"invalid files ({listed}); the previous version keeps serving"
+
+
 def _listed(entry: NamespaceEntry | None) -> Any:
     """What MCP clients list for a namespace: a change in it is announced to open sessions."""
     if entry is None:
@@ -99,6 +109,7 @@ class Registry:
             old = self.snapshot.entries
             keep: dict[str, NamespaceEntry] = {}
             fresh: dict[str, tuple[NamespaceSource, Worker | None]] = {}
+            rejected: dict[str, str] = {}
             given: dict[str, NamespaceSecrets] = {}
             for source in scan.namespaces:
                 previous = old.get(source.name)
@@ -109,7 +120,11 @@ class Registry:
                     and previous.secrets.env.token == secrets.env.token  # only changed values restart a worker
                     and previous.state not in ("crash_loop", "failed")
                 ):
-                    keep[source.name] = replace(previous, secrets=secrets)
+                    keep[source.name] = replace(previous, secrets=secrets, reload_error=None)
+                elif previous is not None and previous.state == "ready" and _new_problems(previous.source, source):
+                    # An edit broke a file (syntax, hints, docstrings): the version before it keeps serving.
+                    rejected[source.name] = _new_problems(previous.source, source)
+                    keep[source.name] = replace(previous, reload_error=rejected[source.name])
                 else:
                     worker = self.backend.create(source, secrets.env) if source.files else None
                     fresh[source.name] = (source, worker)
@@ -118,7 +133,7 @@ class Registry:
 
             entries = dict(keep)
             retire: list[Worker] = []
-            failed: dict[str, str] = {}
+            failed: dict[str, str] = dict(rejected)
             for name, (source, worker) in fresh.items():
                 previous = old.get(name)
                 if worker is not None and worker.state != "ready":
