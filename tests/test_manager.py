@@ -268,3 +268,36 @@ def test_the_watcher_makes_an_edit_live(make_gateway, store):
     edit = time.monotonic() - started
     print(f"\nwatcher: new namespace live in {first:.2f}s, edit live in {edit:.2f}s (debounce {debounce} ms)")
     assert gateway.logs.count("tooldock manager: changed:") >= 2
+
+
+def test_the_manager_speaks_every_protocol_version(pair):
+    """The gateway's MCP stack, so the same versions: 2026-07-28 (SDK 2.x, stateless), 2025-03-26 json-only."""
+    _, url = pair
+    import httpx2
+    from mcp.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def modern() -> tuple[str, list[str], object]:
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+            async with Client(streamable_http_client(f"{url}/mcp", http_client=http), mode="2026-07-28") as client:
+                names = [t.name for t in (await client.list_tools()).tools]
+                called = await client.call_tool("list_requirements", {"namespace": "basic-tool"})
+                return client.protocol_version, names, called.structured_content
+
+    version, names, called = asyncio.run(modern())
+    assert version == "2026-07-28" and len(names) == 18
+    assert called == {"namespace": "basic-tool", "packages": []}
+
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "old", "version": "1"}}}
+    headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json", "Accept": "application/json"}
+    reply = httpx.post(f"{url}/mcp", json=init, headers=headers)
+    assert reply.status_code == 200 and reply.json()["result"]["serverInfo"]["name"] == "tooldock-manager"
+    session = {**headers, "Mcp-Session-Id": reply.headers["mcp-session-id"]}
+    httpx.post(f"{url}/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+    batch = [{"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+             {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "health", "arguments": {}}}]
+    answers = httpx.post(f"{url}/mcp", json=batch, headers=session, timeout=60).json()
+    assert [a["id"] for a in answers] == [2, 3] and len(answers[0]["result"]["tools"]) == 18
+    assert answers[1]["result"]["structuredContent"]["core_reachable"] is True
