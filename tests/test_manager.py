@@ -59,6 +59,13 @@ from fastmcp.tools import tool
 def token_length() -> int:
     """The length of WEATHER_TOKEN (never the token itself)."""
     return len(os.environ["WEATHER_TOKEN"])
+
+
+@tool
+def leak() -> str:
+    """Fails with the token in its message (the gateway must mask it)."""
+    token = os.environ["WEATHER_TOKEN"]
+    raise RuntimeError(f"cannot use {token}")
 '''
 
 WEATHER_VALUE = "weather-token-5c2e8d14aa"  # distinctive: a search for it cannot match by chance
@@ -189,13 +196,16 @@ def test_the_secrets_flow_check_prepare_human_sets_reload_satisfied(pair, store)
             await call("check_secrets", namespace="weather"),
             await call("list_secrets"),
             await call("test_tool", namespace="weather", tool_name="token_length"),
+            await call("test_tool", namespace="weather", tool_name="leak"),
             await call("remove_secret", key="WEATHER_TOKEN", namespace="weather"),
             await call("list_secrets", namespace="weather"),
             await call("server_config"),
         ]
 
     results = run_manager(url, after)
-    reloaded, satisfied, listed_secrets, called, removed, empty, config_shown = [r for _, r in results]
+    reloaded, satisfied, listed_secrets, called, leaked, removed, empty, config_shown = [r for _, r in results]
+    assert leaked["success"] is False and leaked["error"].startswith("RuntimeError: cannot use ")
+    assert "cannot use" in leaked["traceback"] and "leak" in leaked["traceback"]
     assert "weather" in reloaded["workers_restarted"]
     assert satisfied["satisfied"] == ["WEATHER_TOKEN"] and satisfied["missing"] == []
     assert listed_secrets == [{"key": "WEATHER_TOKEN", "scope": "weather", "status": "set"}]
