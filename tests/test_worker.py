@@ -102,7 +102,10 @@ def test_error_codes(worker, message, code):
 def test_tool_exception_keeps_its_type_and_message(worker):
     reply = worker.request(id="b", op="tools.call", tool="boom", arguments={"message": "kaput"})
     assert reply["error"]["message"] == "ValueError: kaput"
-    assert reply["error"]["details"] == {"exception": "ValueError"}
+    details = reply["error"]["details"]
+    assert set(details) == {"exception", "traceback"} and details["exception"] == "ValueError"
+    # The traceback (for the manager's test_tool; the gateway drops it for other callers) ends in the tool.
+    assert details["traceback"].startswith("Traceback") and details["traceback"].endswith("ValueError: kaput\n")
 
 
 def test_requests_are_multiplexed_and_a_slow_tool_does_not_block_ping(worker):
