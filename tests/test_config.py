@@ -71,3 +71,10 @@ def test_settings_defaults_generate_a_token():
 def test_bad_settings(env, fragment):
     with pytest.raises(SettingsError, match=fragment):
         Settings.from_env(env)
+
+
+def test_relative_state_and_socket_dirs_become_absolute(tmp_path, monkeypatch):
+    """Workers run in other directories: a relative TOOLDOCK_STATE_DIR once named a missing interpreter there."""
+    monkeypatch.chdir(tmp_path)
+    settings = Settings.from_env({"TOOLDOCK_STATE_DIR": "state", "TOOLDOCK_SOCKET_DIR": "socks"})
+    assert settings.state_dir == tmp_path / "state" and settings.sockets == tmp_path / "socks"

@@ -130,14 +130,19 @@ class Settings:
             token_generated=generated,
             call_timeout=env_number(env, "TOOL_CALL_TIMEOUT_SECONDS", 30.0),
             max_concurrency=int(env_number(env, "NAMESPACE_MAX_CONCURRENCY", 16, int)),
-            state_dir=Path(env["TOOLDOCK_STATE_DIR"]) if env.get("TOOLDOCK_STATE_DIR") else default_state_dir(),
+            # Absolute: workers run in other directories, and a relative path would name another place there.
+            state_dir=Path(env["TOOLDOCK_STATE_DIR"]).expanduser().absolute()
+            if env.get("TOOLDOCK_STATE_DIR")
+            else default_state_dir(),
             manager_token=env.get("MANAGER_INTERNAL_TOKEN") or None,
             internal_allowed_cidrs=_cidrs(env.get("INTERNAL_ALLOWED_CIDRS", "127.0.0.1/32,::1/128")),
             max_body_bytes=int(env_number(env, "TOOLDOCK_MAX_BODY_BYTES", 4 * 1024 * 1024, int)),
             worker_start_timeout=env_number(env, "TOOLDOCK_WORKER_START_TIMEOUT", 120.0),
             drain_timeout=env_number(env, "TOOLDOCK_DRAIN_TIMEOUT", 30.0),
             restart_backoff=env_number(env, "TOOLDOCK_RESTART_BACKOFF", 0.5),
-            socket_dir=Path(env["TOOLDOCK_SOCKET_DIR"]) if env.get("TOOLDOCK_SOCKET_DIR") else None,
+            socket_dir=Path(env["TOOLDOCK_SOCKET_DIR"]).expanduser().absolute()
+            if env.get("TOOLDOCK_SOCKET_DIR")
+            else None,
             dns_rebinding_protection=env_bool(env, "TOOLDOCK_DNS_REBINDING_PROTECTION", True),
             enable_legacy_mcp=env_bool(env, "ENABLE_LEGACY_MCP", True),
             session_ttl=env_number(env, "MCP_SESSION_TTL_HOURS", 24.0) * 3600.0,
