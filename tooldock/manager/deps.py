@@ -76,6 +76,13 @@ async def install(path: Path, installer: Installer) -> dict[str, Any]:
     return {"installed": True, "namespace": namespace, "packages": packages}
 
 
+def _restore(path: Path, before: bytes | None) -> None:
+    if before is None:
+        path.unlink(missing_ok=True)
+    else:
+        atomic_write(path, before)
+
+
 async def add_requirement(ws: Workspace, namespace: object, package: object, installer: Installer) -> dict[str, Any]:
     requirement = parse_specifier(package)
     path = ws.metadata_file(namespace, REQUIREMENTS)
@@ -86,11 +93,12 @@ async def add_requirement(ws: Workspace, namespace: object, package: object, ins
         raise InvalidInput(f"requirements.txt already lists {len(kept)} packages; at most {MAX_REQUIREMENT_LINES}")
     specifier = str(requirement)
     atomic_write(path, ("\n".join([*kept, specifier]) + "\n").encode())
-    result = await install(path, installer)
+    try:
+        result = await install(path, installer)
+    except BaseException:  # a crash or a cancelled request: the package was not installed, so it is not added
+        _restore(path, before)
+        raise
     if not result["installed"]:  # put the file back as it was: a package that does not install is not added
-        if before is None:
-            path.unlink(missing_ok=True)
-        else:
-            atomic_write(path, before)
+        _restore(path, before)
         return {"added": False, "package": specifier, "namespace": path.parent.name, **result}
     return {"added": True, "package": specifier, "namespace": path.parent.name}

@@ -68,7 +68,7 @@ def _read(path: Any) -> str:
 
 def list_tools(ws: Workspace, namespace: object) -> list[dict[str, Any]]:
     listed = []
-    for path in ws.tool_files(str(namespace)):
+    for path in ws.tool_files(namespace):
         try:
             source = _read(path)
         except InvalidInput:
@@ -83,7 +83,10 @@ def get_tool_source(ws: Workspace, namespace: object, filename: object) -> dict[
         files = ", ".join(p.name for p in ws.tool_files(path.parent.name)) or "none"
         raise Missing(f"no file {path.name!r} in namespace {path.parent.name!r} (files: {files}); see list_tools")
     if path.stat().st_size > MAX_TOOL_FILE_BYTES:
-        raise InvalidInput(f"{path.name} is larger than {MAX_TOOL_FILE_BYTES} bytes; it is not a tool file")
+        raise InvalidInput(
+            f"{path.name} is larger than {MAX_TOOL_FILE_BYTES} bytes, too large for a tool file; "
+            "rewrite it with write_tool or delete it with delete_tool"
+        )
     return {"filename": path.name, "source": _read(path)}
 
 

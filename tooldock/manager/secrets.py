@@ -68,7 +68,8 @@ def remove_secret(ws: Workspace, store: SecretStore, key: object, namespace: obj
 
 
 def declared_secrets(ws: Workspace, namespace: object) -> tuple[str, list[str]]:
-    folder = ws.namespace_dir(namespace)
+    path = ws.metadata_file(namespace, "tooldock.yaml")  # refused when it is a link out of the folder
+    folder = path.parent
     config, problem = read_config(folder)
     if problem is not None:
         raise InvalidInput(f"{folder.name}/tooldock.yaml is invalid: {problem.message}; fix it first")

@@ -80,7 +80,7 @@ class Workspace:
                     names.append(validate_namespace_name(child.name))
         return names
 
-    def tool_files(self, namespace: str) -> list[Path]:
+    def tool_files(self, namespace: object) -> list[Path]:
         folder = self.namespace_dir(namespace)
         return [
             p
@@ -112,7 +112,10 @@ def decode_code(code: object, what: str = "code") -> str:
     try:
         size = len(code.encode("utf-8"))
     except UnicodeEncodeError as exc:
-        raise InvalidInput(f"{what} is not valid UTF-8 text ({exc.reason} at character {exc.start})") from None
+        raise InvalidInput(
+            f"{what} is not valid UTF-8 text ({exc.reason} at character {exc.start}); "
+            "rewrite it as UTF-8 text without lone surrogates"
+        ) from None
     if size > MAX_CODE_BYTES:
         raise InvalidInput(
             f"{what} is {size} bytes; a tool file may be at most {MAX_CODE_BYTES} bytes. "

@@ -8,6 +8,7 @@ import sys
 NAMESPACE_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 MAX_NAMESPACE_LEN = 63  # a DNS label: namespaces become image names and socket file names
 RESERVED = frozenset({"_system"})
+MAX_FILENAME_BYTES = 200  # file systems allow 255, and writes go through a longer temporary name
 TOOL_FILE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*\.py$")
 
 
@@ -20,7 +21,7 @@ def validate_namespace_name(name: str) -> str:
         raise NamespaceNameError(f"namespace name {name!r} is reserved; choose another name")
     if not name or len(name) > MAX_NAMESPACE_LEN:
         raise NamespaceNameError(f"namespace name must be 1-{MAX_NAMESPACE_LEN} characters long, got {len(name)}")
-    if not NAMESPACE_RE.match(name):
+    if not NAMESPACE_RE.fullmatch(name):  # fullmatch: `$` alone would let a trailing newline through
         raise NamespaceNameError(
             f"invalid namespace name {name!r}: use lowercase letters, digits and hyphens, "
             "starting with a letter or digit (e.g. 'my-tools')"
@@ -32,7 +33,11 @@ def validate_filename(filename: str) -> str:
     """A tool file name: a plain `name.py` inside the namespace folder, no path parts."""
     if "/" in filename or "\\" in filename or filename in {".", ".."}:
         raise NamespaceNameError(f"file name {filename!r} must not contain a path; give just 'name.py'")
-    if not TOOL_FILE_RE.match(filename):
+    if len(filename.encode()) > MAX_FILENAME_BYTES:
+        raise NamespaceNameError(
+            f"file name is {len(filename.encode())} bytes long; use at most {MAX_FILENAME_BYTES} (e.g. 'math_tools.py')"
+        )
+    if not TOOL_FILE_RE.fullmatch(filename):
         raise NamespaceNameError(
             f"invalid tool file name {filename!r}: it must end in .py, start with a letter and contain "
             "only letters, digits and underscores (e.g. 'math_tools.py')"

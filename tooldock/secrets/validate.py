@@ -20,7 +20,7 @@ MAX_VALUE_BYTES = 64 * 1024
 
 
 def check_key(key: str) -> str:
-    if not KEY_RE.match(key) or len(key) > MAX_KEY_LEN:
+    if not KEY_RE.fullmatch(key) or len(key) > MAX_KEY_LEN:
         raise InvalidSecretInput(f"{key[:80]!r} is not a valid secret name: use letters, digits and _ (GITHUB_TOKEN)")
     if key.endswith(UNENCRYPTED_SUFFIX):
         raise InvalidSecretInput(
