@@ -535,3 +535,19 @@ def test_sdk1_client_over_legacy_sse(gateway, mcp1_python, path, namespace):
     posts = [e for e in exchanges if e["method"] == "POST"]
     assert posts and all(e["status"] == 202 for e in posts), posts
     assert all(e["path"].endswith("/messages") or e["path"].endswith("/messages/") for e in posts), posts
+
+
+@pytest.mark.parametrize("transport, path", [("streamable", "/mcp"), ("sse", "/sse")])
+def test_sdk1_client_drives_the_manager(make_gateway, mcp1_python, transport, path):
+    """The manager (`tooldock serve --manager`) is served by the same stack: an SDK 1.x client lists its
+    tools and calls one over streamable HTTP and legacy SSE."""
+    from conftest import EXAMPLES, MANAGER_ARGS, TOKEN, manager_url
+
+    gateway = make_gateway(EXAMPLES, args=MANAGER_ARGS)
+    url = manager_url(gateway)
+    out = run_mcp1(mcp1_python, transport, url + path, {"Authorization": f"Bearer {TOKEN}"},
+                   "list_requirements", {"namespace": "async-tool"})
+    assert out["sdk_version"].startswith("1.") and out["server_info"]["name"] == "tooldock-manager"
+    assert len(out["tools"]) == 18 and {"write_tool", "reload_core"} <= {t["name"] for t in out["tools"]}
+    assert out["call"]["isError"] is False
+    assert out["call"]["structuredContent"] == {"namespace": "async-tool", "packages": ["httpx>=0.28.0"]}
