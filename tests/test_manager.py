@@ -311,3 +311,25 @@ def test_the_manager_speaks_every_protocol_version(pair):
     answers = httpx.post(f"{url}/mcp", json=batch, headers=session, timeout=60).json()
     assert [a["id"] for a in answers] == [2, 3] and len(answers[0]["result"]["tools"]) == 18
     assert answers[1]["result"]["structuredContent"]["core_reachable"] is True
+
+
+def test_the_manager_goes_when_its_gateway_is_terminated(make_gateway):
+    import signal
+    import subprocess
+
+    gateway = make_gateway(EXAMPLES, args=MANAGER_ARGS)
+    url = manager_url(gateway)
+    assert httpx.get(f"{url}/health").status_code == 200
+    gateway.proc.send_signal(signal.SIGTERM)
+    gateway.proc.wait(30)
+    children = subprocess.run(["pgrep", "-f", f"tooldock.cli manager {gateway.tools_dir}"], capture_output=True,
+                              text=True)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(f"{url}/health", timeout=1)
+        except httpx.HTTPError:
+            break
+        time.sleep(0.2)
+    else:
+        raise AssertionError(f"the manager still answers after its gateway stopped: {children.stdout}")

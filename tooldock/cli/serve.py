@@ -161,7 +161,19 @@ def start_manager(
     local = gateway_url.replace("://0.0.0.0:", "://127.0.0.1:").replace("://[::]:", "://[::1]:")
     args = ["manager", str(tools_dir), "--host", host, "--port", str(port), "--gateway-url", local]
     args += ["--backend", backend, "--log-level", log_level]
-    return subprocess.Popen([sys.executable, "-m", "tooldock.cli", *args])
+    return subprocess.Popen([sys.executable, "-m", "tooldock.cli", *args], preexec_fn=_die_with_parent)
+
+
+def _die_with_parent() -> None:
+    """In the manager child, before exec: Linux sends it SIGTERM when the gateway process goes away, however
+    it goes (on SIGTERM uvicorn re-raises the signal after its shutdown, so `serve`'s own cleanup never runs)."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: stop_manager() still covers a Ctrl-C
+        pass
 
 
 def stop_manager(child: subprocess.Popen[bytes]) -> None:
