@@ -23,6 +23,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -64,11 +65,26 @@ def reload_core(url: str) -> dict:
                 async with ClientSession(read, write) as session:
                     await session.initialize()
                     result = await session.call_tool("reload_core", {})
-                    if result.is_error:
-                        raise SystemExit(f"reload_core failed: {result.content}")
+                    if result.is_error:  # raised out here, not inside the SDK's task groups
+                        return {"error": " ".join(getattr(c, "text", "") for c in result.content)}
                     return dict(result.structured_content or {})
 
-    return asyncio.run(main())
+    answer = asyncio.run(main())
+    if "error" in answer:
+        raise RuntimeError(answer["error"])
+    return answer
+
+
+def stop_gateway(proc: subprocess.Popen) -> None:
+    """SIGINT, as Ctrl-C: `tooldock serve --manager` stops its manager child then (on SIGTERM the child is left
+    running: uvicorn re-raises SIGTERM with the default handler after its shutdown, before serve's cleanup)."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def wait_for_version(gateway: str, n: int, timeout: float = 300) -> None:
@@ -91,19 +107,28 @@ def through_manager(tmp: Path, env: dict[str, str], args: list[str], runs: int, 
         proc, gateway = start_gateway(log, [*args, "--manager", "--manager-port", "0"], env, tools)
         try:
             url = manager_url(log_path)
-            reload_core(url)  # version 0 deployed / started: the warm starting point
+
+            def reload() -> None:
+                try:
+                    result = reload_core(url)
+                except RuntimeError as exc:
+                    raise SystemExit(f"{label}: reload_core failed: {exc}\n"
+                                     f"{log_path.read_text(errors='replace')[-3000:]}") from None
+                if result.get("failed"):
+                    raise SystemExit(f"{label}: reload_core reported failures: {result['failed']}")
+
+            reload()  # version 0 deployed / started: the warm starting point
             wait_for_version(gateway, 0)
             times = []
             for n in range(1, runs + 1):
                 started = time.perf_counter()
                 (tools / "bench" / "extra.py").write_text(EXTRA.format(n=n))
-                reload_core(url)
+                reload()
                 wait_for_version(gateway, n)
                 times.append(time.perf_counter() - started)
             return times
         finally:
-            proc.terminate()
-            proc.wait(30)
+            stop_gateway(proc)
 
 
 def handshake(sock: Path) -> dict | None:
@@ -130,21 +155,24 @@ def by_hand(tmp: Path, env: dict[str, str], runs: int) -> list[float]:
         sockets = Path(tempfile.mkdtemp(prefix="tdh-"))
         os.chmod(sockets, 0o777)
         name = f"tooldock-bench-by-hand-{n}"
-        started = time.perf_counter()
-        (context / "extra.py").write_text(EXTRA.format(n=100 + n))
-        subprocess.run(["docker", "build", "-q", "-t", "tooldock-bench-by-hand", str(context)], env=build_env,
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        subprocess.run(["docker", "run", "-d", "--name", name, "--network", "none", "--user", "65532:65532",
-                        "-v", f"{sockets}:/run/tooldock", "tooldock-bench-by-hand"], env=env, check=True,
-                       stdout=subprocess.DEVNULL)
-        deadline = time.monotonic() + 120
-        while (ready := handshake(sockets / "bench.sock")) is None or "version" not in json.dumps(ready):
-            if time.monotonic() > deadline:
-                raise SystemExit("the hand-built container never answered")
-            time.sleep(0.02)
-        times.append(time.perf_counter() - started)
-        subprocess.run(["docker", "rm", "-f", name], env=env, stdout=subprocess.DEVNULL, check=False)
-        shutil.rmtree(sockets, ignore_errors=True)
+        try:
+            started = time.perf_counter()
+            (context / "extra.py").write_text(EXTRA.format(n=100 + n))
+            subprocess.run(["docker", "build", "-q", "-t", "tooldock-bench-by-hand", str(context)], env=build_env,
+                           check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            subprocess.run(["docker", "run", "-d", "--name", name, "--network", "none", "--user", "65532:65532",
+                            "-v", f"{sockets}:/run/tooldock", "tooldock-bench-by-hand"], env=env, check=True,
+                           stdout=subprocess.DEVNULL)
+            deadline = time.monotonic() + 120
+            while (ready := handshake(sockets / "bench.sock")) is None or "version" not in json.dumps(ready):
+                if time.monotonic() > deadline:
+                    raise SystemExit("the hand-built container never answered")
+                time.sleep(0.02)
+            times.append(time.perf_counter() - started)
+        finally:
+            subprocess.run(["docker", "rm", "-f", name], env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, check=False)
+            shutil.rmtree(sockets, ignore_errors=True)
     return times
 
 
@@ -155,6 +183,10 @@ def main(runs: int) -> None:
            "MANAGER_INTERNAL_TOKEN": "bench-manager-token-0123", "TOOLDOCK_DRAIN_TIMEOUT": "5"}
     console = Console(stderr=True)
     rows = []
+    tooldock = str(Path(sys.executable).parent / "tooldock")
+    # containers an interrupted earlier run left in this engine: the docker run starts from none
+    subprocess.run([tooldock, "stop", "bench"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   check=False)
     try:
         console.print("process backend ...")
         rows.append(("reload_core, process backend", through_manager(tmp, env, [], runs, "process")))
@@ -163,11 +195,12 @@ def main(runs: int) -> None:
         console.print("by hand ...")
         rows.append(("docker build + docker run, by hand", by_hand(tmp, env, runs)))
     finally:
-        subprocess.run([str(Path(sys.executable).parent / "tooldock"), "stop", "bench"], env=env,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        subprocess.run([tooldock, "stop", "bench"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       check=False)
         shutil.rmtree(tmp, ignore_errors=True)
         if dockerd is not None:
             dockerd.terminate()
+            dockerd.wait(60)
     table = Table(title=f"one tool file edited -> new version answering ({runs} runs)")
     for column in ("path", "median s", "min s", "max s"):
         table.add_column(column)

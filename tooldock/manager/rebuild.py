@@ -4,30 +4,69 @@ rebuild), loaded into the engine and deployed as a new container generation. The
 events, hot-swaps to the new generation once its worker answers, and drains the old one: no call is dropped.
 
 "Changed" is decided by the image itself: builds are reproducible, so a folder whose image id equals the one
-its newest running container runs has nothing new. A namespace whose build or start fails keeps its old
-container serving; the reason is reported under `build_failed`.
+its newest container runs has nothing new (running, or stopped by `idle_timeout`: a sleeping namespace is not
+woken up and redeployed by a reload that changed nothing). A namespace whose build or start fails keeps its
+old container serving; the reason is reported under `build_failed`, and the other namespaces go on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from tooldock.builder.build import Builder, BuildOptions
-from tooldock.builder.daemon import engine
+from tooldock.builder.daemon import DaemonError, engine
 from tooldock.builder.daemon import load as load_image
 from tooldock.errors import BuilderError
 from tooldock.manager.workspace import Workspace
+from tooldock.runtime.backends.containers import LABEL_NAMESPACE, generation
 from tooldock.runtime.backends.deploy import deploy_image
-from tooldock.runtime.backends.deploy import ps as list_workers
 from tooldock.runtime.backends.deploy import stop as stop_workers
 from tooldock.runtime.settings import Settings
 
 
 def _say(message: str) -> None:
     print(f"tooldock manager: {message}", file=sys.stderr, flush=True)
+
+
+KEEPS_SERVING = "the previous version keeps serving"
+
+
+def deployed_images(client: Any) -> dict[str, str]:
+    """Per namespace, the image id its newest container runs (whatever its state: a container stopped by
+    `idle_timeout` still is the deployed version). Containers removed while this lists them (the gateway
+    retiring an old generation, a failed start being cleaned up) are skipped, not an error."""
+    newest: dict[str, tuple[int, str]] = {}
+    for container in client.containers.list(all=True, filters={"label": LABEL_NAMESPACE}, ignore_removed=True):
+        if container.status in ("removing", "dead"):
+            continue
+        namespace = container.labels.get(LABEL_NAMESPACE, "")
+        image = str(container.attrs.get("Image") or "")
+        if namespace and image and generation(container) >= newest.get(namespace, (-1, ""))[0]:
+            newest[namespace] = (generation(container), image)
+    return {namespace: image for namespace, (_, image) in newest.items()}
+
+
+def wait_removed(client: Any, names: list[str], timeout: float = 15.0) -> None:
+    """`deploy_image` returns once the old generation has stopped; the gateway may still be removing it (a
+    second remove gets a 409 and returns at once). The gateway's rescan that `reload_core` asks for next lists
+    the containers, and a container that disappears while it lists them fails that rescan: wait until the
+    replaced ones are gone."""
+    from docker.errors import DockerException, NotFound
+
+    deadline = time.monotonic() + timeout
+    for name in names:
+        while time.monotonic() < deadline:
+            try:
+                client.containers.get(name)
+            except NotFound:
+                break
+            except DockerException:
+                return  # the deploy itself succeeded; the rescan reports an engine problem if there is one
+            time.sleep(0.05)
 
 
 class DockerRebuild:
@@ -47,25 +86,33 @@ class DockerRebuild:
         return await asyncio.to_thread(lambda: stop_workers(engine(), namespace, self.settings.sockets))
 
     def sync(self) -> dict[str, Any]:
+        from docker.errors import DockerException
+
         client = engine()
-        running: dict[str, str | None] = {}
-        for row in list_workers(client):  # sorted by generation: the newest wins
-            if row["status"] == "running":
-                running[row["namespace"]] = row["image"]
+        try:
+            deployed = deployed_images(client)
+        except DockerException as exc:
+            raise DaemonError(f"cannot list the worker containers: {exc}") from None
         built: dict[str, str] = {}
         failed: dict[str, str] = {}
         for name in self.workspace.namespaces():
             folder = self.workspace.root / name
-            if not any(p.suffix == ".py" and not p.name.startswith(("_", ".")) for p in folder.iterdir()):
-                continue  # an empty namespace has no image yet
             try:
+                if not any(p.suffix == ".py" and not p.name.startswith(("_", ".")) for p in folder.iterdir()):
+                    continue  # an empty namespace has no image yet
                 result = self.builder.build(folder)
-                if running.get(name) == result.image.config_digest:
+                if deployed.get(name) == result.image.config_digest:
                     continue
                 _say(f"{name}: new image {result.image.manifest_digest[:19]}; deploying")
                 ref = load_image(self.builder.store, result.image, result.repository, result.ref)[1]
-                deploy_image(client, ref, self.settings.sockets, drain=self.settings.drain_timeout)
+                outcome = deploy_image(client, ref, self.settings.sockets, drain=self.settings.drain_timeout)
+                wait_removed(client, outcome["replaced"])
                 built[name] = result.image.manifest_digest
-            except BuilderError as exc:
-                failed[name] = f"{exc}; the previous version keeps serving"
+            except (BuilderError, DockerException, OSError) as exc:
+                if isinstance(exc, OSError) and not folder.is_dir():
+                    continue  # deleted while this reload ran
+                message = str(exc).strip() or type(exc).__name__
+                if KEEPS_SERVING not in message:
+                    message = f"{message}; {KEEPS_SERVING}"
+                failed[name] = message
         return {"images_built": built, "build_failed": failed}

@@ -38,7 +38,7 @@ def _handshake(sock: Path, timeout: float) -> dict[str, Any]:
 
 def _containers(client: Any, namespace: str | None = None) -> list[Any]:
     label = f"{LABEL_NAMESPACE}={namespace}" if namespace else LABEL_NAMESPACE
-    return client.containers.list(all=True, filters={"label": label})
+    return client.containers.list(all=True, filters={"label": label}, ignore_removed=True)
 
 
 def deploy_image(

@@ -180,7 +180,9 @@ class DockerBackend:
         self._closing = threading.Event()
 
     def _discover(self) -> ScanResult:
-        containers = self.client.containers.list(all=True, filters={"label": LABEL_NAMESPACE})
+        # ignore_removed: a container removed while this lists them (an old generation retired) is skipped,
+        # instead of failing the whole rescan with "No such container".
+        containers = self.client.containers.list(all=True, filters={"label": LABEL_NAMESPACE}, ignore_removed=True)
         newest: dict[str, Any] = {}
         for c in containers:
             ns = c.labels.get(LABEL_NAMESPACE, "")
