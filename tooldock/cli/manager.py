@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from tooldock.cli.common import cache_dir
-from tooldock.cli.serve import bind, uvicorn_log_config
+from tooldock.cli.serve import listen, log_level_option, run_app
 
 
 @click.command()
@@ -42,14 +42,7 @@ from tooldock.cli.serve import bind, uvicorn_log_config
     default=None,
     help="Reload after edits under TOOLS_DIR [default: ENABLE_FS_WATCHER, else off].",
 )
-@click.option(
-    "--log-level",
-    type=click.Choice(["debug", "info", "warning", "error"]),
-    default="info",
-    show_default=True,
-    envvar="LOG_LEVEL",
-    help="Log verbosity (stderr).",
-)
+@log_level_option
 def manager(
     tools_dir: Path, host: str, port: int, gateway_url: str | None, backend: str, watch: bool | None, log_level: str
 ) -> None:
@@ -60,8 +53,6 @@ def manager(
     TOOLDOCK_BEARER_TOKEN and MANAGER_INTERNAL_TOKEN for both). `tooldock serve --manager` runs both.
     """
     import dataclasses
-
-    import uvicorn
 
     from tooldock.manager.app import create_manager_app
     from tooldock.manager.settings import ManagerSettings
@@ -87,13 +78,7 @@ def manager(
         )
     if settings.runtime.manager_token is None:
         click.echo("tooldock manager: MANAGER_INTERNAL_TOKEN is not set; reload_core will not work", err=True)
-    sock = bind(host, port)
-    shown_host = f"[{host}]" if ":" in host else host
-    url = f"http://{shown_host}:{sock.getsockname()[1]}"
+    sock, url = listen(host, port)
     app = create_manager_app(settings, cache_dir(), host, sock.getsockname()[1])
     click.echo(f"tooldock manager: ready on {url} (MCP at {url}/mcp)", err=True)
-    config = uvicorn.Config(app, log_config=uvicorn_log_config(log_level), log_level=log_level)
-    try:
-        uvicorn.Server(config).run(sockets=[sock])
-    except KeyboardInterrupt:
-        pass
+    run_app(app, sock, log_level)

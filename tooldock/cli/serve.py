@@ -6,7 +6,7 @@ import copy
 import socket
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -24,6 +24,17 @@ def uvicorn_log_config(level: str) -> dict:
         handler["stream"] = "ext://sys.stderr"  # stdout is for results only
     config["loggers"]["uvicorn.access"]["level"] = level.upper()
     return config
+
+
+# `--log-level`, shared by the commands that run a server (serve, manager).
+log_level_option = click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default="info",
+    show_default=True,
+    envvar="LOG_LEVEL",
+    help="Log verbosity (stderr).",
+)
 
 
 @click.command()
@@ -53,14 +64,7 @@ def uvicorn_log_config(level: str) -> dict:
     is_flag=True,
     help="docker backend: only discover and call worker containers; never start, restart or remove them.",
 )
-@click.option(
-    "--log-level",
-    type=click.Choice(["debug", "info", "warning", "error"]),
-    default="info",
-    show_default=True,
-    envvar="LOG_LEVEL",
-    help="Log verbosity (stderr).",
-)
+@log_level_option
 @click.option(
     "--manager",
     "with_manager",
@@ -91,8 +95,6 @@ def serve(
     the X-Namespace header. Send SIGHUP (or POST /reload) to pick up changes. With --manager, an LLM can
     write tools into TOOLS_DIR through the manager's MCP tools and make them live with reload_core.
     """
-    import uvicorn
-
     from tooldock.runtime.app import create_app
     from tooldock.runtime.settings import Settings, SettingsError
 
@@ -114,9 +116,7 @@ def serve(
             "Set TOOLDOCK_BEARER_TOKEN to choose your own.",
             err=True,
         )
-    sock = bind(host, port)
-    shown_host = f"[{host}]" if ":" in host else host
-    url = f"http://{shown_host}:{sock.getsockname()[1]}"
+    sock, url = listen(host, port)
     if backend == "docker":
         from tooldock.builder.daemon import engine
 
@@ -125,12 +125,9 @@ def serve(
         except BuilderError as exc:
             raise click.ClickException(str(exc)) from None
     app = create_app(tools_dir.resolve(), settings, host, url, backend, read_only, _secrets())
-    config = uvicorn.Config(app, log_config=uvicorn_log_config(log_level), log_level=log_level)
     child = start_manager(tools_dir, host, manager_port, url, backend, log_level) if with_manager else None
     try:
-        uvicorn.Server(config).run(sockets=[sock])
-    except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it already handled: a clean stop, not an abort
-        pass
+        run_app(app, sock, log_level)
     finally:
         if child is not None:
             stop_manager(child)
@@ -198,6 +195,24 @@ def _secrets() -> SecretMap:
     except SecretsError as exc:
         raise click.ClickException(f"cannot read the secrets store: {exc}") from None
     return secrets
+
+
+def run_app(app: Any, sock: socket.socket, log_level: str) -> None:
+    """Serve `app` on the bound socket until Ctrl-C or SIGTERM."""
+    import uvicorn
+
+    config = uvicorn.Config(app, log_config=uvicorn_log_config(log_level), log_level=log_level)
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it already handled: a clean stop, not an abort
+        pass
+
+
+def listen(host: str, port: int) -> tuple[socket.socket, str]:
+    """The bound socket and the URL it answers on (the real port when `port` is 0)."""
+    sock = bind(host, port)
+    shown_host = f"[{host}]" if ":" in host else host
+    return sock, f"http://{shown_host}:{sock.getsockname()[1]}"
 
 
 def bind(host: str, port: int) -> socket.socket:

@@ -22,7 +22,7 @@ from tooldock.builder.daemon import DaemonError, engine
 from tooldock.builder.daemon import load as load_image
 from tooldock.errors import BuilderError
 from tooldock.manager.workspace import Workspace
-from tooldock.runtime.backends.containers import LABEL_NAMESPACE, generation
+from tooldock.runtime.backends.containers import newest_per_namespace, worker_containers
 from tooldock.runtime.backends.deploy import deploy_image
 from tooldock.runtime.backends.deploy import stop as stop_workers
 from tooldock.runtime.settings import Settings
@@ -39,15 +39,8 @@ def deployed_images(client: Any) -> dict[str, str]:
     """Per namespace, the image id its newest container runs (whatever its state: a container stopped by
     `idle_timeout` still is the deployed version). Containers removed while this lists them (the gateway
     retiring an old generation, a failed start being cleaned up) are skipped, not an error."""
-    newest: dict[str, tuple[int, str]] = {}
-    for container in client.containers.list(all=True, filters={"label": LABEL_NAMESPACE}, ignore_removed=True):
-        if container.status in ("removing", "dead"):
-            continue
-        namespace = container.labels.get(LABEL_NAMESPACE, "")
-        image = str(container.attrs.get("Image") or "")
-        if namespace and image and generation(container) >= newest.get(namespace, (-1, ""))[0]:
-            newest[namespace] = (generation(container), image)
-    return {namespace: image for namespace, (_, image) in newest.items()}
+    live = [c for c in worker_containers(client) if c.status not in ("removing", "dead") and c.attrs.get("Image")]
+    return {namespace: str(c.attrs["Image"]) for namespace, c in newest_per_namespace(live).items()}
 
 
 def wait_removed(client: Any, names: list[str], timeout: float = 15.0) -> None:

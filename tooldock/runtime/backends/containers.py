@@ -33,6 +33,30 @@ def generation(container: Any) -> int:
         return 0
 
 
+def worker_containers(client: Any, namespace: str | None = None) -> list[Any]:
+    """Every ToolDock worker container (of one namespace), in any state; ones removed while listing are skipped."""
+    label = f"{LABEL_NAMESPACE}={namespace}" if namespace else LABEL_NAMESPACE
+    return client.containers.list(all=True, filters={"label": label}, ignore_removed=True)
+
+
+def _age(container: Any) -> tuple[int, str]:
+    return generation(container), container.attrs.get("Created", "")
+
+
+def newest_per_namespace(containers: list[Any]) -> dict[str, Any]:
+    """The newest generation's container of each namespace (ties: the one created last)."""
+    newest: dict[str, Any] = {}
+    for c in containers:
+        ns = c.labels.get(LABEL_NAMESPACE, "")
+        if ns and (
+            ns not in newest
+            or (generation(c), c.attrs.get("Created", ""))
+            > (generation(newest[ns]), newest[ns].attrs.get("Created", ""))
+        ):
+            newest[ns] = c
+    return newest
+
+
 def image_contract(labels: dict[str, str] | None, where: str) -> tuple[str, NamespaceConfig, list[dict[str, Any]]]:
     """Namespace, config and tools from an image's labels; a clear error for an image ToolDock did not build."""
     labels = labels or {}

@@ -25,6 +25,7 @@ from tooldock.runtime.backends.containers import (
     remove_socket_dir,
     run_settings,
     socket_dir_for,
+    worker_containers,
 )
 
 
@@ -34,11 +35,6 @@ def _handshake(sock: Path, timeout: float) -> dict[str, Any]:
         client.connect(str(sock))
         with client.makefile("rb") as stream:
             return json.loads(stream.readline())
-
-
-def _containers(client: Any, namespace: str | None = None) -> list[Any]:
-    label = f"{LABEL_NAMESPACE}={namespace}" if namespace else LABEL_NAMESPACE
-    return client.containers.list(all=True, filters={"label": label}, ignore_removed=True)
 
 
 def deploy_image(
@@ -51,7 +47,7 @@ def deploy_image(
     except ImageNotFound:
         raise DeployError(f"no image {ref!r} in the Docker engine; build it with `tooldock build --load`") from None
     namespace, config, tools = image_contract(image.labels, f"image {ref!r}")
-    old = _containers(client, namespace)
+    old = worker_containers(client, namespace)
     gen = max((generation(c) for c in old), default=0) + 1
     name = container_name(namespace, gen)
     sockets = socket_dir_for(root, name)
@@ -117,7 +113,7 @@ def _retire(client: Any, old: list[Any], root: Path, drain: float) -> list[str]:
 
 def ps(client: Any) -> list[dict[str, Any]]:
     rows = []
-    for c in sorted(_containers(client), key=lambda c: (c.labels.get(LABEL_NAMESPACE, ""), generation(c))):
+    for c in sorted(worker_containers(client), key=lambda c: (c.labels.get(LABEL_NAMESPACE, ""), generation(c))):
         sockets = mounted_socket_dir(c)
         ns = c.labels.get(LABEL_NAMESPACE, "")
         rows.append(
@@ -136,7 +132,7 @@ def ps(client: Any) -> list[dict[str, Any]]:
 
 
 def stop(client: Any, namespace: str, root: Path) -> list[str]:
-    containers = _containers(client, namespace)
+    containers = worker_containers(client, namespace)
     if not containers:
         raise DeployError(f"no worker container for namespace {namespace!r} (tooldock ps lists them)")
     for c in containers:

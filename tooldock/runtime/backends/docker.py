@@ -24,10 +24,11 @@ from tooldock.namespace.models import NamespaceSource, Problem, ScanResult, Tool
 from tooldock.runtime.backends.containers import (
     LABEL_MANAGED,
     LABEL_NAMESPACE,
-    generation,
     image_contract,
     mounted_socket_dir,
+    newest_per_namespace,
     remove_socket_dir,
+    worker_containers,
 )
 from tooldock.runtime.backends.supervisor import StartFailure, SupervisedWorker, WorkerGone
 from tooldock.runtime.settings import Settings
@@ -180,19 +181,11 @@ class DockerBackend:
         self._closing = threading.Event()
 
     def _discover(self) -> ScanResult:
-        # ignore_removed: a container removed while this lists them (an old generation retired) is skipped,
-        # instead of failing the whole rescan with "No such container".
-        containers = self.client.containers.list(all=True, filters={"label": LABEL_NAMESPACE}, ignore_removed=True)
-        newest: dict[str, Any] = {}
-        for c in containers:
-            ns = c.labels.get(LABEL_NAMESPACE, "")
-            if ns not in newest or (generation(c), c.attrs.get("Created", "")) > (
-                generation(newest[ns]),
-                newest[ns].attrs.get("Created", ""),
-            ):
-                newest[ns] = c
+        # A container removed while this lists them (an old generation retired) is skipped, instead of
+        # failing the whole rescan with "No such container".
+        containers = worker_containers(self.client)
         sources, problems, found = [], [], {}
-        for ns, c in sorted(newest.items()):
+        for ns, c in sorted(newest_per_namespace(containers).items()):
             try:
                 _, config, tools = image_contract(c.labels, f"container {c.name}")
             except DeployError as exc:
