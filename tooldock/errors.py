@@ -8,10 +8,13 @@
     ├── Forbidden                      403 forbidden
     ├── NamespaceNotFound              404 namespace_not_found
     ├── ToolNotFound                   404 tool_not_found
+    ├── ToolInactive                   409 tool_inactive     (an upstream tool not activated in this session)
     ├── PayloadTooLarge                413 payload_too_large
     ├── InvalidArguments               422 invalid_arguments
     ├── NamespaceUnavailable           503 namespace_unavailable
-    │   └── WorkerRetired              503 (the engine retries the call on the namespace's new worker)
+    │   ├── WorkerRetired              503 (the engine retries the call on the namespace's new worker)
+    │   └── UpstreamUnavailable        503 upstream_unavailable (an upstream MCP server is down or starting)
+    ├── UpstreamError                  502 upstream_error    (an upstream JSON-RPC error: relayed as is on MCP)
     ├── ExecutionTimeout               504 execution_timeout
     ├── ToolFailed                     500 internal_error    (the tool raised, or the worker failed)
     ├── DependencyError                500 dependency_error  (an import inside the tool failed)
@@ -37,6 +40,8 @@
     ├── AlreadyExists                  create_namespace on a name that exists
     ├── Missing                        no such namespace or file
     └── GatewayError                   the gateway is unreachable or refused the reload signal
+
+    RegistryError                      the MCP Registry is unreachable, or answered something unusable
 
 Each gateway error carries its HTTP status and its worker-protocol code. They are converted in exactly
 three places: the REST error response (`runtime.http.responses`), the MCP tool result (`runtime.mcp.server`) and the CLI
@@ -113,6 +118,23 @@ class NamespaceUnavailable(ToolDockError):
 
 class WorkerRetired(NamespaceUnavailable):
     """The worker is being replaced; a call that reached it late goes to the new one instead."""
+
+
+class ToolInactive(ToolDockError):
+    """An upstream namespace's tool or resource that exists but is not active in the caller's session."""
+
+    status, code = 409, "tool_inactive"
+
+
+class UpstreamUnavailable(NamespaceUnavailable):
+    code = "upstream_unavailable"
+
+
+class UpstreamError(ToolDockError):
+    """An upstream MCP server answered a request with a JSON-RPC error. MCP callers get that error as the
+    upstream sent it (`details`: `rpc_code`, `rpc_message`, `rpc_data`); REST callers get a 502."""
+
+    status, code = 502, "upstream_error"
 
 
 class ExecutionTimeout(ToolDockError):
@@ -206,3 +228,8 @@ class Missing(ManagerError):
 
 class GatewayError(ManagerError):
     code = "gateway_error"
+
+
+class RegistryError(Exception):
+    """The MCP Registry (MCP_REGISTRY_URL) is unreachable or answered something unusable; the message says
+    which URL and what to check."""

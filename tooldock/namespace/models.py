@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from tooldock.namespace.toolsfile import UpstreamConfig
 
 NetworkMode = Literal["none", "egress"]
 
@@ -64,6 +67,10 @@ class NamespaceSource:
     config: NamespaceConfig
     requirements: str  # the text of requirements.txt, "" if absent
     fingerprint: str  # changes whenever anything in the folder that affects the worker changes
+    # A folder with a `tools.toml` fronts upstream MCP servers instead of holding tool files; `upstream` is
+    # None when that file is invalid (the problem says why) and the namespace then serves nothing.
+    is_upstream: bool = False
+    upstream: UpstreamConfig | None = None
 
     @property
     def has_requirements(self) -> bool:

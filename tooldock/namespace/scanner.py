@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from tooldock.namespace.config import read_config
 from tooldock.namespace.models import NamespaceSource, Problem, ScanResult, ToolFile
 from tooldock.namespace.names import NamespaceNameError, shadows_stdlib, validate_namespace_name
+from tooldock.namespace.toolsfile import TOOLS_FILE, read_tools_file
 from tooldock.namespace.validate import validate_source
 
 REQUIREMENTS_FILE = "requirements.txt"
@@ -51,8 +53,44 @@ def fingerprint(folder: Path) -> str:
     return digest.hexdigest()
 
 
+def scan_upstream(folder: Path) -> NamespaceSource:
+    """A folder with a `tools.toml`: its servers, plus the secrets its env and headers refer to as declared
+    secrets of the namespace (so `tooldock secrets` knows them). A folder serves either tool files or
+    upstream servers, never both: `.py` files next to a `tools.toml` are reported and not loaded."""
+    config, config_problem = read_config(folder)
+    upstream, problem = read_tools_file(folder)
+    problems = [p for p in (config_problem, problem) if p is not None]
+    for path in sorted(folder.glob("*.py")):
+        if not _ignored(path.name):
+            problems.append(
+                Problem(
+                    path.name,
+                    f"not loaded: this folder has a {TOOLS_FILE}, so it serves upstream MCP servers only; "
+                    "move tool files to a namespace folder of their own",
+                    None,
+                    "mixed_namespace",
+                )
+            )
+    if upstream is not None:
+        declared = tuple(dict.fromkeys((*config.secrets, *upstream.secret_names())))
+        config = replace(config, secrets=declared)
+    return NamespaceSource(
+        name=folder.name,
+        path=folder.resolve(),
+        files=(),
+        problems=tuple(problems),
+        config=config,
+        requirements="",
+        fingerprint=fingerprint(folder),
+        is_upstream=True,
+        upstream=upstream if config_problem is None else None,
+    )
+
+
 def scan_namespace(folder: Path) -> NamespaceSource:
     """One namespace folder. The folder name must already be a valid namespace name."""
+    if (folder / TOOLS_FILE).is_file():
+        return scan_upstream(folder)
     config, config_problem = read_config(folder)
     problems: list[Problem] = [config_problem] if config_problem else []
     files: list[ToolFile] = []

@@ -116,6 +116,7 @@ def create_app(
     engine = Engine(registry, settings)
     hub = McpHub(engine, settings, host)
     registry.listeners.append(hub.tools_changed)
+    registry.resource_listeners.append(hub.resource_updated)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

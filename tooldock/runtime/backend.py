@@ -12,16 +12,25 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from tooldock.namespace.models import NamespaceSource, ScanResult
 from tooldock.runtime.workerclient import SecretEnv
 
-WorkerState = Literal["starting", "ready", "sleeping", "restarting", "crash_loop", "failed", "stopped"]
+# "degraded": an upstream namespace with some of its servers down (the others serve).
+WorkerState = Literal["starting", "ready", "sleeping", "restarting", "crash_loop", "failed", "stopped", "degraded"]
 
 
 class Worker(Protocol):
     namespace: str
-    state: WorkerState
-    tools: list[dict[str, Any]]  # MCP tool descriptors, from the worker's handshake
-    surface: dict[str, list[dict[str, Any]]]  # MCP resources, resourceTemplates and prompts
     failed_files: list[dict[str, Any]]  # files the worker could not import
     deps_synced: bool  # whether starting it installed dependencies
+
+    @property
+    def state(self) -> WorkerState: ...
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        """MCP tool descriptors, from the worker's handshake."""
+
+    @property
+    def surface(self) -> dict[str, list[dict[str, Any]]]:
+        """MCP resources, resourceTemplates and prompts."""
 
     async def start(self, timeout: float) -> None:
         """Begin supervising; return once the worker is ready or has failed (never raises for that)."""
@@ -59,3 +68,16 @@ class Watching(Protocol):
     """A backend that can tell when its namespaces change by themselves (Docker events)."""
 
     def watch(self, on_change: Callable[[], None]) -> None: ...
+
+
+@runtime_checkable
+class SessionViews(Protocol):
+    """A worker whose lists depend on who asks: an upstream namespace, where each MCP session activates its
+    own tools (`toolman_activate`). `session` None is a caller without one (REST, the relay socket)."""
+
+    def tools_for(self, session: Any) -> list[dict[str, Any]]: ...
+
+    def surface_view(self, session: Any) -> dict[str, list[dict[str, Any]]]: ...
+
+    def tool_for(self, name: str, session: Any) -> dict[str, Any]:
+        """The descriptor of a tool this caller may call; raises ToolNotFound or ToolInactive."""

@@ -23,6 +23,7 @@ from tooldock.errors import (
     WorkerRetired,
 )
 from tooldock.namespace.names import NamespaceNameError, validate_namespace_name
+from tooldock.runtime.backend import SessionViews
 from tooldock.runtime.registry import NamespaceEntry, Registry
 from tooldock.runtime.settings import Settings
 
@@ -52,11 +53,23 @@ class Engine:
             )
         return entry
 
-    def list_tools(self, namespace: str | None) -> list[dict[str, Any]]:
-        return self.namespace(namespace).tools
-
-    def get_tool(self, namespace: str | None, tool: str) -> dict[str, Any]:
+    def list_tools(self, namespace: str | None, session: Any = None) -> list[dict[str, Any]]:
+        """The tools a caller sees. `session` (an MCP session, or None) matters for upstream namespaces only."""
         entry = self.namespace(namespace)
+        if isinstance(entry.worker, SessionViews):
+            return entry.worker.tools_for(session)
+        return entry.tools
+
+    def surface(self, namespace: str | None, kind: str, session: Any = None) -> list[dict[str, Any]]:
+        entry = self.namespace(namespace)
+        if isinstance(entry.worker, SessionViews):
+            return entry.worker.surface_view(session).get(kind, [])
+        return entry.surface(kind)
+
+    def get_tool(self, namespace: str | None, tool: str, session: Any = None) -> dict[str, Any]:
+        entry = self.namespace(namespace)
+        if isinstance(entry.worker, SessionViews):
+            return entry.worker.tool_for(tool, session)
         found = next((t for t in entry.tools if t["name"] == tool), None)
         if found is None:
             raise ToolNotFound(
@@ -74,13 +87,19 @@ class Engine:
         return semaphore
 
     async def call_tool(
-        self, namespace: str | None, tool: str, arguments: Any, relay: Any = None, traceback: bool = False
+        self,
+        namespace: str | None,
+        tool: str,
+        arguments: Any,
+        relay: Any = None,
+        traceback: bool = False,
+        session: Any = None,
     ) -> dict[str, Any]:
         """The worker's result: `{"content": [...], "structuredContent": ..., "isError": false}`.
         `relay` carries a Context tool's progress, log and client requests to the MCP caller. A failed call's
         traceback (secret values masked) stays in the error's details only when `traceback` is asked for."""
         entry = self.namespace(namespace)
-        self.get_tool(entry.source.name, tool)
+        self.get_tool(entry.source.name, tool, session)
         if not isinstance(arguments, dict):
             raise InvalidArguments(
                 f"arguments must be a JSON object of parameter names to values, got {type(arguments).__name__}"
@@ -92,11 +111,16 @@ class Engine:
                 err.details.pop("traceback", None)
             raise
 
-    async def worker_request(self, namespace: str | None, op: str, **fields: Any) -> dict[str, Any]:
-        """resources.read, prompts.get, completion.complete: same limits and hand-over as a tool call."""
+    async def worker_request(
+        self, namespace: str | None, op: str, session: Any = None, **fields: Any
+    ) -> dict[str, Any]:
+        """resources.read, prompts.get, completion.complete: same limits and hand-over as a tool call.
+        Upstream namespaces also take resources.subscribe / resources.unsubscribe, and the caller's session."""
         entry = self.namespace(namespace)
         if entry.worker is None:
             raise NotFound(f"namespace {entry.source.name!r} has no tools, resources or prompts")
+        if isinstance(entry.worker, SessionViews):
+            fields["session"] = session
         return await self._run(entry, op, lambda worker: worker.request(op, **fields))
 
     async def _run(self, entry: NamespaceEntry, what: str, work: Callable[[Any], Awaitable[Any]]) -> Any:

@@ -21,6 +21,7 @@ from tooldock.namespace.models import NamespaceSource, Problem
 from tooldock.runtime.backend import Backend, Worker
 from tooldock.runtime.secretmap import NamespaceSecrets, SecretMap
 from tooldock.runtime.settings import Settings
+from tooldock.upstream.worker import UpstreamWorker
 
 
 @dataclass(frozen=True)
@@ -40,10 +41,12 @@ class NamespaceEntry:
 
     @property
     def state(self) -> str:
-        return self.worker.state if self.worker is not None else "empty"
+        if self.worker is None:  # no tool files; an upstream namespace whose tools.toml is invalid has failed
+            return "failed" if self.source.is_upstream else "empty"
+        return self.worker.state
 
     def status(self) -> dict[str, Any]:
-        worker = self.worker.status() if self.worker is not None else {"state": "empty"}
+        worker = self.worker.status() if self.worker is not None else {"state": self.state}
         problems = [p.to_dict() for p in self.source.problems]
         if self.worker is not None:
             problems += self.worker.failed_files
@@ -91,8 +94,11 @@ class Registry:
         self.snapshot = Snapshot()
         self._lock = asyncio.Lock()
         self._retiring: set[asyncio.Task[None]] = set()
-        # Called with the names of namespaces whose tool list changed (or that went away) after a swap.
+        # Called with the names of namespaces whose tool list changed (or that went away) after a swap, or
+        # when an upstream namespace's servers changed what they offer.
         self.listeners: list[Callable[[list[str]], Awaitable[None]]] = []
+        # Called with (namespace, resource URI) when an upstream server says a subscribed resource changed.
+        self.resource_listeners: list[Callable[[str, str], Awaitable[None]]] = []
 
     async def reload(self) -> dict[str, Any]:
         """Rescan and apply; returns what changed (the `reload_core` result of seed 000)."""
@@ -126,8 +132,7 @@ class Registry:
                     rejected[source.name] = _new_problems(previous.source, source)
                     keep[source.name] = replace(previous, reload_error=rejected[source.name])
                 else:
-                    worker = self.backend.create(source, secrets.env) if source.files else None
-                    fresh[source.name] = (source, worker)
+                    fresh[source.name] = (source, self._create(source, secrets))
             started = [w for _, w in fresh.values() if w is not None]
             await asyncio.gather(*(w.start(self.settings.worker_start_timeout) for w in started))
 
@@ -165,6 +170,27 @@ class Registry:
                 "failed": failed,
                 "generation": self.snapshot.generation,
             }
+
+    def _create(self, source: NamespaceSource, secrets: NamespaceSecrets) -> Worker | None:
+        """A worker for a namespace folder: the backend's for tool files, the gateway's own for upstreams."""
+        if source.upstream is not None:
+            worker = UpstreamWorker(source, secrets.env.values, self.settings.state_dir / "upstream-cache")
+            name = source.name
+            worker.on_change = lambda: self._announce(name, worker)
+            worker.on_resource_updated = lambda uri: self._resource_updated(name, uri)
+            return worker
+        return self.backend.create(source, secrets.env) if source.files else None
+
+    def _announce(self, name: str, worker: Worker) -> None:
+        """An upstream namespace's lists changed by themselves: tell the front ends (if it is still served)."""
+        entry = self.snapshot.entries.get(name)
+        if entry is not None and entry.worker is worker:
+            for listener in self.listeners:
+                self._spawn(listener([name]))
+
+    def _resource_updated(self, name: str, uri: str) -> None:
+        for listener in self.resource_listeners:
+            self._spawn(listener(name, uri))
 
     def _secrets_for(self, source: NamespaceSource) -> NamespaceSecrets:
         return self.secrets.for_namespace(source) if self.secrets is not None else NamespaceSecrets()

@@ -33,6 +33,7 @@ def _dump(model: Any) -> dict[str, Any]:
 class McpRelay:
     def __init__(self, ctx: Any, log_level: str | None) -> None:
         self.ctx, self.log_level = ctx, log_level
+        self.session_key: Any = None  # whose activation an upstream namespace applies (mcp.server.session_key)
 
     def call_fields(self) -> dict[str, Any]:
         """What the worker needs to know about the caller: its capabilities, progress, log level."""

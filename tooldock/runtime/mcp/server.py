@@ -30,16 +30,18 @@ from mcp.shared.subscriptions import (
     ResourceUpdated,
     ToolsListChanged,
 )
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.types import Receive, Scope, Send
 
 import tooldock
-from tooldock.errors import InvalidArguments, NotFound, ToolDockError, ToolNotFound
+from tooldock.errors import InvalidArguments, NotFound, ToolDockError, ToolInactive, ToolNotFound, UpstreamError
 from tooldock.runtime.engine import Engine
 from tooldock.runtime.mcp import compat as mcp_compat
 from tooldock.runtime.mcp.events import MemoryEventStore, ScopedSessionManager
 from tooldock.runtime.mcp.relay import McpRelay
 from tooldock.runtime.mcp.rules import precheck
 from tooldock.runtime.settings import Settings
+from tooldock.upstream.catalog import ACTIVATE
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 LOOPBACK_ORIGINS = ("http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*")
@@ -74,6 +76,26 @@ def _connection(ctx: Any) -> Any:
 
 
 RESOURCE_NOT_FOUND = -32002  # MCP's code for an unknown resource URI
+# The view of MCP 2026-07-28 callers in an upstream namespace: that revision has no sessions, so their
+# `toolman_activate` changes are kept in one view they share (distinct from REST's fixed defaults).
+STATELESS_SESSION = "mcp-stateless"
+
+
+def session_key(ctx: Any) -> Any:
+    """Whose activation a request sees in an upstream namespace: its connection, or the shared stateless view."""
+    if getattr(ctx, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS:
+        return STATELESS_SESSION
+    return _connection(ctx)
+
+
+def upstream_error(err: UpstreamError) -> MCPError:
+    """An upstream server's JSON-RPC error, relayed as it sent it (seed 001: no wrapping)."""
+    code = err.details.get("rpc_code")
+    return MCPError(
+        code if isinstance(code, int) else types.INTERNAL_ERROR,
+        str(err.details.get("rpc_message") or err.message),
+        err.details.get("rpc_data"),
+    )
 
 
 class SessionState:
@@ -100,46 +122,71 @@ def _server_for(
         except ToolDockError as err:
             raise MCPError(types.INVALID_REQUEST, err.message) from err
 
-    async def worker(op: str, **fields: Any) -> dict[str, Any]:
+    async def worker(op: str, ctx: Any, **fields: Any) -> dict[str, Any]:
         try:
-            return await engine.worker_request(namespace, op, **fields)
+            return await engine.worker_request(namespace, op, session_key(ctx), **fields)
         except NotFound as err:
             raise MCPError(RESOURCE_NOT_FOUND if op == "resources.read" else types.INVALID_PARAMS, err.message) from err
-        except InvalidArguments as err:
+        except (InvalidArguments, ToolInactive) as err:
             raise MCPError(types.INVALID_PARAMS, err.message) from err
+        except UpstreamError as err:
+            raise upstream_error(err) from err
         except ToolDockError as err:
             raise MCPError(types.INTERNAL_ERROR, f"{err.code}: {err.message}") from err
 
+    def surface(ctx: Any, kind: str) -> list[dict[str, Any]]:
+        entry()
+        return engine.surface(namespace, kind, session_key(ctx))
+
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         state(ctx)
-        return types.ListToolsResult(tools=[types.Tool.model_validate(t) for t in entry().tools])
+        entry()
+        tools = engine.list_tools(namespace, session_key(ctx))
+        return types.ListToolsResult(tools=[types.Tool.model_validate(t) for t in tools])
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         relay = McpRelay(ctx, state(ctx).log_level)
+        relay.session_key = key = session_key(ctx)
         try:
-            result = await engine.call_tool(namespace, params.name, params.arguments or {}, relay)
+            result = await engine.call_tool(namespace, params.name, params.arguments or {}, relay, session=key)
         except ToolNotFound as err:
             raise MCPError(types.INVALID_PARAMS, err.message) from err
+        except UpstreamError as err:
+            raise upstream_error(err) from err
         except ToolDockError as err:
             return error_result(err)
+        if params.name == ACTIVATE and entry().source.is_upstream:
+            await activated(ctx, key)
         return types.CallToolResult.model_validate(result)
+
+    async def activated(ctx: Any, key: Any) -> None:
+        """This caller's view changed: its tool and resource lists (and the catalog) are new."""
+        if key == STATELESS_SESSION:
+            for event in (ToolsListChanged(), ResourcesListChanged()):
+                await bus.publish(event)
+            return
+        with contextlib.suppress(Exception):  # a session that went away needs no notice
+            await _connection(ctx).send_tool_list_changed()
+            await _connection(ctx).send_resource_list_changed()
 
     async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
         state(ctx)
         return types.ListResourcesResult(
-            resources=[types.Resource.model_validate(r) for r in entry().surface("resources")]
+            resources=[types.Resource.model_validate(r) for r in surface(ctx, "resources")]
         )
 
     async def list_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
-        templates = entry().surface("resourceTemplates")
+        templates = surface(ctx, "resourceTemplates")
         return types.ListResourceTemplatesResult(
             resource_templates=[types.ResourceTemplate.model_validate(t) for t in templates]
         )
 
     async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
-        return types.ReadResourceResult.model_validate(await worker("resources.read", uri=str(params.uri)))
+        return types.ReadResourceResult.model_validate(await worker("resources.read", ctx, uri=str(params.uri)))
 
     async def subscribe(ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        if entry().source.is_upstream:  # passed through: the upstream server tells us when it changes
+            await worker("resources.subscribe", ctx, uri=str(params.uri))
         state(ctx).subscriptions.add(str(params.uri))
         return types.EmptyResult()
 
@@ -149,17 +196,17 @@ def _server_for(
 
     async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
         state(ctx)
-        return types.ListPromptsResult(prompts=[types.Prompt.model_validate(p) for p in entry().surface("prompts")])
+        return types.ListPromptsResult(prompts=[types.Prompt.model_validate(p) for p in surface(ctx, "prompts")])
 
     async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
         return types.GetPromptResult.model_validate(
-            await worker("prompts.get", name=params.name, arguments=params.arguments)
+            await worker("prompts.get", ctx, name=params.name, arguments=params.arguments)
         )
 
     async def complete(ctx: Any, params: types.CompleteRequestParams) -> types.CompleteResult:
         ref = params.ref.model_dump(mode="json", by_alias=True, exclude_none=True)
         argument = params.argument.model_dump(mode="json", by_alias=True, exclude_none=True)
-        return types.CompleteResult.model_validate(await worker("completion.complete", ref=ref, argument=argument))
+        return types.CompleteResult.model_validate(await worker("completion.complete", ctx, ref=ref, argument=argument))
 
     async def set_level(ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
         state(ctx).log_level = params.level
@@ -300,6 +347,18 @@ class McpHub:
                         await session.send_resource_updated(uri)
                 except Exception:  # a closed session: forget it
                     sessions.pop(session, None)
+
+    async def resource_updated(self, namespace: str, uri: str) -> None:
+        """An upstream server said a resource changed: tell the sessions subscribed to it."""
+        bus = self._buses.get(namespace)
+        if bus is not None:
+            await bus.publish(ResourceUpdated(uri=uri))
+        for session, state in list((self._sessions.get(namespace) or {}).items()):
+            if uri in state.subscriptions:
+                try:
+                    await session.send_resource_updated(uri)
+                except Exception:  # a closed session: forget it
+                    self._sessions[namespace].pop(session, None)
 
     async def handle(self, namespace: str, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve one `/mcp` request for a namespace the caller has already resolved."""

@@ -1,0 +1,1 @@
+"""Upstream MCP servers behind a namespace (seeds 001, 003): connections, the catalog and `toolman_activate`."""
