@@ -155,6 +155,8 @@ class Connection:
                 mode="auto",
                 client_info=CLIENT_INFO,
                 logging_callback=self._log,
+                # 2026-07-28 servers log only for requests that opt in; the caller's own level filters later
+                log_level="debug",
                 message_handler=self._message,
                 cache=None,
             )

@@ -36,7 +36,7 @@ class UpstreamWorker:
         assert source.upstream is not None, "an upstream worker needs a valid tools.toml"
         self.namespace, self.source = source.name, source
         self.config: UpstreamConfig = source.upstream
-        self.state: WorkerState = "starting"
+        self._phase: WorkerState = "starting"  # then "ready" (see `state`) once start() returns, "stopped" at the end
         self.failed_files: list[dict[str, Any]] = []
         self.deps_synced = False
         self.last_error = ""
@@ -89,7 +89,7 @@ class UpstreamWorker:
         self.cache.put(list(self.config.servers), conn.spec, conn.listing)
         index = self.connections.index(conn)
         self._cached[index] = conn.listing
-        if self.state in ("ready", "degraded"):
+        if self._phase == "ready":
             self._rebuild()
 
     def _down(self, conn: Connection) -> None:
@@ -183,12 +183,23 @@ class UpstreamWorker:
         self._settle()
 
     def _settle(self) -> None:
-        states = [c.state for c in self.connections]
-        up = [s for s in states if s in ("ready", "starting")]
-        self.state = "ready" if len(up) == len(states) else "degraded" if up else "failed"
+        self._phase = "ready"
         if self.state == "failed":
             self.last_error = "; ".join(f"{c.spec.label}: {c.last_error}" for c in self.connections)
         self.catalog = self._build()
+
+    @property
+    def state(self) -> WorkerState:
+        """ready: every server up (or starting again from the cache); degraded: some are down; failed: all."""
+        if self._phase != "ready":
+            return self._phase
+        states = [c.state for c in self.connections]
+        if all(
+            s == "ready" or (s == "starting" and not c.first_attempt.is_set())
+            for s, c in zip(states, self.connections, strict=True)
+        ):
+            return "ready"
+        return "degraded" if any(s in ("ready", "starting") for s in states) else "failed"
 
     async def _connection_for(self, index: int) -> Connection:
         conn = self.connections[index]
@@ -300,16 +311,9 @@ class UpstreamWorker:
     async def release(self) -> None:
         """Close every session and stop every server this namespace spawned (the gateway is going away)."""
         await asyncio.gather(*(c.stop() for c in self.connections))
-        self.state = "stopped"
+        self._phase = "stopped"
 
     def status(self) -> dict[str, Any]:
-        if self.state not in ("stopped", "starting"):
-            states = [c.state for c in self.connections]
-            self.state = (
-                "ready"
-                if all(s == "ready" for s in states)
-                else ("degraded" if any(s in ("ready", "starting") for s in states) else "failed")
-            )
         return {
             "state": self.state,
             "kind": "upstream",
