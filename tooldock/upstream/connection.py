@@ -27,7 +27,7 @@ from mcp.shared.exceptions import MCPError
 import tooldock
 from tooldock.errors import ToolDockError, UpstreamError, UpstreamUnavailable
 from tooldock.namespace.toolsfile import UpstreamServer
-from tooldock.upstream.transports import open_transport, watched
+from tooldock.upstream.transports import http_status, open_transport, watched
 
 ConnectionState = Literal["starting", "ready", "down", "failed", "stopped"]
 MAX_PAGES = 100  # a paginator that never ends cannot hang a listing
@@ -120,6 +120,10 @@ class Connection:
                 await self._attempt()
             except Exception as exc:  # every way a server can fail to start is reported, none stops the gateway
                 self.last_error = describe(exc)
+                if self.spec.transport != "stdio" and self.state != "ready":
+                    with contextlib.suppress(Exception):
+                        refused = await http_status(self.spec, self.secrets)
+                        self.last_error += f" ({self.spec.url} answered {refused})" if refused else ""
             was_up, self.client, self.capabilities = self.state == "ready", None, None
             if self._stopping:
                 break
@@ -144,7 +148,6 @@ class Connection:
 
     async def _attempt(self) -> None:
         closed = asyncio.Event()
-        self.last_error = ""
         with anyio.CancelScope(deadline=anyio.current_time() + self.startup_timeout) as scope:
             self._scope = scope
             if self._stopping:
@@ -165,6 +168,7 @@ class Connection:
                 listing = await self._list_all(client)
                 scope.deadline = math.inf  # up: no more start-up deadline
                 self.client, self.listing, self.state = client, listing, "ready"
+                self.last_error = ""  # kept until now: a server being retried still shows why it failed
                 self.first_attempt.set()
                 self._on_up(self)
                 await closed.wait()

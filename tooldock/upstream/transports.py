@@ -97,3 +97,22 @@ async def watched(
                 yield receive, write
             finally:
                 tg.cancel_scope.cancel()
+
+
+async def http_status(spec: UpstreamServer, secrets: Mapping[str, str]) -> str:
+    """Why an HTTP upstream refused us, as the status line says it: the SDK's transports only report
+    "an error response" (a wrong token should read as 401, not as a server error)."""
+    headers = {k: expand_secrets(v, dict(secrets)) for k, v in spec.headers}
+    headers.setdefault("Accept", "application/json, text/event-stream")
+    body = {"jsonrpc": "2.0", "id": 0, "method": "ping"}
+    try:
+        async with httpx2.AsyncClient(headers=headers, timeout=10) as http:
+            if spec.transport == "sse":
+                async with http.stream("GET", spec.url) as response:
+                    status, reason = response.status_code, response.reason_phrase
+            else:
+                response = await http.post(spec.url, json=body)
+                status, reason = response.status_code, response.reason_phrase
+    except httpx2.HTTPError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return f"HTTP {status} {reason}" if status >= 400 else ""
