@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import TOKEN, mcp_caller, run_load, start_gateway, start_peer  # noqa: E402
+from run import TOKEN, mcp_caller, run_load, start_gateway, start_peer
 
 HERE = Path(__file__).resolve().parent
 NARROW = ["issue_*", "*_issue"]  # the issue tools: 6 of 60

@@ -68,3 +68,10 @@ def _manager_tools() -> list[str]:
 @pytest.mark.parametrize("tool", _manager_tools())
 def test_every_manager_tool_is_documented(tool):
     assert f"| `{tool}` |" in README, f"manager tool {tool} has no row in the README's manager table"
+
+
+def test_every_tools_toml_key_is_documented():
+    from tooldock.namespace.toolsfile import SERVER_KEYS, TOP_KEYS
+
+    for key in (*TOP_KEYS, *SERVER_KEYS):
+        assert f"| `{key}` |" in README, f"tools.toml key {key} has no row in the README's upstream table"

@@ -646,3 +646,13 @@ def test_schema_cache_lists_tools_before_the_upstream_is_up_again(tmp_path, make
     # a call waits (bounded) for the server to come up
     assert second.call("cached", "demo_add", a=3, b=4).json() == {"result": {"result": 7}}
     assert json.loads((state / "upstream-cache" / "cached.json").read_text())
+
+
+def test_a_registry_server_is_reported_not_crashed(tmp_path, make_gateway):
+    tools = tmp_path / "src"
+    demo = ONE_DEMO[ONE_DEMO.index("[[servers]]") :]
+    write_upstream(tools, "reg", f'restart = false\n[[servers]]\nnamespace = "r"\nregistry = "io.github.a/b"\n\n{demo}')
+    gw = make_gateway(tools)
+    status = gw.namespace("reg")
+    assert status["state"] == "degraded"
+    assert "registry entries are not resolved yet" in status["servers"][0]["last_error"]
