@@ -656,3 +656,39 @@ def test_a_registry_server_is_reported_not_crashed(tmp_path, make_gateway):
     status = gw.namespace("reg")
     assert status["state"] == "degraded"
     assert "registry entries are not resolved yet" in status["servers"][0]["last_error"]
+
+
+RAW = f"{shlex.quote(sys.executable)} {shlex.quote(str(FIXTURES / 'upstreams' / 'raw_server.py'))}"
+
+
+def test_invalid_json_rpc_from_an_upstream_is_bounded_and_reported(tmp_path, make_gateway):
+    tools = tmp_path / "src"
+    write_upstream(
+        tools,
+        "garbage",
+        f'startup_timeout = 3\nrestart = false\n[[servers]]\nnamespace = "g"\ncommand = "{RAW} garbage-init"\n',
+    )
+    folder = write_upstream(
+        tools, "late", f'active_toolsets = ["*"]\n[[servers]]\nnamespace = "l"\ncommand = "{RAW} garbage-call"\n'
+    )
+    (folder / "tooldock.yaml").write_text("limits:\n  timeout: 3\n")
+    gw = make_gateway(tools)
+    garbage = gw.namespace("garbage")
+    assert garbage["state"] == "failed" and "within 3s" in garbage["servers"][0]["last_error"]
+    began = time.monotonic()
+    answer = gw.call("late", "l_echo", text="hi")
+    assert answer.status_code == 504 and answer.json()["error"]["code"] == "execution_timeout"
+    assert time.monotonic() - began < 10
+    assert "sent an invalid message" in gw.logs
+    assert gw.namespace("late")["state"] == "ready"  # the server itself is still up
+
+
+def test_a_huge_upstream_result_is_refused_with_its_size(tmp_path, make_gateway):
+    tools = tmp_path / "src"
+    write_upstream(tools, "huge", f'active_toolsets = ["*"]\n[[servers]]\nnamespace = "h"\ncommand = "{RAW} huge"\n')
+    gw = make_gateway(tools)
+    assert gw.call("huge", "h_big", size=1_000_000).json()["result"] == "x" * 1_000_000
+    refused = gw.call("huge", "h_big", size=17_000_000)
+    assert refused.status_code == 502
+    assert "more than the 16777216 allowed" in refused.json()["error"]["message"]
+    assert gw.call("huge", "h_echo", text="still here").json()["result"] == "still here"
