@@ -31,6 +31,13 @@ def prefixed(prefix: str, name: str) -> str:
     return f"{prefix}_{name}" if prefix else name
 
 
+def unprefixed(prefix: str, name: str) -> str | None:
+    """The server's own name of a prefixed one, or None when it does not carry that prefix."""
+    if not prefix:
+        return name
+    return name[len(prefix) + 1 :] if name.startswith(prefix + "_") else None
+
+
 def short(text: str | None) -> str:
     flat = " ".join((text or "").split())
     return flat if len(flat) <= DESCRIPTION_CHARS else flat[: DESCRIPTION_CHARS - 1] + "…"
@@ -188,19 +195,20 @@ class Catalog:
                 f"resource {item.name!r} is inactive: call {ACTIVATE} with resources_on=[{item.name!r}] first",
                 {"uri": uri},
             )
-        prefix = self.prefixes[item.server]
-        return item.server, uri[len(prefix) + 1 :] if prefix else uri
+        original = unprefixed(self.prefixes[item.server], uri)
+        assert original is not None  # listed and template-matched URIs all carry their server's prefix
+        return item.server, original
 
     def _template_for(self, uri: str) -> Item | None:
         for item in self.templates.values():
-            prefix = self.prefixes[item.server]
-            if prefix and not uri.startswith(prefix + "_"):
+            original = unprefixed(self.prefixes[item.server], uri)
+            if original is None:
                 continue
             try:
                 template = UriTemplate.parse(item.original)
             except InvalidUriTemplate:
                 continue
-            if template.match(uri[len(prefix) + 1 :] if prefix else uri) is not None:
+            if template.match(original) is not None:
                 return item
         return None
 

@@ -25,7 +25,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 import tooldock
-from tooldock.errors import ToolDockError, UpstreamError, UpstreamUnavailable
+from tooldock.errors import UpstreamError, UpstreamUnavailable
 from tooldock.namespace.toolsfile import UpstreamServer
 from tooldock.upstream.transports import http_status, open_transport, watched
 
@@ -239,8 +239,6 @@ class Connection:
                 err.error.message,
                 {"rpc_code": err.error.code, "rpc_message": err.error.message, "rpc_data": err.error.data},
             ) from None
-        except ToolDockError:
-            raise
         except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
             raise UpstreamUnavailable(f"upstream server {self.spec.label} went away: {exc!r}") from None
         data = dump(result)

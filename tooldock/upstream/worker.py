@@ -24,11 +24,10 @@ from tooldock.errors import InvalidArguments, NotFound, ToolInactive
 from tooldock.namespace.models import NamespaceSource
 from tooldock.namespace.toolsfile import UpstreamConfig
 from tooldock.upstream.cache import SchemaCache
-from tooldock.upstream.catalog import ACTIVATE, Activation, Catalog, names_in
+from tooldock.upstream.catalog import ACTIVATE, Activation, Catalog, names_in, prefixed
 from tooldock.upstream.connection import Connection, Listing
 
 WorkerState = Literal["starting", "ready", "degraded", "failed", "stopped"]
-STATELESS = "stateless"  # the view key of MCP 2026-07-28 callers: no session to keep an activation in
 
 
 class UpstreamWorker:
@@ -118,9 +117,7 @@ class UpstreamWorker:
                 await conn.relist()
                 self._up(conn)
         elif isinstance(root, types.ResourceUpdatedNotification) and self.on_resource_updated is not None:
-            prefix = conn.spec.namespace
-            uri = str(root.params.uri)
-            self.on_resource_updated(f"{prefix}_{uri}" if prefix else uri)
+            self.on_resource_updated(prefixed(conn.spec.namespace, str(root.params.uri)))
 
     # -- views ------------------------------------------------------------------------------------------
 
@@ -260,10 +257,9 @@ class UpstreamWorker:
             conn = await self._connection_for(index)
             request = types.ReadResourceRequest(params=types.ReadResourceRequestParams(uri=uri))
             result = await self._tracked(index, None, conn.request(request, types.ReadResourceResult))
-            prefix = conn.spec.namespace
             for content in result.get("contents") or []:
-                if prefix and isinstance(content.get("uri"), str):
-                    content["uri"] = f"{prefix}_{content['uri']}"
+                if isinstance(content.get("uri"), str):
+                    content["uri"] = prefixed(conn.spec.namespace, content["uri"])
             return result
         if op == "prompts.get":
             item = self.catalog.prompt(str(fields.get("name")))
@@ -339,6 +335,3 @@ class UpstreamWorker:
                 for c in self.connections
             ],
         }
-
-    def in_catalog(self, name: str) -> bool:
-        return name in self.catalog.tools
