@@ -33,6 +33,7 @@ url = "http://127.0.0.1:9000/sse"
 [[servers]]
 namespace = ""
 registry = "io.github.example/filesystem"
+version = "1.2.0"
 """
 
 
@@ -52,6 +53,7 @@ def test_a_complete_file(tmp_path):
     assert docs.transport == "streamable-http" and dict(docs.headers)["Authorization"].startswith("Bearer ")
     assert legacy.transport == "sse"  # a URL ending in /sse is a legacy SSE server unless transport says otherwise
     assert registry.registry == "io.github.example/filesystem" and registry.namespace == ""
+    assert registry.version == "1.2.0" and registry.label == "(no prefix) (registry io.github.example/filesystem@1.2.0)"
     assert config.secret_names() == ("TIME_KEY", "DOCS_TOKEN")
 
 
@@ -103,6 +105,9 @@ BAD = [
     ('[[servers]]\nnamespace = "a"\ncommand = "x"\nenv = { A = "${secret:not-a-name}" }', "must name a secret"),
     ('[[servers]]\nnamespace = "a"\nurl = "https://h/mcp"\nheaders = { "Bad Header" = "x" }', "not a valid header"),
     ('[[servers]]\nnamespace = "a"\nregistry = "no-slash"', "registry must be a registry server name"),
+    ('[[servers]]\nnamespace = "a"\nregistry = "a/b"\nversion = "1 2"', "version must be an exact version"),
+    ('[[servers]]\nnamespace = "a"\nregistry = "a/b"\nversion = 3', "version must be a string"),
+    ('[[servers]]\nnamespace = "a"\ncommand = "x"\nversion = "1.0"', "version only applies to a registry server"),
     ('[[servers]]\nnamespace = "a"\ncommand = "x"\nextra = 1', "unknown key(s) extra"),
     ("servers = [1]", "servers[0] must be a [[servers]] table"),
 ]

@@ -650,14 +650,16 @@ def test_schema_cache_lists_tools_before_the_upstream_is_up_again(tmp_path, make
     assert json.loads((state / "upstream-cache" / "cached.json").read_text())
 
 
-def test_a_registry_server_is_reported_not_crashed(tmp_path, make_gateway):
+def test_a_registry_server_that_cannot_be_resolved_is_reported_not_crashed(tmp_path, make_gateway):
+    """(Resolution itself: test_upstream_registry.py.) Port 9 on loopback refuses: the registry is unreachable."""
     tools = tmp_path / "src"
     demo = ONE_DEMO[ONE_DEMO.index("[[servers]]") :]
     write_upstream(tools, "reg", f'restart = false\n[[servers]]\nnamespace = "r"\nregistry = "io.github.a/b"\n\n{demo}')
-    gw = make_gateway(tools)
+    gw = make_gateway(tools, env={"MCP_REGISTRY_URL": "http://127.0.0.1:9", "TOOLDOCK_STATE_DIR": str(tmp_path / "st")})
+    gw.wait_for(lambda: gw.namespace("reg")["servers"][0]["state"] == "failed", what="the registry server to fail")
     status = gw.namespace("reg")
     assert status["state"] == "degraded"
-    assert "registry entries are not resolved yet" in status["servers"][0]["last_error"]
+    assert "cannot reach the MCP Registry at http://127.0.0.1:9" in status["servers"][0]["last_error"]
 
 
 RAW = f"{shlex.quote(sys.executable)} {shlex.quote(str(FIXTURES / 'upstreams' / 'raw_server.py'))}"

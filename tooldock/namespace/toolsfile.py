@@ -18,6 +18,7 @@
     [[servers]]
     namespace = "fs"
     registry = "io.github.example/filesystem"          # an MCP Registry entry, resolved at start
+    version = "1.2.0"                                   # its version (default: the latest)
 
 Parsing is pure: every mistake becomes a `Problem` naming the key and what to write instead. Secret
 references are only allowed where a value never shows up in a process list or a log line: `env` and
@@ -46,7 +47,7 @@ REGISTRY_NAME_RE = re.compile(r"[A-Za-z0-9._-]+/[A-Za-z0-9._/-]+")
 MAX_SERVERS = 64
 DEFAULT_STARTUP_TIMEOUT = 30.0
 TOP_KEYS = ("active_toolsets", "servers", "restart", "startup_timeout")
-SERVER_KEYS = ("namespace", "command", "url", "transport", "headers", "env", "cwd", "registry")
+SERVER_KEYS = ("namespace", "command", "url", "transport", "headers", "env", "cwd", "registry", "version")
 
 Transport = Literal["stdio", "streamable-http", "sse"]
 
@@ -67,11 +68,12 @@ class UpstreamServer:
     env: tuple[tuple[str, str], ...] = ()  # values may hold ${secret:NAME}
     cwd: str = ""  # relative to the namespace folder ("" = the folder itself)
     registry: str = ""  # an MCP Registry server name
+    version: str = ""  # its version ("" = the latest)
 
     @property
     def label(self) -> str:
         """How messages name this server."""
-        what = self.command or self.url or f"registry {self.registry}"
+        what = self.command or self.url or f"registry {self.registry}{'@' + self.version if self.version else ''}"
         return f"{self.namespace or '(no prefix)'} ({what})"
 
     @property
@@ -148,7 +150,7 @@ def _server(raw: Any, index: int) -> UpstreamServer:
             f"(an MCP Registry entry); it has {', '.join(given) or 'none'}"
         )
     kind = given[0]
-    for key in ("command", "url", "registry", "transport", "cwd"):
+    for key in ("command", "url", "registry", "transport", "cwd", "version"):
         if key in raw and not isinstance(raw[key], str):
             raise ToolsFileError(f"{where}.{key} must be a string")
     fields: dict[str, Any] = {"namespace": prefix}
@@ -180,6 +182,16 @@ def _server(raw: Any, index: int) -> UpstreamServer:
         if not REGISTRY_NAME_RE.fullmatch(name):
             raise ToolsFileError(f'{where}.registry must be a registry server name like "io.github.owner/server"')
         fields["registry"] = name
+        version = raw.get("version", "")
+        if version and (len(version) > 255 or not version.isprintable() or len(version.split()) != 1):
+            raise ToolsFileError(
+                f'{where}.version must be an exact version like "1.2.0" (or leave it out for the latest)'
+            )
+        fields["version"] = version
+    if "version" in raw and kind != "registry":
+        raise ToolsFileError(
+            f"{where}.version only applies to a registry server; pin a command's version in the command"
+        )
     if "transport" in raw and kind != "url":
         raise ToolsFileError(f"{where}.transport only applies to a url server")
     if "headers" in raw:

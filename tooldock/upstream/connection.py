@@ -25,8 +25,9 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 import tooldock
-from tooldock.errors import UpstreamError, UpstreamUnavailable
+from tooldock.errors import RegistryError, UpstreamError, UpstreamUnavailable
 from tooldock.namespace.toolsfile import UpstreamServer
+from tooldock.upstream.resolve import Resolver
 from tooldock.upstream.transports import http_status, open_transport, watched
 
 ConnectionState = Literal["starting", "ready", "down", "failed", "stopped"]
@@ -62,6 +63,8 @@ def describe(exc: BaseException) -> str:
     """A one-line reason for a failed connection, for status and logs."""
     if isinstance(exc, FileNotFoundError):
         return f"command not found: {exc.filename or exc}; install it or fix the command in tools.toml"
+    if isinstance(exc, RegistryError):
+        return str(exc)
     if isinstance(exc, MCPError):
         return f"the server answered with error {exc.error.code}: {exc.error.message}"
     if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
@@ -81,8 +84,11 @@ class Connection:
         on_up: Callable[[Connection], None],
         on_down: Callable[[Connection], None],
         on_notification: Callable[[Connection, Any], Awaitable[None]],
+        resolver: Resolver | None = None,
     ) -> None:
         self.spec, self.folder, self.secrets = spec, folder, secrets
+        self.target = spec  # what runs: `spec` itself, or what its registry entry resolved to
+        self.resolver = resolver or Resolver("", None)
         self.startup_timeout, self.restart = startup_timeout, restart
         self._on_up, self._on_down, self._on_notification = on_up, on_down, on_notification
         self.state: ConnectionState = "starting"
@@ -120,10 +126,10 @@ class Connection:
                 await self._attempt()
             except Exception as exc:  # every way a server can fail to start is reported, none stops the gateway
                 self.last_error = describe(exc)
-                if self.spec.transport != "stdio" and self.state != "ready":
+                if self.target.transport != "stdio" and self.state != "ready":
                     with contextlib.suppress(Exception):
-                        refused = await http_status(self.spec, self.secrets)
-                        self.last_error += f" ({self.spec.url} answered {refused})" if refused else ""
+                        refused = await http_status(self.target, self.secrets)
+                        self.last_error += f" ({self.target.url} answered {refused})" if refused else ""
             was_up, self.client, self.capabilities = self.state == "ready", None, None
             if self._stopping:
                 break
@@ -152,7 +158,8 @@ class Connection:
             self._scope = scope
             if self._stopping:
                 scope.cancel()
-            transport = watched(open_transport(self.spec, self.folder, self.secrets), closed.set)
+            self.target = await self.resolver.resolve(self.spec, self.secrets)
+            transport = watched(open_transport(self.target, self.folder, self.secrets), closed.set)
             client = Client(
                 transport,
                 mode="auto",

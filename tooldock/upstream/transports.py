@@ -59,10 +59,7 @@ async def open_transport(
     spec: UpstreamServer, folder: Path, secrets: Mapping[str, str]
 ) -> AsyncIterator[tuple[Any, Any]]:
     """The (read, write) streams of one upstream, for `mcp.Client`. Raises OSError when a command is missing."""
-    if spec.registry:
-        raise LookupError(
-            f"registry entries are not resolved yet ({spec.registry}): write its command or url in tools.toml"
-        )
+    assert not spec.registry, "resolve a registry server first (upstream/resolve.py)"
     if spec.transport == "stdio":
         async with stdio_client(stdio_parameters(spec, folder, secrets), errlog=sys.stderr) as streams:
             yield streams

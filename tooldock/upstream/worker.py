@@ -26,6 +26,7 @@ from tooldock.namespace.toolsfile import UpstreamConfig
 from tooldock.upstream.cache import SchemaCache
 from tooldock.upstream.catalog import ACTIVATE, Activation, Catalog, names_in, prefixed
 from tooldock.upstream.connection import Connection, Listing
+from tooldock.upstream.resolve import Resolver
 
 WorkerState = Literal["starting", "ready", "degraded", "failed", "stopped"]
 
@@ -40,6 +41,7 @@ class UpstreamWorker:
         self.deps_synced = False
         self.last_error = ""
         self.cache = SchemaCache(cache_dir / f"{source.name}.json" if cache_dir else None)
+        resolver = Resolver(source.name, cache_dir)
         self.connections = [
             Connection(
                 spec,
@@ -50,6 +52,7 @@ class UpstreamWorker:
                 on_up=self._up,
                 on_down=self._down,
                 on_notification=self._notification,
+                resolver=resolver,
             )
             for spec in self.config.servers
         ]
@@ -325,8 +328,9 @@ class UpstreamWorker:
             "servers": [
                 {
                     "namespace": c.spec.namespace,
-                    "transport": c.spec.transport,
-                    "target": c.spec.command or c.spec.url or c.spec.registry,
+                    "transport": c.target.transport,
+                    "target": c.target.command or c.target.url or c.spec.label,
+                    **({"registry": c.spec.registry, "version": c.spec.version or "latest"} if c.spec.registry else {}),
                     "state": c.state,
                     "restarts": c.restarts,
                     "last_error": c.last_error or None,
