@@ -153,6 +153,44 @@ def test_progress_of_a_long_running_operation_reaches_the_caller(real):
     run(go())
 
 
+def test_resource_subscriptions_pass_through_to_server_everything(real):
+    """server-everything's toggle-subscriber-updates sends resources/updated for subscribed URIs every 5 s:
+    they reach the session that subscribed (prefixed URI), not one that did not."""
+    import anyio
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def client_with(heard: list[str], http: httpx2.AsyncClient) -> Client:
+        async def handler(message: object) -> None:
+            if isinstance(message, types.ResourceUpdatedNotification):
+                heard.append(str(message.params.uri))
+
+        transport = streamable_http_client(f"{real.url}/ns/real/mcp", http_client=http)
+        return Client(transport, mode="legacy", cache=None, message_handler=handler)
+
+    async def go() -> None:
+        mine: list[str] = []
+        other: list[str] = []
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {real.token}"}, timeout=60) as http:
+            async with await client_with(mine, http) as client, await client_with(other, http) as bystander:
+                uri = str((await client.list_resources()).resources[0].uri)
+                assert uri.startswith("everything_demo://resource/static/")
+                await client.session.subscribe_resource(uri)
+                await activate(client, tools_on=["everything_toggle-subscriber-updates"])
+                await client.call_tool("everything_toggle-subscriber-updates", {})
+                try:
+                    with anyio.fail_after(15):
+                        while not mine:
+                            await anyio.sleep(0.2)
+                finally:
+                    await client.call_tool("everything_toggle-subscriber-updates", {})  # off again
+                assert set(mine) == {uri}
+                await bystander.send_ping()
+        assert other == []
+
+    run(go())
+
+
 def test_errors_of_server_everything_are_relayed_as_sent(real, everything_command):
     async def through() -> types.CallToolResult | MCPError:
         async with session(real, "real") as client:
