@@ -39,6 +39,10 @@ def deployed(docker_host, tmp_path_factory):
 @pytest.fixture(scope="module")
 def docker_gateway(deployed, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("docker-gw")
+    from test_upstream import ONE_DEMO, write_upstream
+
+    write_upstream(tmp, "up", ONE_DEMO)  # an upstream folder, served beside the containers
+    write_upstream(tmp, "basic-tool", ONE_DEMO)  # one named like a container: the container wins
     gw = Gateway(tmp, tmp / "gateway.log", {**deployed["env"], "TOOLDOCK_RESTART_BACKOFF": "0.2"},
                  args=("--backend", "docker")).start()
     yield gw
@@ -75,6 +79,22 @@ def test_gateway_serves_deployed_containers_to_the_mcp_client(docker_gateway):
     assert result.structured_content == {"result": 5}
     listing = {n["name"]: n for n in docker_gateway.get("/namespaces").json()["namespaces"]}
     assert listing["multi-tool"]["state"] == "ready" and listing["multi-tool"]["pid"].startswith("tooldock-multi-tool-")
+
+
+def test_upstream_folders_are_served_beside_the_containers(docker_gateway):
+    from test_upstream import run, session, text
+
+    docker_gateway.wait_for(lambda: docker_gateway.namespace("up")["state"] == "ready", what="the upstream namespace")
+    body = docker_gateway.get("/namespaces").json()
+    listing = {n["name"]: n for n in body["namespaces"]}
+    assert listing["up"]["kind"] == "upstream" and listing["basic-tool"].get("kind") != "upstream"
+    assert any(p["code"] == "duplicate_namespace" and p["file"].startswith("basic-tool/") for p in body["problems"])
+
+    async def call() -> str:
+        async with session(docker_gateway, "up") as client:
+            return text(await client.call_tool("demo_add", {"a": 2, "b": 40}))
+
+    assert run(call()) == "42"
 
 
 def test_docker_kill_mid_call_fails_cleanly_and_the_worker_comes_back(docker_gateway, deployed, docker_host):

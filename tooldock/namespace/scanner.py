@@ -148,13 +148,15 @@ def scan_namespace(folder: Path) -> NamespaceSource:
     )
 
 
-def scan_tools_dir(tools_dir: Path) -> ScanResult:
+def scan_tools_dir(tools_dir: Path, upstream_only: bool = False) -> ScanResult:
+    """Every namespace folder; with `upstream_only` (the docker backend, whose tool namespaces are containers)
+    only the folders holding a `tools.toml`."""
     if not tools_dir.is_dir():
         raise FileNotFoundError(f"tools directory {str(tools_dir)!r} does not exist or is not a directory")
     namespaces: list[NamespaceSource] = []
     problems: list[Problem] = []
     for entry in sorted(tools_dir.iterdir()):
-        if not entry.is_dir() or _ignored(entry.name):
+        if not entry.is_dir() or _ignored(entry.name) or (upstream_only and not (entry / TOOLS_FILE).is_file()):
             continue
         try:
             validate_namespace_name(entry.name)

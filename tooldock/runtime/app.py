@@ -98,7 +98,7 @@ def make_backend(name: str, settings: Settings, tools_dir: Path, read_only: bool
     if name == "docker":
         from tooldock.runtime.backends.docker import DockerBackend
 
-        return DockerBackend(settings, read_only=read_only)
+        return DockerBackend(settings, read_only=read_only, tools_dir=tools_dir)
     return ProcessBackend(settings, tools_dir)
 
 

@@ -21,6 +21,8 @@ from typing import Any
 
 from tooldock.errors import DependencyError, DeployError
 from tooldock.namespace.models import NamespaceSource, Problem, ScanResult, ToolFile
+from tooldock.namespace.scanner import scan_tools_dir
+from tooldock.namespace.toolsfile import TOOLS_FILE
 from tooldock.runtime.backends.containers import (
     LABEL_MANAGED,
     LABEL_NAMESPACE,
@@ -168,10 +170,11 @@ class DockerWorker(SupervisedWorker):
 class DockerBackend:
     name = "docker"
 
-    def __init__(self, settings: Settings, read_only: bool = False) -> None:
+    def __init__(self, settings: Settings, read_only: bool = False, tools_dir: Path | None = None) -> None:
         import docker
 
         self.settings, self.read_only = settings, read_only
+        self.tools_dir = tools_dir  # its upstream folders (tools.toml) are served too: they need no container
         self.client = docker.from_env()
         self._found: dict[str, dict[str, Any]] = {}
         # Per container: the newest worker supervising it, the only one that hands it secrets (weak: a
@@ -220,6 +223,22 @@ class DockerBackend:
                 "managed": c.labels.get(LABEL_MANAGED) == "true",
             }
         self._found = found
+        if self.tools_dir is not None and self.tools_dir.is_dir():
+            upstream = scan_tools_dir(self.tools_dir, upstream_only=True)
+            problems += upstream.problems
+            for source in upstream.namespaces:
+                if source.name in found:
+                    problems.append(
+                        Problem(
+                            f"{source.name}/{TOOLS_FILE}",
+                            f"namespace {source.name!r} is both a worker container and an upstream folder: the "
+                            "container is served; rename the folder",
+                            None,
+                            "duplicate_namespace",
+                        )
+                    )
+                else:
+                    sources.append(source)
         return ScanResult(tuple(sources), tuple(problems))
 
     async def discover(self) -> ScanResult:
