@@ -22,6 +22,7 @@ ENV_VARS = (
     "TOOLDOCK_WORKER_START_TIMEOUT",
     "TOOLDOCK_DRAIN_TIMEOUT",
     "TOOLDOCK_RESTART_BACKOFF",
+    "TOOLDOCK_FORK_WORKERS",
     "TOOLDOCK_DNS_REBINDING_PROTECTION",
     "TOOLDOCK_SOCKET_DIR",
     "ENABLE_LEGACY_MCP",
@@ -107,6 +108,7 @@ class Settings:
     worker_start_timeout: float = 120.0
     drain_timeout: float = 30.0
     restart_backoff: float = 0.5
+    fork_workers: bool = True  # process backend: fork workers from a warm interpreter per environment
     socket_dir: Path | None = None  # docker backend: where worker containers' sockets live on the host
     dns_rebinding_protection: bool = True
     enable_legacy_mcp: bool = True
@@ -140,6 +142,7 @@ class Settings:
             worker_start_timeout=env_number(env, "TOOLDOCK_WORKER_START_TIMEOUT", 120.0),
             drain_timeout=env_number(env, "TOOLDOCK_DRAIN_TIMEOUT", 30.0),
             restart_backoff=env_number(env, "TOOLDOCK_RESTART_BACKOFF", 0.5),
+            fork_workers=env_bool(env, "TOOLDOCK_FORK_WORKERS", True),
             socket_dir=Path(env["TOOLDOCK_SOCKET_DIR"]).expanduser().absolute()
             if env.get("TOOLDOCK_SOCKET_DIR")
             else None,

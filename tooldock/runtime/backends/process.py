@@ -20,6 +20,7 @@ import tooldock
 from tooldock.namespace.models import NamespaceSource, ScanResult
 from tooldock.namespace.scanner import scan_tools_dir
 from tooldock.runtime.backends.environments import Environments
+from tooldock.runtime.backends.forking import Forked, ForkServerError, ForkServers, warn
 from tooldock.runtime.backends.supervisor import SupervisedWorker
 from tooldock.runtime.settings import Settings
 from tooldock.runtime.workerclient import SecretEnv
@@ -59,7 +60,7 @@ class ProcessWorker(SupervisedWorker):
         )
         self.backend, self.source = backend, source
         self._interpreter: Path | None = None
-        self._proc: asyncio.subprocess.Process | None = None
+        self._proc: asyncio.subprocess.Process | Forked | None = None
         self._output_task: asyncio.Task[None] | None = None
 
     async def _prepare(self) -> None:
@@ -75,36 +76,38 @@ class ProcessWorker(SupervisedWorker):
         if self.source.config.secrets:  # names only: the worker masks their values in what it prints
             env["TOOLDOCK_SECRET_NAMES"] = ",".join(self.source.config.secrets)
         env.update(PYTHONPATH=str(self.backend.lib), PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1")
-        args = [
-            str(self._interpreter),
-            "-s",
-            "-m",
-            "tooldock.worker",
-            "--namespace",
-            self.namespace,
-            "--dir",
-            str(self.source.path),
-            "--socket",
-            str(self.socket_path),
-            "--parent-pid",
-            str(os.getpid()),
-        ]
+        args = ["--namespace", self.namespace, "--dir", str(self.source.path), "--socket", str(self.socket_path)]
         for tool_file in self.source.files:
             args += ["--file", tool_file.filename]
         self.socket_path.unlink(missing_ok=True)
-        self._proc = await asyncio.create_subprocess_exec(
-            *args,
-            cwd=str(self.source.path),
-            env=env,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,  # Ctrl-C on the gateway's terminal must not hit workers directly
-        )
+        assert self._interpreter is not None
+        if self.backend.forks is not None:
+            try:
+                self._proc = await self.backend.forks.for_interpreter(self._interpreter).spawn(
+                    args, env, self.source.path
+                )
+            except ForkServerError as exc:  # never fatal: spawn the worker instead
+                warn(f"{exc}; starting {self.namespace!r} as a new process")
+        if self._proc is None:
+            self._proc = await asyncio.create_subprocess_exec(
+                str(self._interpreter),
+                "-s",
+                "-m",
+                "tooldock.worker",
+                *args,
+                "--parent-pid",
+                str(os.getpid()),
+                cwd=str(self.source.path),
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,  # Ctrl-C on the gateway's terminal must not hit workers directly
+            )
         self.pid = self._proc.pid
         self._output_task = asyncio.create_task(self._forward_output(self._proc))
 
-    async def _forward_output(self, proc: asyncio.subprocess.Process) -> None:
+    async def _forward_output(self, proc: asyncio.subprocess.Process | Forked) -> None:
         assert proc.stdout is not None
         async for raw in proc.stdout:
             self._log_line(raw.decode(errors="replace").rstrip())
@@ -139,6 +142,9 @@ class ProcessBackend:
         # Socket paths are limited to ~107 bytes: keep them in a short private directory.
         self.socket_dir = Path(tempfile.mkdtemp(prefix="tooldock-"))
         self._generations = itertools.count(1)
+        base = {k: os.environ[k] for k in PASSTHROUGH_ENV if k in os.environ}
+        base.update(PYTHONPATH=str(self.lib), PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1")
+        self.forks = ForkServers(self.socket_dir, base) if settings.fork_workers else None
 
     async def discover(self) -> ScanResult:
         return await asyncio.to_thread(scan_tools_dir, self.tools_dir)
@@ -147,4 +153,6 @@ class ProcessBackend:
         return ProcessWorker(self, source, next(self._generations), secrets)
 
     async def close(self) -> None:
+        if self.forks is not None:
+            await self.forks.close()
         shutil.rmtree(self.socket_dir, ignore_errors=True)

@@ -1,0 +1,84 @@
+"""Forked workers (issue 16): on the process backend each environment gets one warm fork server and every
+worker is its child, with its own session, environment and lifetime; killing the fork server loses nothing
+for long; `TOOLDOCK_FORK_WORKERS=false` spawns workers as before; nothing is left behind at shutdown."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES
+
+pytestmark = pytest.mark.slow
+
+
+def parent_of(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def cmdline(pid: int) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+
+
+def private_mb(pid: int) -> float:
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:])
+    return sum(int(fields[k].split()[0]) for k in ("Private_Clean", "Private_Dirty")) / 1024
+
+
+def worker_pid(gw, namespace: str) -> int:
+    gw.wait_for(lambda: gw.namespace(namespace)["state"] == "ready", what=f"{namespace} to be ready")
+    return int(gw.namespace(namespace)["pid"])
+
+
+def test_workers_are_forked_from_one_warm_server_per_environment(make_gateway):
+    gw = make_gateway(FIXTURES / "tools")
+    pid = worker_pid(gw, "testing")
+    server = parent_of(pid)
+    assert "tooldock.worker.forkserver" in cmdline(server) and parent_of(server) == gw.proc.pid
+    assert gw.call("testing", "pid").json()["result"] == pid
+    # its own environment: the namespace's, never the gateway's token
+    keys = gw.call("testing", "env_keys").json()["result"]
+    assert "TOOLDOCK_BEARER_TOKEN" not in keys and "PATH" in keys
+    # its own session (a Ctrl-C on the gateway's terminal does not reach it)
+    assert os.getsid(pid) == pid
+
+
+def test_a_crashed_forked_worker_is_restarted_and_the_fork_server_too(make_gateway):
+    gw = make_gateway(FIXTURES / "tools", env={"TOOLDOCK_RESTART_BACKOFF": "0.1"})
+    first = worker_pid(gw, "testing")
+    os.kill(first, signal.SIGKILL)
+    gw.wait_for(lambda: gw.namespace("testing").get("pid") not in (None, first), what="a new worker")
+    second = worker_pid(gw, "testing")
+    assert gw.call("testing", "pid").json()["result"] == second
+    server = parent_of(second)
+    os.kill(server, signal.SIGKILL)  # the fork server goes: its workers follow, and both come back
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        response = gw.call("testing", "pid")
+        if response.status_code == 200 and response.json()["result"] != second:
+            break
+        time.sleep(0.2)
+    third = worker_pid(gw, "testing")
+    assert third != second and parent_of(third) != server
+    assert "tooldock.worker.forkserver" in cmdline(parent_of(third))
+    assert "exit" in gw.logs or "restart" in gw.logs
+
+
+def test_fork_workers_off_spawns_workers_from_the_gateway(make_gateway):
+    gw = make_gateway(FIXTURES / "tools", env={"TOOLDOCK_FORK_WORKERS": "false"})
+    pid = worker_pid(gw, "testing")
+    assert parent_of(pid) == gw.proc.pid and "-m tooldock.worker " in cmdline(pid)
+
+
+def test_a_forked_worker_shares_the_framework_and_nothing_is_left_at_shutdown(make_gateway):
+    gw = make_gateway(FIXTURES / "tools")
+    pid = worker_pid(gw, "testing")
+    server = parent_of(pid)
+    forked = private_mb(pid)
+    assert forked < 40, f"a forked worker holds {forked:.1f} MB of private memory"  # spawned: ~75 MB
+    gw.stop()
+    for gone in (pid, server):
+        assert not Path(f"/proc/{gone}").exists() or "zombie" in Path(f"/proc/{gone}/status").read_text()
