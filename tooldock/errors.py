@@ -5,7 +5,9 @@
     │   ├── MissingNamespace           400 missing_namespace
     │   └── InvalidJSON                400 invalid_json
     ├── Unauthorized                   401 unauthorized
+    │   └── InvalidApiKey              401 invalid_api_key   (an unknown, revoked or expired API key)
     ├── Forbidden                      403 forbidden
+    │   └── NotInScope                 403 not_in_scope      (an API key's scope does not cover the namespace or tool)
     ├── NamespaceNotFound              404 namespace_not_found
     ├── ToolNotFound                   404 tool_not_found
     ├── ToolInactive                   409 tool_inactive     (an upstream tool not activated in this session)
@@ -42,6 +44,9 @@
     └── GatewayError                   the gateway is unreachable or refused the reload signal
 
     RegistryError                      the MCP Registry is unreachable, or answered something unusable
+
+    KeysError                          the API key store (CLI message, exit 1): a bad name, scope, glob,
+                                       duration or id, or a keys file that cannot be read. Never a key.
 
 Each gateway error carries its HTTP status and its worker-protocol code. They are converted in exactly
 three places: the REST error response (`runtime.http.responses`), the MCP tool result (`runtime.mcp.server`) and the CLI
@@ -86,8 +91,16 @@ class Unauthorized(ToolDockError):
     status, code = 401, "unauthorized"
 
 
+class InvalidApiKey(Unauthorized):
+    code = "invalid_api_key"
+
+
 class Forbidden(ToolDockError):
     status, code = 403, "forbidden"
+
+
+class NotInScope(Forbidden):
+    code = "not_in_scope"
 
 
 class NamespaceNotFound(ToolDockError):
@@ -233,3 +246,8 @@ class GatewayError(ManagerError):
 class RegistryError(Exception):
     """The MCP Registry (MCP_REGISTRY_URL) is unreachable or answered something unusable; the message says
     which URL and what to check."""
+
+
+class KeysError(Exception):
+    """The API key store refused or cannot be read. Messages name the file, the key id or the input that
+    was wrong, never a key."""

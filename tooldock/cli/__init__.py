@@ -5,6 +5,7 @@
     images      `build`, `base`             namespace folders -> OCI images
     containers  `deploy`, `ps`, `stop`      worker containers on the Docker engine
     secrets     `secrets ...`               the encrypted secrets store (human-only)
+    keys        `keys ...`                  API keys for the relay socket and HTTP (create, list, revoke)
     common      what the command modules share (settings, cache directory)
 
 Results go to stdout (JSON when asked), logs and progress to stderr. Errors from the packages below become
@@ -16,7 +17,7 @@ from __future__ import annotations
 import click
 
 import tooldock
-from tooldock.cli import containers, images, manager, secrets, serve
+from tooldock.cli import containers, images, keys, manager, secrets, serve
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -34,5 +35,6 @@ for _command in (
     containers.ps,
     containers.stop,
     secrets.secrets,
+    keys.keys,
 ):
     main.add_command(_command)

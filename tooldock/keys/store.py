@@ -1,0 +1,218 @@
+"""The keys file: one JSON document holding, for each API key, its id, name, scope, globs, created,
+expires, last used and revoked times, and the SHA-256 of the key. Never the key: it is printed once by
+`tooldock keys create` and cannot be recovered.
+
+    {"version": 1, "keys": [{"id": "3f9c0a1b2c4d", "hash": "sha256:...", "name": "ci", "scope": "read", ...}]}
+
+A key is `tdk_<id>_<secret>`: the id finds the record, the 256-bit secret makes a plain SHA-256 enough
+(no password stretching needed for a random key). The file is `keys.json` in `TOOLDOCK_KEYS_DIR`, else in
+`~/.config/tooldock/keys/`: 0600 in a 0700 directory (ToolDock's own: it is made private), replaced
+atomically, and every read-modify-write holds `keys.lock` beside it. `check` reads the file on every call
+(no cache): a revoked or expired key fails at once, in every gateway that shares the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from tooldock.errors import InvalidApiKey, KeysError
+from tooldock.keys.scope import ApiKey
+from tooldock.keys.validate import (
+    ID_RE,
+    check_id,
+    check_name,
+    check_namespace_glob,
+    check_scope,
+    check_tool_glob,
+)
+from tooldock.secrets.files import locked, write_private
+
+KEY_PREFIX = "tdk_"
+VERSION = 1
+TOUCH_EVERY = timedelta(seconds=60)  # `last_used` is kept to the minute: no file write on every call
+REFUSED = "invalid or expired API key"
+
+
+def default_dir() -> Path:
+    if os.environ.get("TOOLDOCK_KEYS_DIR"):
+        return Path(os.environ["TOOLDOCK_KEYS_DIR"]).expanduser().absolute()
+    return Path.home() / ".config" / "tooldock" / "keys"
+
+
+def now_utc() -> datetime:
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+def _digest(key: str) -> str:
+    return "sha256:" + hashlib.sha256(key.encode()).hexdigest()
+
+
+def _time(value: Any, field: str, where: str) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        raise KeysError(f"{where}: {field} {str(value)[:40]!r} is not an ISO 8601 time") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _stamp(when: datetime | None) -> str | None:
+    return when.isoformat().replace("+00:00", "Z") if when is not None else None
+
+
+class KeyStore:
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.path, self.lock = directory / "keys.json", directory / "keys.lock"
+
+    @classmethod
+    def from_env(cls) -> KeyStore:
+        return cls(default_dir())
+
+    def __repr__(self) -> str:
+        return f"KeyStore({str(self.directory)!r})"
+
+    # -- the file -----------------------------------------------------------------------------------
+
+    def _records(self) -> list[dict[str, Any]]:
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return []
+        except (OSError, UnicodeDecodeError) as exc:
+            raise KeysError(f"{self.path} cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
+        try:
+            document = json.loads(text)
+        except ValueError as exc:
+            raise KeysError(f"{self.path} is not valid JSON ({exc}); restore it or remove it") from None
+        if not isinstance(document, dict) or not isinstance(document.get("keys"), list):
+            raise KeysError(f'{self.path} is not a ToolDock keys file (no "keys" list)')
+        if document.get("version") != VERSION:
+            raise KeysError(f"{self.path} has version {document.get('version')!r}; this ToolDock reads {VERSION}")
+        records = document["keys"]
+        for index, record in enumerate(records):
+            self._key(record, index)  # every record checked, so a bad one is reported, not skipped
+        return records
+
+    def _write(self, records: list[dict[str, Any]]) -> None:
+        data = json.dumps({"version": VERSION, "keys": records}, indent=2) + "\n"
+        write_private(self.path, data.encode())
+
+    def _key(self, record: Any, index: int) -> ApiKey:
+        where = f"{self.path}: key #{index + 1}"
+        if not isinstance(record, dict) or not isinstance(record.get("id"), str) or not ID_RE.fullmatch(record["id"]):
+            raise KeysError(f"{where} has no valid id")
+        where = f"{self.path}: key {record['id']}"
+        if not isinstance(record.get("hash"), str) or not record["hash"].startswith("sha256:"):
+            raise KeysError(f"{where} has no sha256 hash")
+        namespaces, tools = record.get("namespaces") or [], record.get("tools") or []
+        if not isinstance(namespaces, list) or not isinstance(tools, list):
+            raise KeysError(f"{where}: namespaces and tools must be lists of globs")
+        try:
+            return ApiKey(
+                id=record["id"],
+                name=check_name(str(record.get("name", ""))),
+                scope=check_scope(str(record.get("scope", ""))),
+                namespaces=tuple(check_namespace_glob(str(g)) for g in namespaces),
+                tools=tuple(check_tool_glob(str(g)) for g in tools),
+                created=_time(record.get("created"), "created", where),
+                expires=_time(record.get("expires"), "expires", where),
+                last_used=_time(record.get("last_used"), "last_used", where),
+                revoked=_time(record.get("revoked"), "revoked", where),
+            )
+        except KeysError as exc:
+            raise KeysError(f"{where}: {exc}") from None
+
+    # -- operations ---------------------------------------------------------------------------------
+
+    def create(
+        self,
+        name: str,
+        scope: str,
+        namespaces: tuple[str, ...] = (),
+        tools: tuple[str, ...] = (),
+        expires_in: float | None = None,
+    ) -> tuple[ApiKey, str]:
+        """A new key: its record is stored, the key itself is returned once and never kept."""
+        record: dict[str, Any] = {
+            "id": "",
+            "hash": "",
+            "name": check_name(name),
+            "scope": check_scope(scope),
+            "namespaces": sorted({check_namespace_glob(g) for g in namespaces}),
+            "tools": sorted({check_tool_glob(g) for g in tools}),
+        }
+        created = now_utc()
+        record["created"] = _stamp(created)
+        record["expires"] = _stamp(created + timedelta(seconds=expires_in)) if expires_in else None
+        record["last_used"] = record["revoked"] = None
+        with locked(self.lock):
+            records = self._records()
+            taken = {r["id"] for r in records}
+            key_id = secrets.token_hex(6)
+            while key_id in taken:
+                key_id = secrets.token_hex(6)
+            key = f"{KEY_PREFIX}{key_id}_{secrets.token_urlsafe(32)}"
+            record["id"], record["hash"] = key_id, _digest(key)
+            self._write([*records, record])
+        return self._key(record, len(records)), key
+
+    def list(self) -> list[ApiKey]:
+        return [self._key(r, i) for i, r in enumerate(self._records())]
+
+    def revoke(self, key_id: str) -> ApiKey:
+        check_id(key_id)
+        with locked(self.lock):
+            records = self._records()
+            for index, record in enumerate(records):
+                if record["id"] == key_id:
+                    if record.get("revoked") is None:
+                        record["revoked"] = _stamp(now_utc())
+                        self._write(records)
+                    return self._key(record, index)
+        raise KeysError(f"no API key with id {key_id} in {self.path} (tooldock keys list shows the ids)")
+
+    def check(self, presented: str, now: datetime | None = None) -> ApiKey:
+        """The key's record if `presented` is a key of this store that is neither revoked nor expired;
+        otherwise `InvalidApiKey`. Reads the file every time."""
+        key_id, _, secret = presented.removeprefix(KEY_PREFIX).partition("_")
+        if not presented.startswith(KEY_PREFIX) or not ID_RE.fullmatch(key_id) or not secret:
+            raise InvalidApiKey(f"{REFUSED}: not a ToolDock API key (they start with {KEY_PREFIX})")
+        try:
+            records = self._records()
+        except KeysError as exc:  # fail closed; the reason is for the operator, not the caller
+            print(f"tooldock: refusing API key {key_id}: {exc}", file=sys.stderr, flush=True)
+            raise InvalidApiKey(
+                f"{REFUSED}: the gateway cannot read its keys file right now (its log says why)"
+            ) from None
+        for index, record in enumerate(records):
+            if record["id"] == key_id and hmac.compare_digest(record["hash"], _digest(presented)):
+                key = self._key(record, index)
+                state = key.state(now or now_utc())
+                if state != "active":
+                    raise InvalidApiKey(f"{REFUSED}: API key {key_id} is {state}", {"key_id": key_id})
+                return key
+        raise InvalidApiKey(f"{REFUSED}: no such key (tooldock keys create makes one)")
+
+    def touch(self, key: ApiKey, now: datetime | None = None) -> bool:
+        """Record that `key` was used, at most once a minute per key; True when the file was written."""
+        now = now or now_utc()
+        if key.last_used is not None and now - key.last_used < TOUCH_EVERY:
+            return False
+        with locked(self.lock):
+            records = self._records()
+            for record in records:
+                if record["id"] == key.id:
+                    record["last_used"] = _stamp(now)
+                    self._write(records)
+                    return True
+        return False
