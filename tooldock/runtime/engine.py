@@ -2,6 +2,10 @@
 
 Limits (seed 000): a per-call timeout and a per-namespace concurrency limit, both enforced here in the
 gateway, from the namespace's `tooldock.yaml` or the gateway defaults.
+
+Scopes (seed 002): a caller with an API key (`key`, from the HTTP edge or the relay socket) sees and calls
+only what its scope allows; `key=None` is the bearer token. Refusals are `NotInScope` (403), and what a
+refused caller is told exists (the "available" lists) is narrowed to its scope too.
 """
 
 from __future__ import annotations
@@ -18,11 +22,14 @@ from tooldock.errors import (
     MissingNamespace,
     NamespaceNotFound,
     NotFound,
+    NotInScope,
     ToolDockError,
     ToolNotFound,
     WorkerRetired,
 )
+from tooldock.keys import ApiKey
 from tooldock.namespace.names import NamespaceNameError, validate_namespace_name
+from tooldock.runtime.access import restricted
 from tooldock.runtime.backend import SessionViews
 from tooldock.runtime.registry import NamespaceEntry, Registry
 from tooldock.runtime.settings import Settings
@@ -34,7 +41,7 @@ class Engine:
         # One semaphore per worker generation: a replaced worker's limit goes away with it.
         self._limits: weakref.WeakKeyDictionary[Any, asyncio.Semaphore] = weakref.WeakKeyDictionary()
 
-    def namespace(self, name: str | None) -> NamespaceEntry:
+    def namespace(self, name: str | None, key: ApiKey | None = None) -> NamespaceEntry:
         if not name:
             raise MissingNamespace(
                 "missing X-Namespace header: say which namespace to use, e.g. 'X-Namespace: multi-tool' "
@@ -44,21 +51,34 @@ class Engine:
             validate_namespace_name(name)
         except NamespaceNameError as exc:
             raise NamespaceNotFound(str(exc), {"namespace": name}) from None
+        key = restricted(key)
+        if key is not None and not key.allows_namespace(name):
+            raise NotInScope(key.why_not(name, {}), {"namespace": name, "key_id": key.id})
         entry = self.registry.snapshot.entries.get(name)
         if entry is None:
-            available = sorted(self.registry.snapshot.entries)
+            available = self.namespaces(key)
             raise NamespaceNotFound(
                 f"unknown namespace {name!r}; available: {', '.join(available) or 'none'}",
                 {"namespace": name, "available": available},
             )
         return entry
 
-    def list_tools(self, namespace: str | None, session: Any = None) -> list[dict[str, Any]]:
+    def namespaces(self, key: ApiKey | None = None) -> list[str]:
+        """The names of the namespaces a caller may use, sorted."""
+        key = restricted(key)
+        return sorted(n for n in self.registry.snapshot.entries if key is None or key.allows_namespace(n))
+
+    def visible(self, namespace: str, tools: list[dict[str, Any]], key: ApiKey | None) -> list[dict[str, Any]]:
+        """`tools` of `namespace` narrowed to what `key` may see."""
+        key = restricted(key)
+        return tools if key is None else key.visible(namespace, tools)
+
+    def list_tools(self, namespace: str | None, session: Any = None, key: ApiKey | None = None) -> list[dict[str, Any]]:
         """The tools a caller sees. `session` (an MCP session, or None) matters for upstream namespaces only."""
-        entry = self.namespace(namespace)
+        entry = self.namespace(namespace, key)
         if isinstance(entry.worker, SessionViews):
-            return entry.worker.tools_for(session)
-        return entry.tools
+            return self.visible(entry.source.name, entry.worker.tools_for(session), key)
+        return self.visible(entry.source.name, entry.tools, key)
 
     def surface(self, namespace: str | None, kind: str, session: Any = None) -> list[dict[str, Any]]:
         entry = self.namespace(namespace)
@@ -66,17 +86,29 @@ class Engine:
             return entry.worker.surface_view(session).get(kind, [])
         return entry.surface(kind)
 
-    def get_tool(self, namespace: str | None, tool: str, session: Any = None) -> dict[str, Any]:
-        entry = self.namespace(namespace)
+    def get_tool(
+        self, namespace: str | None, tool: str, session: Any = None, key: ApiKey | None = None
+    ) -> dict[str, Any]:
+        entry = self.namespace(namespace, key)
+        name, key = entry.source.name, restricted(key)
         if isinstance(entry.worker, SessionViews):
-            return entry.worker.tool_for(tool, session)
-        found = next((t for t in entry.tools if t["name"] == tool), None)
+            try:
+                found = entry.worker.tool_for(tool, session)
+            except ToolNotFound:
+                if key is None:
+                    raise
+                found = None  # said again below, with only the tools this key may see as available
+        else:
+            found = next((t for t in entry.tools if t["name"] == tool), None)
         if found is None:
+            listed = self.visible(name, entry.tools, key)
             raise ToolNotFound(
-                f"no tool named {tool!r} in namespace {entry.source.name!r}; "
-                f"available: {', '.join(t['name'] for t in entry.tools) or 'none'}",
-                {"namespace": entry.source.name, "tool": tool},
+                f"no tool named {tool!r} in namespace {name!r}; "
+                f"available: {', '.join(t['name'] for t in listed) or 'none'}",
+                {"namespace": name, "tool": tool},
             )
+        if key is not None and not key.allows_tool(name, found):
+            raise NotInScope(key.why_not(name, found), {"namespace": name, "tool": tool, "key_id": key.id})
         return found
 
     def _semaphore(self, entry: NamespaceEntry) -> asyncio.Semaphore:
@@ -94,12 +126,14 @@ class Engine:
         relay: Any = None,
         traceback: bool = False,
         session: Any = None,
+        key: ApiKey | None = None,
     ) -> dict[str, Any]:
         """The worker's result: `{"content": [...], "structuredContent": ..., "isError": false}`.
         `relay` carries a Context tool's progress, log and client requests to the MCP caller. A failed call's
-        traceback (secret values masked) stays in the error's details only when `traceback` is asked for."""
-        entry = self.namespace(namespace)
-        self.get_tool(entry.source.name, tool, session)
+        traceback (secret values masked) stays in the error's details only when `traceback` is asked for.
+        `key`: the caller's API key; a tool outside its scope is refused (NotInScope) before any work."""
+        entry = self.namespace(namespace, key)
+        self.get_tool(entry.source.name, tool, session, key)
         if not isinstance(arguments, dict):
             raise InvalidArguments(
                 f"arguments must be a JSON object of parameter names to values, got {type(arguments).__name__}"
@@ -112,11 +146,11 @@ class Engine:
             raise
 
     async def worker_request(
-        self, namespace: str | None, op: str, session: Any = None, **fields: Any
+        self, namespace: str | None, op: str, session: Any = None, key: ApiKey | None = None, **fields: Any
     ) -> dict[str, Any]:
         """resources.read, prompts.get, completion.complete: same limits and hand-over as a tool call.
         Upstream namespaces also take resources.subscribe / resources.unsubscribe, and the caller's session."""
-        entry = self.namespace(namespace)
+        entry = self.namespace(namespace, key)
         if entry.worker is None:
             raise NotFound(f"namespace {entry.source.name!r} has no tools, resources or prompts")
         if isinstance(entry.worker, SessionViews):
