@@ -81,4 +81,4 @@ def manager(
     sock, url = listen(host, port)
     app = create_manager_app(settings, cache_dir(), host, sock.getsockname()[1])
     click.echo(f"tooldock manager: ready on {url} (MCP at {url}/mcp)", err=True)
-    run_app(app, sock, log_level)
+    run_app(app, sock, log_level, settings.runtime)

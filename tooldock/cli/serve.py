@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import socket
 import subprocess
 from pathlib import Path
@@ -14,16 +13,7 @@ from tooldock.errors import BuilderError, SecretsError
 
 if TYPE_CHECKING:
     from tooldock.runtime.secretmap import SecretMap
-
-
-def uvicorn_log_config(level: str) -> dict:
-    from uvicorn.config import LOGGING_CONFIG
-
-    config = copy.deepcopy(LOGGING_CONFIG)
-    for handler in config["handlers"].values():
-        handler["stream"] = "ext://sys.stderr"  # stdout is for results only
-    config["loggers"]["uvicorn.access"]["level"] = level.upper()
-    return config
+    from tooldock.runtime.settings import Settings
 
 
 # `--log-level`, shared by the commands that run a server (serve, manager).
@@ -109,6 +99,10 @@ def serve(
         settings = Settings.from_env()
     except SettingsError as exc:
         raise click.ClickException(str(exc)) from None
+    if settings.log_format == "json":
+        from tooldock.runtime.logs import use_json_lines
+
+        use_json_lines()
     if settings.token_generated:
         click.echo(
             "tooldock: TOOLDOCK_BEARER_TOKEN is not set; this run's bearer token is:\n"
@@ -127,7 +121,7 @@ def serve(
     app = create_app(tools_dir.resolve(), settings, host, url, backend, read_only, _secrets())
     child = start_manager(tools_dir, host, manager_port, url, backend, log_level) if with_manager else None
     try:
-        run_app(app, sock, log_level)
+        run_app(app, sock, log_level, settings)
     finally:
         if child is not None:
             stop_manager(child)
@@ -197,11 +191,21 @@ def _secrets() -> SecretMap:
     return secrets
 
 
-def run_app(app: Any, sock: socket.socket, log_level: str) -> None:
-    """Serve `app` on the bound socket until Ctrl-C or SIGTERM."""
+def run_app(app: Any, sock: socket.socket, log_level: str, settings: Settings) -> None:
+    """Serve `app` on the bound socket until Ctrl-C or SIGTERM, logging as `settings` say (text or JSON
+    lines; uvicorn's line per request only with TOOLDOCK_ACCESS_LOG)."""
     import uvicorn
 
-    config = uvicorn.Config(app, log_config=uvicorn_log_config(log_level), log_level=log_level)
+    from tooldock.runtime.logs import log_config, use_json_lines
+
+    if settings.log_format == "json":
+        use_json_lines()
+    config = uvicorn.Config(
+        app,
+        log_config=log_config(log_level, settings.log_format, settings.access_log),
+        log_level=log_level,
+        access_log=settings.access_log,
+    )
     try:
         uvicorn.Server(config).run(sockets=[sock])
     except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it already handled: a clean stop, not an abort

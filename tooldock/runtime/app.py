@@ -23,7 +23,9 @@ from tooldock.runtime.backend import Backend, Watching
 from tooldock.runtime.backends.process import ProcessBackend
 from tooldock.runtime.engine import Engine
 from tooldock.runtime.http.auth import BearerAuth
+from tooldock.runtime.http.cors import with_cors
 from tooldock.runtime.http.docs import DocsPages
+from tooldock.runtime.http.edge import RequestEdge
 from tooldock.runtime.http.responses import error_response
 from tooldock.runtime.http.rest import create_router
 from tooldock.runtime.mcp.legacy import MESSAGES_PATH, LegacySse
@@ -177,5 +179,7 @@ def create_app(
                 Route(f"{prefix}{MESSAGES_PATH}", endpoint=NamespacedEndpoint(engine, legacy.message), methods=["POST"])
             )
     app.add_middleware(BearerAuth, token=settings.bearer_token)
-    app.add_middleware(DocsPages)  # outermost: the Swagger UI pages load without a token (the documents need it)
+    app.add_middleware(DocsPages)  # the Swagger UI pages load without a token (the documents need it)
+    app.add_middleware(with_cors, origins=settings.cors_origins)  # preflights are answered before auth
+    app.add_middleware(RequestEdge)  # outermost: request ids, disconnects, no traceback to a client
     return app

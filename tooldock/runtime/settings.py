@@ -31,6 +31,9 @@ ENV_VARS = (
     "MCP_EVENT_BUFFER",
     "MCP_SSE_RETRY_MS",
     "MCP_ALLOWED_ORIGINS",
+    "CORS_ORIGINS",
+    "TOOLDOCK_LOG_FORMAT",
+    "TOOLDOCK_ACCESS_LOG",
 )
 
 
@@ -74,20 +77,28 @@ def _cidrs(raw: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...
 _ORIGIN_RE = re.compile(r"^[a-z][a-z0-9+.-]*://[^/\s?#*]+(:\*)?$")
 
 
-def _origins(raw: str) -> tuple[str, ...]:
-    """MCP_ALLOWED_ORIGINS: comma-separated browser origins (`scheme://host[:port]`), `:*` for any port."""
+def _origins(raw: str, name: str = "MCP_ALLOWED_ORIGINS", star: bool = False) -> tuple[str, ...]:
+    """MCP_ALLOWED_ORIGINS: comma-separated browser origins (`scheme://host[:port]`), `:*` for any port.
+    CORS_ORIGINS: the same, or `*` (`star`) for any origin."""
     origins = []
     for part in raw.split(","):
         origin = part.strip().rstrip("/").lower()
         if not origin:
             continue
-        if not _ORIGIN_RE.match(origin):
+        if not (_ORIGIN_RE.match(origin) or (star and origin == "*")):
             raise SettingsError(
-                f"MCP_ALLOWED_ORIGINS: {part.strip()!r} is not an origin; "
-                "use e.g. https://app.example.com,http://localhost:*"
+                f"{name}: {part.strip()!r} is not an origin; use e.g. https://app.example.com,http://localhost:*"
+                + (" (or * for any origin)" if star else "")
             )
         origins.append(origin)
     return tuple(origins)
+
+
+def _choice(env: dict[str, str], name: str, choices: tuple[str, ...]) -> str:
+    raw = env.get(name) or choices[0]
+    if raw.lower() not in choices:
+        raise SettingsError(f"{name}={raw!r}: use one of {', '.join(choices)}")
+    return raw.lower()
 
 
 def default_state_dir() -> Path:
@@ -117,6 +128,9 @@ class Settings:
     event_buffer: int = 100  # SSE events kept per stream for Last-Event-ID replay
     sse_retry_ms: int = 1000  # the SSE `retry:` field clients wait before reconnecting
     allowed_origins: tuple[str, ...] = ()  # empty: no Origin allowlist (loopback binds keep their own)
+    cors_origins: tuple[str, ...] = ()  # browser origins CORS lets read answers; empty: no CORS headers
+    log_format: str = "text"  # text | json (one JSON object per line on stderr)
+    access_log: bool = False  # uvicorn's line per request
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -153,6 +167,9 @@ class Settings:
             event_buffer=int(env_number(env, "MCP_EVENT_BUFFER", 100, int)),
             sse_retry_ms=int(env_number(env, "MCP_SSE_RETRY_MS", 1000, int)),
             allowed_origins=_origins(env.get("MCP_ALLOWED_ORIGINS", "")),
+            cors_origins=_origins(env.get("CORS_ORIGINS", ""), "CORS_ORIGINS", star=True),
+            log_format=_choice(env, "TOOLDOCK_LOG_FORMAT", ("text", "json")),
+            access_log=env_bool(env, "TOOLDOCK_ACCESS_LOG", False),
         )
 
     @property

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tooldock.errors import ToolDockError, WorkerCrashed, from_worker
+from tooldock.runtime import requestid
 from tooldock.worker import protocol
 
 
@@ -161,6 +162,9 @@ class WorkerConnection:
         if on_message is not None:
             self._handlers[rid] = on_message
         try:
+            request_id = requestid.current.get()  # the HTTP request's, for the worker's log lines
+            if request_id is not None:
+                fields["request_id"] = request_id
             async with self._write_lock:
                 self._writer.write(protocol.encode({"id": rid, "op": op, **fields}))
                 await self._writer.drain()

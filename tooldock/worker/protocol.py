@@ -8,6 +8,8 @@ Requests carry an id and may be multiplexed on one connection; responses come ba
     {"id": "7", "ok": false, "error": {"code": "invalid_arguments", "message": "...", "details": {...}}}
 Ops: tools.list, tools.get_schema, tools.call, ping, shutdown, and `cancel` ({"op": "cancel", "target": "7"},
 no reply) which cancels an in-flight call whose caller gave up.
+A request may carry `request_id`, the gateway's id of the client request it serves (`X-Request-Id`), which
+the worker names in its log lines about the call.
 
 Protocol 2 adds the rest of MCP. The handshake also lists `resources`, `resourceTemplates` and `prompts`;
 new ops `resources.read` {"uri"}, `prompts.get` {"name", "arguments"} and `completion.complete` {"ref",
@@ -52,11 +54,18 @@ ERROR_CODES = frozenset(
 
 
 def encode(message: dict[str, Any]) -> bytes:
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False, default=str).encode() + b"\n"
+    text = json.dumps(message, separators=(",", ":"), ensure_ascii=False, default=str)
+    try:
+        return text.encode() + b"\n"
+    except UnicodeEncodeError:  # a lone surrogate (a tool made one): sent as U+FFFD rather than not at all
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode() + b"\n"
 
 
 def decode(line: bytes) -> dict[str, Any]:
-    message = json.loads(line)
+    try:
+        message = json.loads(line)
+    except RecursionError:
+        raise ValueError("a protocol message is nested too deeply") from None
     if not isinstance(message, dict):
         raise ValueError("a protocol message must be a JSON object")
     return message

@@ -115,7 +115,7 @@ class WorkerServer:
             result = await tool.run(arguments)
         except Exception as exc:  # user code: every failure becomes a protocol error, never a crash
             code, message, details = _error_for(exc)
-            print(f"[{self.namespace}] tool {name!r} failed: {message}", file=sys.stderr, flush=True)
+            print(f"[{self.namespace}] tool {name!r} failed{_for(request)}: {message}", file=sys.stderr, flush=True)
             if details is not None:  # the gateway passes it on only to callers who ask (the manager's test_tool)
                 details["traceback"] = "".join(traceback.format_exception(exc))[-MAX_TRACEBACK:]
             return protocol.error(rid, code, message, details)
@@ -140,11 +140,12 @@ class WorkerServer:
             )
         except Exception as exc:  # the session itself failed: report, never crash the worker
             code, message, details = _error_for(_innermost(exc))
+            print(f"[{self.namespace}] tool {name!r} failed{_for(request)}:", file=sys.stderr, flush=True)
             traceback.print_exc(file=sys.stderr)
             return protocol.error(rid, code, message, details)
         if body.get("isError"):
             text = " ".join(c.get("text", "") for c in body.get("content", []) if c.get("type") == "text")
-            print(f"[{self.namespace}] tool {name!r} failed: {text}", file=sys.stderr, flush=True)
+            print(f"[{self.namespace}] tool {name!r} failed{_for(request)}: {text}", file=sys.stderr, flush=True)
             return protocol.error(rid, "internal_error", text or f"tool {name!r} failed")
         return protocol.ok(rid, body, int((time.perf_counter() - started) * 1000))
 
@@ -211,7 +212,11 @@ class WorkerServer:
             try:
                 reply = await self.dispatch(request, send)
                 if reply is not None:
-                    await send(reply)
+                    try:
+                        await send(reply)
+                    except (ValueError, TypeError, RecursionError) as exc:  # a result JSON cannot carry
+                        message = f"the result could not be sent: {type(exc).__name__}: {exc}"
+                        await send(protocol.error(request.get("id"), "internal_error", message))
             except (ConnectionError, asyncio.CancelledError):
                 pass
             finally:
@@ -250,6 +255,12 @@ class WorkerServer:
                 if c == conn:
                     task.cancel()
             writer.close()
+
+
+def _for(request: dict[str, Any]) -> str:
+    """` (request <id>)` when the gateway named the client request this call serves (`X-Request-Id`)."""
+    found = request.get("request_id")
+    return f" (request {found})" if isinstance(found, str) and found.isprintable() and len(found) <= 128 else ""
 
 
 async def _watch_parent(parent_pid: int, stopping: asyncio.Event) -> None:

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import copy
 import ipaddress
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import APIRouter, Depends, Header, Request
 
-from tooldock.errors import BadRequest, Forbidden, InvalidJSON, PayloadTooLarge
+from tooldock.errors import BadRequest, Forbidden, PayloadTooLarge
+from tooldock.runtime import jsonin
 from tooldock.runtime.engine import Engine
 from tooldock.runtime.http.auth import token_matches
 from tooldock.runtime.http.openapi import namespace_openapi
@@ -41,10 +41,7 @@ async def read_json_body(request: Request, limit: int) -> Any:
             raise PayloadTooLarge(f"request body is larger than {limit} bytes (TOOLDOCK_MAX_BODY_BYTES)")
     if not body.strip():
         return {}
-    try:
-        return json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidJSON(f"request body is not valid JSON: {exc}; send a JSON object of arguments") from None
+    return jsonin.loads(bytes(body))
 
 
 def gateway_openapi(doc: dict[str, Any]) -> dict[str, Any]:

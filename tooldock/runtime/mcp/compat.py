@@ -146,7 +146,7 @@ class _Answer:
 def _loads(data: bytes) -> Any:
     try:
         return json.loads(data) if data.strip() else _UNPARSED
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, RecursionError):  # the SDK answers what it cannot parse with its parse error
         return _UNPARSED
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import warnings
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import anyio
@@ -35,6 +35,7 @@ from starlette.types import Receive, Scope, Send
 
 import tooldock
 from tooldock.errors import InvalidArguments, NotFound, ToolDockError, ToolInactive, ToolNotFound, UpstreamError
+from tooldock.runtime import jsonin, requestid
 from tooldock.runtime.engine import Engine
 from tooldock.runtime.mcp import compat as mcp_compat
 from tooldock.runtime.mcp.events import MemoryEventStore, ScopedSessionManager
@@ -98,6 +99,17 @@ def upstream_error(err: UpstreamError) -> MCPError:
     )
 
 
+@contextlib.contextmanager
+def request_id_of(ctx: Any) -> Iterator[None]:
+    """The HTTP request's id (the edge's) for what this handler does: the SDK runs handlers in its own
+    tasks, which do not inherit it."""
+    token = requestid.current.set(requestid.of_scope(getattr(ctx, "request", None)))
+    try:
+        yield
+    finally:
+        requestid.current.reset(token)
+
+
 class SessionState:
     """What ToolDock keeps per MCP connection: the log level it asked for and its resource subscriptions."""
 
@@ -124,7 +136,8 @@ def _server_for(
 
     async def worker(op: str, ctx: Any, **fields: Any) -> dict[str, Any]:
         try:
-            return await engine.worker_request(namespace, op, session_key(ctx), **fields)
+            with request_id_of(ctx):
+                return await engine.worker_request(namespace, op, session_key(ctx), **fields)
         except NotFound as err:
             raise MCPError(RESOURCE_NOT_FOUND if op == "resources.read" else types.INVALID_PARAMS, err.message) from err
         except (InvalidArguments, ToolInactive) as err:
@@ -147,8 +160,12 @@ def _server_for(
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         relay = McpRelay(ctx, state(ctx).log_level)
         relay.session_key = key = session_key(ctx)
+        found = jsonin.problem(params.arguments or {}, "arguments")
+        if found is not None:  # NaN and infinities: the SDK's parser takes them as numbers, JSON has none
+            raise MCPError(types.INVALID_PARAMS, f"invalid arguments: {found}")
         try:
-            result = await engine.call_tool(namespace, params.name, params.arguments or {}, relay, session=key)
+            with request_id_of(ctx):
+                result = await engine.call_tool(namespace, params.name, params.arguments or {}, relay, session=key)
         except ToolNotFound as err:
             raise MCPError(types.INVALID_PARAMS, err.message) from err
         except UpstreamError as err:

@@ -1,0 +1,129 @@
+"""The gateway's outermost layer, around every route (REST, OpenAPI, MCP, legacy SSE, the 401s of auth):
+
+- a request id (`X-Request-Id`, see `runtime.requestid`) for each request, echoed in its response;
+- a client that goes away mid-request costs one quiet log line, not the "Exception in ASGI application"
+  traceback uvicorn would print for Starlette's `ClientDisconnect` (the SDK's own traceback for it too);
+- an exception nothing else handled becomes a 500 in ToolDock's error shape with the request id, never a
+  traceback in the response; the log gets the traceback, with the request id;
+- a 5xx answer is logged with its request id (with the access log off by default, that line is how an
+  operator finds it).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from starlette.requests import ClientDisconnect
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from tooldock.errors import ToolDockError
+from tooldock.runtime import requestid
+from tooldock.runtime.http.responses import error_response
+
+log = logging.getLogger("tooldock.http")
+# The SDK logs its own traceback when a client leaves while it reads a POST; this layer says it once, quietly.
+_SDK_LOGGERS = ("mcp.server.streamable_http", "mcp.server.sse")
+
+
+def _is_disconnect(exc: BaseException) -> bool:
+    if isinstance(exc, ClientDisconnect):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_is_disconnect(inner) for inner in exc.exceptions)
+    return False
+
+
+def _error_code(body: bytes) -> str:
+    """The `error.code` of a ToolDock error body (`code` of a JSON-RPC one), for the log line; else ""."""
+    try:
+        error = json.loads(body[:65536]).get("error")
+    except (ValueError, AttributeError, RecursionError):
+        return "-"
+    code = error.get("code") if isinstance(error, dict) else None
+    return str(code)[:64] if isinstance(code, str | int) else "-"
+
+
+class DropDisconnects(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and record.exc_info[1] is not None and _is_disconnect(record.exc_info[1]))
+
+
+class RequestEdge:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        for name in _SDK_LOGGERS:
+            logger = logging.getLogger(name)
+            if not any(isinstance(f, DropDisconnects) for f in logger.filters):
+                logger.addFilter(DropDisconnects())
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        presented = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"x-request-id"), None)
+        rid = requestid.accept(presented)
+        scope[requestid.SCOPE_KEY] = rid
+        token = requestid.current.set(rid)
+        seen: dict[str, Any] = {"status": 0, "done": False, "gone": False, "code": ""}
+
+        async def receiving() -> Message:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                seen["gone"] = True
+            return message
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                seen["status"] = message["status"]
+                headers = [(k, v) for k, v in message.get("headers") or () if k.lower() != b"x-request-id"]
+                message = {**message, "headers": [*headers, (b"x-request-id", rid.encode())]}
+            elif message["type"] == "http.response.body":
+                if seen["status"] >= 500 and not seen["code"]:
+                    seen["code"] = _error_code(message.get("body") or b"")
+                seen["done"] = seen["done"] or not message.get("more_body", False)
+            await send(message)
+
+        try:
+            await self.app(scope, receiving, sending)
+        except Exception as exc:
+            if _is_disconnect(exc):
+                seen["gone"] = True
+            else:
+                self._failed(scope, rid, exc)
+                if not seen["status"]:
+                    await self._answer_500(scope, rid, receive, send)
+                return
+        finally:
+            requestid.current.reset(token)
+        where = f"{scope['method']} {scope['path']}"
+        if seen["gone"] and not (seen["done"] and seen["status"] < 500) and scope["method"] != "GET":
+            log.info("client disconnected before the answer: %s (request %s)", where, rid, extra={"request_id": rid})
+        elif seen["status"] >= 500:
+            status = f"{seen['status']} {seen['code']}".rstrip(" -")
+            log.warning("%s answered %s (request %s)", where, status, rid, extra={"request_id": rid})
+
+    @staticmethod
+    def _failed(scope: Scope, rid: str, exc: Exception) -> None:
+        log.error(
+            "%s %s failed (request %s): %s: %s",
+            scope["method"],
+            scope["path"],
+            rid,
+            type(exc).__name__,
+            exc,
+            exc_info=exc,
+            extra={"request_id": rid},
+        )
+
+    @staticmethod
+    async def _answer_500(scope: Scope, rid: str, receive: Receive, send: Send) -> None:
+        err = ToolDockError(
+            f"the gateway failed on this request; the gateway's log has the details under request id {rid}",
+            {"request_id": rid},
+        )
+        try:
+            await error_response(err, {"X-Request-Id": rid})(scope, receive, send)
+        except (OSError, RuntimeError):  # the client is gone too
+            pass

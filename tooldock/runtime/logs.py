@@ -1,0 +1,98 @@
+"""How the gateway (and the manager) log: to stderr, as text or as one JSON object per line.
+
+- `TOOLDOCK_LOG_FORMAT=json`: every line on stderr is a JSON object `{"time", "level", "logger",
+  "message"}` plus `request_id` when the line is about a request and `exc` for a traceback. That covers
+  uvicorn's and ToolDock's log records and, through `JsonLines`, the lines ToolDock prints (`tooldock: ...`)
+  and the output of its workers, which it forwards.
+- `TOOLDOCK_ACCESS_LOG=true` turns uvicorn's line per request back on; off by default.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import logging
+import sys
+import time
+from typing import Any, TextIO
+
+from tooldock.runtime import requestid
+
+_FIELDS = ("client", "method", "path", "http_version", "status")  # uvicorn's access record, as JSON fields
+
+
+def _now(created: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created)) + f".{int(created % 1 * 1000):03d}Z"
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": _now(record.created),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.name == "uvicorn.access" and isinstance(record.args, tuple) and len(record.args) == len(_FIELDS):
+            entry.update(zip(_FIELDS, record.args, strict=True))
+        found = getattr(record, "request_id", None) or requestid.current.get()
+        if found:
+            entry["request_id"] = found
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        return json.dumps(entry, ensure_ascii=True, default=str)
+
+
+class JsonLines(io.TextIOBase):
+    """Stands in for `sys.stderr` in JSON mode: each line printed becomes `{"time", "level", "logger",
+    "message"}` on the real stderr (`level` is "error" for a traceback's lines, else "info")."""
+
+    def __init__(self, target: TextIO) -> None:
+        self.target, self._pending = target, ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self._pending += text
+        *lines, self._pending = self._pending.split("\n")
+        for line in lines:
+            if line.strip():
+                self._emit(line)
+        return len(text)
+
+    def flush(self) -> None:
+        self.target.flush()
+
+    def _emit(self, line: str) -> None:
+        level = "error" if line.startswith(("Traceback", "  File ", "    ")) else "info"
+        entry: dict[str, Any] = {"time": _now(time.time()), "level": level, "logger": "tooldock", "message": line}
+        found = requestid.current.get()
+        if found:
+            entry["request_id"] = found
+        self.target.write(json.dumps(entry, ensure_ascii=True) + "\n")
+        self.target.flush()
+
+
+def log_config(level: str, fmt: str = "text", access: bool = False) -> dict[str, Any]:
+    """uvicorn's logging configuration, on stderr (stdout is for results), with ToolDock's own loggers."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    for handler in config["handlers"].values():
+        handler["stream"] = "ext://sys.stderr"
+    if fmt == "json":
+        for name in config["formatters"]:
+            config["formatters"][name] = {"()": "tooldock.runtime.logs.JsonFormatter"}
+        for handler in config["handlers"].values():
+            handler["stream"] = "ext://sys.__stderr__"  # sys.stderr is a JsonLines: no JSON inside JSON
+    config["loggers"]["uvicorn.access"]["level"] = level.upper() if access else "CRITICAL"
+    config["loggers"]["tooldock"] = {"handlers": ["default"], "level": level.upper(), "propagate": False}
+    return config
+
+
+def use_json_lines() -> None:
+    """From here on, what is printed to stderr comes out as JSON lines (`TOOLDOCK_LOG_FORMAT=json`)."""
+    if not isinstance(sys.stderr, JsonLines):
+        sys.stderr = JsonLines(sys.__stderr__ or sys.stderr)
