@@ -25,6 +25,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 import tooldock
+from tooldock.keys import KeyStore
 from tooldock.manager import tools_files, tools_ops
 from tooldock.manager.context import Manager
 from tooldock.manager.gateway import GatewayClient
@@ -131,7 +132,8 @@ def create_manager_app(settings: ManagerSettings, cache: Path, host: str = "127.
         ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.manager = manager
-    app.add_middleware(BearerAuth, token=settings.runtime.bearer_token)
+    # The bearer token, or an admin API key without globs: the manager can write any namespace.
+    app.add_middleware(BearerAuth, token=settings.runtime.bearer_token, keys=KeyStore.from_env(), admin_only=True)
     print(
         f"tooldock manager: tools in {settings.tools_dir}, gateway at {settings.gateway_url} "
         f"({settings.backend} backend)",

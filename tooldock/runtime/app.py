@@ -1,4 +1,5 @@
-"""Wire the gateway: registry + backend + engine, the REST router, the MCP endpoint, auth, errors."""
+"""Wire the gateway: registry + backend + engine, the REST router, the MCP endpoint, the relay socket, auth,
+errors."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from starlette.types import Receive, Scope, Send
 
 import tooldock
 from tooldock.errors import BadRequest, ToolDockError
+from tooldock.keys import KeyStore
+from tooldock.runtime.access import key_of
 from tooldock.runtime.backend import Backend, Watching
 from tooldock.runtime.backends.process import ProcessBackend
 from tooldock.runtime.engine import Engine
@@ -31,14 +34,17 @@ from tooldock.runtime.http.rest import create_router
 from tooldock.runtime.mcp.legacy import MESSAGES_PATH, LegacySse
 from tooldock.runtime.mcp.server import McpHub
 from tooldock.runtime.registry import Registry
+from tooldock.runtime.relay.config import RelayConfig
+from tooldock.runtime.relay.methods import RelayMethods
+from tooldock.runtime.relay.server import RelayServer
 from tooldock.runtime.secretmap import SecretMap
 from tooldock.runtime.settings import Settings
 
 
 class NamespacedEndpoint:
     """Resolve the namespace (the `X-Namespace` header, or `{namespace}` in `/ns/{namespace}/...`; 400/404
-    in ToolDock's error shape), then hand the raw ASGI request on: `/mcp` to the namespace's SDK session
-    manager, `/sse` and `/messages` to the legacy transport."""
+    in ToolDock's error shape, 403 when the caller's API key does not cover it), then hand the raw ASGI
+    request on: `/mcp` to the namespace's SDK session manager, `/sse` and `/messages` to the legacy transport."""
 
     def __init__(self, engine: Engine, handler: Callable[[str, Scope, Receive, Send], Awaitable[None]]) -> None:
         self.engine, self.handler = engine, handler
@@ -46,7 +52,7 @@ class NamespacedEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         name = (scope.get("path_params") or {}).get("namespace") or Request(scope).headers.get("x-namespace")
         try:
-            entry = self.engine.namespace(name)
+            entry = self.engine.namespace(name, key_of(scope))
         except ToolDockError as err:
             await error_response(err)(scope, receive, send)
             return
@@ -112,13 +118,20 @@ def create_app(
     backend_name: str = "process",
     read_only: bool = False,
     secrets: SecretMap | None = None,
+    keys: KeyStore | None = None,
+    relay: RelayConfig | None = None,
 ) -> FastAPI:
+    """`keys`: the API key store (default: TOOLDOCK_KEYS_DIR's); `relay`: the relay socket's settings (default:
+    from the environment)."""
+    keys = keys or KeyStore.from_env()
+    relay = relay or RelayConfig.from_env(settings)
     backend = make_backend(backend_name, settings, tools_dir, read_only)
     registry = Registry(backend, settings, secrets)
     engine = Engine(registry, settings)
     hub = McpHub(engine, settings, host)
     registry.listeners.append(hub.tools_changed)
     registry.resource_listeners.append(hub.resource_updated)
+    relay_server = RelayServer(relay, RelayMethods(engine, keys))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -132,12 +145,14 @@ def create_app(
         )
         _install_sighup(registry)
         _watch(backend, registry)
+        await relay_server.start()
         if url:
             print(f"tooldock: ready on {url} (MCP at {url}/mcp, REST at {url}/tools)", file=sys.stderr, flush=True)
         try:
             async with hub.run():
                 yield
         finally:
+            await relay_server.close()
             await registry.close()
             await backend.close()
 
@@ -178,7 +193,7 @@ def create_app(
             app.router.routes.append(
                 Route(f"{prefix}{MESSAGES_PATH}", endpoint=NamespacedEndpoint(engine, legacy.message), methods=["POST"])
             )
-    app.add_middleware(BearerAuth, token=settings.bearer_token)
+    app.add_middleware(BearerAuth, token=settings.bearer_token, keys=keys)
     app.add_middleware(DocsPages)  # the Swagger UI pages load without a token (the documents need it)
     app.add_middleware(with_cors, origins=settings.cors_origins)  # preflights are answered before auth
     app.add_middleware(RequestEdge)  # outermost: request ids, disconnects, no traceback to a client

@@ -68,13 +68,16 @@ def _result_schema(tool: dict[str, Any], components: dict[str, Any], prefix: str
     return {"type": "object", "required": ["result"], "properties": {"result": value}}
 
 
-def namespace_openapi(entry: NamespaceEntry, server_url: str, header: bool) -> dict[str, Any]:
+def namespace_openapi(
+    entry: NamespaceEntry, server_url: str, header: bool, tools: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     """The document for one namespace; `header`: operations take the `X-Namespace` header (served at
-    `/openapi.json`) rather than a path prefix (served at `/ns/{namespace}/openapi.json`)."""
+    `/openapi.json`) rather than a path prefix (served at `/ns/{namespace}/openapi.json`). `tools`: the
+    ones to document when not all of them (what an API key's scope lets the caller see)."""
     name = entry.source.name
     components: dict[str, Any] = {"Error": ERROR_SCHEMA}
     paths: dict[str, Any] = {}
-    for tool in entry.tools:
+    for tool in entry.tools if tools is None else tools:
         prefix = "".join(part.capitalize() for part in tool["name"].split("_")) + "_"
         operation: dict[str, Any] = {
             "operationId": tool["name"],

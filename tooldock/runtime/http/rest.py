@@ -11,7 +11,9 @@ from typing import Any
 from fastapi import APIRouter, Depends, Header, Request
 
 from tooldock.errors import BadRequest, Forbidden, PayloadTooLarge
+from tooldock.keys import ApiKey
 from tooldock.runtime import jsonin
+from tooldock.runtime.access import key_of, restricted
 from tooldock.runtime.engine import Engine
 from tooldock.runtime.http.auth import token_matches
 from tooldock.runtime.http.openapi import namespace_openapi
@@ -69,8 +71,8 @@ def _from_path(namespace: str) -> str:
 
 
 def _wrap(fn: Callable[..., Awaitable[dict[str, Any]]], ns_of: NamespaceOf) -> Endpoint:
-    async def endpoint(namespace: str | None = Depends(ns_of)) -> dict[str, Any]:
-        return await fn(namespace)
+    async def endpoint(request: Request, namespace: str | None = Depends(ns_of)) -> dict[str, Any]:
+        return await fn(namespace, key_of(request.scope))
 
     return endpoint
 
@@ -83,8 +85,8 @@ def _wrap_request(fn: Callable[..., Awaitable[dict[str, Any]]], ns_of: Namespace
 
 
 def _wrap_name(fn: Callable[..., dict[str, Any]], ns_of: NamespaceOf) -> Endpoint:
-    async def endpoint(name: str, namespace: str | None = Depends(ns_of)) -> dict[str, Any]:
-        return fn(namespace, name)
+    async def endpoint(name: str, request: Request, namespace: str | None = Depends(ns_of)) -> dict[str, Any]:
+        return fn(namespace, name, key_of(request.scope))
 
     return endpoint
 
@@ -111,32 +113,42 @@ def create_router(engine: Engine, settings: Settings) -> APIRouter:
         }
 
     @router.get("/namespaces", summary="List namespaces with their state, tools and problems")
-    async def namespaces() -> dict[str, Any]:
-        snapshot = engine.registry.snapshot
-        return {
-            "namespaces": [snapshot.entries[n].status() for n in sorted(snapshot.entries)],
-            "problems": [p.to_dict() for p in snapshot.problems],
-        }
+    async def namespaces(request: Request) -> dict[str, Any]:
+        snapshot, key = engine.registry.snapshot, restricted(key_of(request.scope))
+        if key is None:
+            return {
+                "namespaces": [snapshot.entries[n].status() for n in sorted(snapshot.entries)],
+                "problems": [p.to_dict() for p in snapshot.problems],
+            }
+        listed = []  # an API key sees its namespaces and, in each, only the tools its scope allows
+        for name in engine.namespaces(key):
+            tools = engine.visible(name, snapshot.entries[name].tools, key)
+            listed.append({**snapshot.entries[name].status(), "tools": [t["name"] for t in tools]})
+            listed[-1]["tool_count"] = len(tools)
+        problems = [p.to_dict() for p in snapshot.problems if key.allows_namespace(p.file.split("/")[0])]
+        return {"namespaces": listed, "problems": problems}
 
-    async def list_tools(namespace: str | None) -> dict[str, Any]:
-        entry = engine.namespace(namespace)
-        return {"namespace": entry.source.name, "tools": entry.tools}
+    async def list_tools(namespace: str | None, key: ApiKey | None) -> dict[str, Any]:
+        entry = engine.namespace(namespace, key)
+        return {"namespace": entry.source.name, "tools": engine.visible(entry.source.name, entry.tools, key)}
 
     async def call_tool(namespace: str | None, name: str, request: Request) -> dict[str, Any]:
-        descriptor = engine.get_tool(namespace, name)
+        key = key_of(request.scope)
+        descriptor = engine.get_tool(namespace, name, key=key)
         arguments = await read_json_body(request, settings.max_body_bytes)
         wants_traceback = request.headers.get("x-tooldock-traceback") == "1"
-        result = await engine.call_tool(namespace, name, arguments, traceback=wants_traceback)
+        result = await engine.call_tool(namespace, name, arguments, traceback=wants_traceback, key=key)
         return {"result": rest_value(result, descriptor)}
 
     async def vault_call(namespace: str | None, request: Request) -> dict[str, Any]:
         """Tool Vault (seed 004): `{"name": ..., "arguments": {...}}` in the body."""
-        engine.namespace(namespace)
+        key = key_of(request.scope)
+        engine.namespace(namespace, key)
         body = await read_json_body(request, settings.max_body_bytes)
         if not isinstance(body, dict) or not isinstance(body.get("name"), str):
             raise BadRequest('the body must be {"name": "<tool>", "arguments": {...}}')
-        descriptor = engine.get_tool(namespace, body["name"])
-        result = await engine.call_tool(namespace, body["name"], body.get("arguments") or {})
+        descriptor = engine.get_tool(namespace, body["name"], key=key)
+        result = await engine.call_tool(namespace, body["name"], body.get("arguments") or {}, key=key)
         return {"result": rest_value(result, descriptor)}
 
     # The same endpoints twice: routed by the X-Namespace header, and under /ns/{namespace}/ for clients
@@ -156,7 +168,7 @@ def create_router(engine: Engine, settings: Settings) -> APIRouter:
         )
         router.add_api_route(
             f"{prefix}/tools/{{name}}/schema",
-            _wrap_name(lambda ns, name: engine.get_tool(ns, name), ns_of),
+            _wrap_name(lambda ns, name, key: engine.get_tool(ns, name, key=key), ns_of),
             methods=["GET"],
             summary="One tool's full descriptor and input schema",
         )
@@ -171,15 +183,22 @@ def create_router(engine: Engine, settings: Settings) -> APIRouter:
     async def openapi_by_header(request: Request, x_namespace: str | None = NamespaceHeader) -> dict[str, Any]:
         if x_namespace is None:  # no namespace: the gateway's own API
             return gateway_openapi(request.app.openapi())
-        return namespace_openapi(engine.namespace(x_namespace), str(request.base_url).rstrip("/"), header=True)
+        entry, key = engine.namespace(x_namespace, key_of(request.scope)), key_of(request.scope)
+        tools = engine.visible(entry.source.name, entry.tools, key)
+        return namespace_openapi(entry, str(request.base_url).rstrip("/"), header=True, tools=tools)
 
     @router.get("/ns/{namespace}/openapi.json", include_in_schema=False)
     async def openapi_by_path(namespace: str, request: Request) -> dict[str, Any]:
-        entry = engine.namespace(namespace)
-        return namespace_openapi(entry, f"{str(request.base_url).rstrip('/')}/ns/{entry.source.name}", header=False)
+        entry, key = engine.namespace(namespace, key_of(request.scope)), key_of(request.scope)
+        tools = engine.visible(entry.source.name, entry.tools, key)
+        return namespace_openapi(
+            entry, f"{str(request.base_url).rstrip('/')}/ns/{entry.source.name}", header=False, tools=tools
+        )
 
     @router.post("/reload", summary="Rescan the tools directory (bearer + X-Manager-Token + allowed source)")
     async def reload(request: Request) -> dict[str, Any]:
+        if restricted(key_of(request.scope)) is not None:
+            raise Forbidden("reload takes the bearer token or an admin API key without globs")
         if settings.manager_token is None:
             raise Forbidden("reload over HTTP is disabled: set MANAGER_INTERNAL_TOKEN (or send SIGHUP)")
         if not token_matches(request.headers.get("x-manager-token"), settings.manager_token):

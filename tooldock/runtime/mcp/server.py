@@ -34,8 +34,17 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.types import Receive, Scope, Send
 
 import tooldock
-from tooldock.errors import InvalidArguments, NotFound, ToolDockError, ToolInactive, ToolNotFound, UpstreamError
+from tooldock.errors import (
+    InvalidArguments,
+    NotFound,
+    NotInScope,
+    ToolDockError,
+    ToolInactive,
+    ToolNotFound,
+    UpstreamError,
+)
 from tooldock.runtime import jsonin, requestid
+from tooldock.runtime.access import key_of_request
 from tooldock.runtime.engine import Engine
 from tooldock.runtime.mcp import compat as mcp_compat
 from tooldock.runtime.mcp.events import MemoryEventStore, ScopedSessionManager
@@ -154,7 +163,7 @@ def _server_for(
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         state(ctx)
         entry()
-        tools = engine.list_tools(namespace, session_key(ctx))
+        tools = engine.list_tools(namespace, session_key(ctx), key_of_request(ctx.request))  # an API key's scope
         return types.ListToolsResult(tools=[types.Tool.model_validate(t) for t in tools])
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
@@ -165,8 +174,9 @@ def _server_for(
             raise MCPError(types.INVALID_PARAMS, f"invalid arguments: {found}")
         try:
             with request_id_of(ctx):
-                result = await engine.call_tool(namespace, params.name, params.arguments or {}, relay, session=key)
-        except ToolNotFound as err:
+                arguments, caller = params.arguments or {}, key_of_request(ctx.request)
+                result = await engine.call_tool(namespace, params.name, arguments, relay, session=key, key=caller)
+        except (ToolNotFound, NotInScope) as err:  # unknown, or outside the API key's scope: a JSON-RPC error
             raise MCPError(types.INVALID_PARAMS, err.message) from err
         except UpstreamError as err:
             raise upstream_error(err) from err

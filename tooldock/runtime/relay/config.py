@@ -1,0 +1,80 @@
+"""The relay socket's settings, from the environment (the README documents each; tests/test_docs.py checks).
+
+    TOOLDOCK_RELAY_SOCKET            path of the socket, `off` for none (default: $TOOLDOCK_STATE_DIR/relay/relay.sock)
+    TOOLDOCK_RELAY_SOCKET_MODE       octal file mode of the socket (default 0660: owner and group)
+    TOOLDOCK_RELAY_SOCKET_GROUP      group name or gid the socket is given (default: the gateway's own group)
+    TOOLDOCK_RELAY_MAX_CONNECTIONS   connections at once (default 64); one more is told so and closed
+
+The longest line is TOOLDOCK_MAX_BODY_BYTES, the gateway's limit on a request body.
+"""
+
+from __future__ import annotations
+
+import grp
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from tooldock.runtime.settings import Settings, SettingsError, env_number
+
+ENV_VARS = (
+    "TOOLDOCK_RELAY_SOCKET",
+    "TOOLDOCK_RELAY_SOCKET_MODE",
+    "TOOLDOCK_RELAY_SOCKET_GROUP",
+    "TOOLDOCK_RELAY_MAX_CONNECTIONS",
+)
+MAX_SOCKET_PATH = 107  # sun_path holds 108 bytes, with the terminating NUL
+
+
+@dataclass(frozen=True)
+class RelayConfig:
+    path: Path | None  # None: no relay socket
+    mode: int = 0o660
+    gid: int | None = None
+    max_connections: int = 64
+    max_line: int = 4 * 1024 * 1024
+
+    @classmethod
+    def from_env(cls, settings: Settings, env: dict[str, str] | None = None) -> RelayConfig:
+        env = dict(os.environ if env is None else env)
+        raw = env.get("TOOLDOCK_RELAY_SOCKET", "")
+        path = None
+        if raw.lower() != "off":
+            path = Path(raw).expanduser().absolute() if raw else settings.state_dir / "relay" / "relay.sock"
+            if len(os.fsencode(path)) > MAX_SOCKET_PATH:
+                raise SettingsError(
+                    f"TOOLDOCK_RELAY_SOCKET: {path} is longer than {MAX_SOCKET_PATH} bytes, the limit of a unix "
+                    "socket path; choose a shorter one (e.g. /run/tooldock-relay/relay.sock)"
+                )
+        return cls(
+            path=path,
+            mode=_mode(env.get("TOOLDOCK_RELAY_SOCKET_MODE", "")),
+            gid=_gid(env.get("TOOLDOCK_RELAY_SOCKET_GROUP", "")),
+            max_connections=int(env_number(env, "TOOLDOCK_RELAY_MAX_CONNECTIONS", 64, int)),
+            max_line=settings.max_body_bytes,
+        )
+
+
+def _mode(raw: str) -> int:
+    if not raw:
+        return 0o660
+    try:
+        mode = int(raw, 8)
+    except ValueError:
+        mode = -1
+    if not 0 <= mode <= 0o777 or mode & 0o600 != 0o600:
+        raise SettingsError(
+            f"TOOLDOCK_RELAY_SOCKET_MODE={raw!r}: give an octal mode the gateway can use itself, e.g. 660 or 600"
+        )
+    return mode
+
+
+def _gid(raw: str) -> int | None:
+    if not raw:
+        return None
+    if raw.isdigit():
+        return int(raw)
+    try:
+        return grp.getgrnam(raw).gr_gid
+    except KeyError:
+        raise SettingsError(f"TOOLDOCK_RELAY_SOCKET_GROUP={raw!r}: no such group; give a group name or a gid") from None

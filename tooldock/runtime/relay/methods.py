@@ -1,0 +1,135 @@
+"""The relay's two methods (seed 002), each checking the API key first, on every request (no cache):
+
+    oubliette_tools      {api_key}                     -> {"tools": [descriptors, names `<namespace>_<tool>`]}
+    oubliette_call_tool  {api_key, tool, arguments}    -> an MCP CallToolResult: {"content", "isError", ...}
+
+Refusals: -32001 (no key, or an unknown, revoked or expired one), -32002 (a namespace or tool outside the
+key's scope), -32602 (bad params, unknown tool), -32000 (the namespace is unavailable, an upstream failed).
+A tool that fails is a result with `isError: true`, as on MCP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from tooldock.errors import (
+    BadRequest,
+    InvalidApiKey,
+    NamespaceNotFound,
+    NamespaceUnavailable,
+    NotInScope,
+    ReloadFailed,
+    ToolDockError,
+    ToolNotFound,
+    UpstreamError,
+)
+from tooldock.keys import ApiKey, KeyStore
+from tooldock.runtime.access import audit, audit_refused
+from tooldock.runtime.engine import Engine
+from tooldock.runtime.relay.protocol import (
+    CALL,
+    INVALID_KEY,
+    INVALID_KEY_MESSAGE,
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    NOT_ALLOWED,
+    NOT_ALLOWED_MESSAGE,
+    SERVER_ERROR,
+    TOOLS,
+    RpcError,
+    qualify,
+    split,
+)
+
+VIA = "relay"
+RESULT_FIELDS = ("content", "structuredContent", "isError", "_meta")
+
+
+class RelayMethods:
+    def __init__(self, engine: Engine, keys: KeyStore) -> None:
+        self.engine, self.keys = engine, keys
+        self._touching: set[asyncio.Task[Any]] = set()
+
+    async def handle(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if method == TOOLS:
+            return await self.tools(params)
+        if method == CALL:
+            return await self.call_tool(params)
+        raise RpcError(METHOD_NOT_FOUND, f"method not found: {method[:80]!r}; this socket serves {TOOLS} and {CALL}")
+
+    async def _key(self, params: dict[str, Any]) -> ApiKey:
+        presented = params.get("api_key")
+        if not isinstance(presented, str) or not presented:
+            audit_refused(None, VIA, "no api_key")
+            raise RpcError(INVALID_KEY, INVALID_KEY_MESSAGE, {"reason": 'params.api_key is missing: send "api_key"'})
+        try:
+            key = await asyncio.to_thread(self.keys.check, presented)
+        except InvalidApiKey as err:
+            audit_refused(err.details.get("key_id"), VIA, err.message)
+            raise RpcError(INVALID_KEY, INVALID_KEY_MESSAGE, {"reason": err.message}) from None
+        task = asyncio.ensure_future(asyncio.to_thread(self.keys.touch, key))  # last used, at most once a minute
+        self._touching.add(task)
+        task.add_done_callback(self._touching.discard)
+        return key
+
+    async def tools(self, params: dict[str, Any]) -> dict[str, Any]:
+        key = await self._key(params)
+        tools = []
+        for namespace in self.engine.namespaces(key):
+            try:
+                listed = self.engine.list_tools(namespace, None, key)
+            except ToolDockError:  # gone since the listing: skip it
+                continue
+            tools += [{**tool, "name": qualify(namespace, str(tool["name"]))} for tool in listed]
+        audit(key, VIA, TOOLS, f"{len(tools)} tools")
+        return {"tools": tools}
+
+    async def call_tool(self, params: dict[str, Any]) -> dict[str, Any]:
+        key = await self._key(params)
+        name, arguments = params.get("tool"), params.get("arguments")
+        if not isinstance(name, str) or not name:
+            raise RpcError(INVALID_PARAMS, 'invalid params: "tool" must be a tool name from oubliette_tools')
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            raise RpcError(INVALID_PARAMS, 'invalid params: "arguments" must be a JSON object of argument names')
+        parts = split(name)
+        if parts is None:
+            raise RpcError(
+                INVALID_PARAMS, f"unknown tool {name[:200]!r}: relay tool names are <namespace>_<tool> (see {TOOLS})"
+            )
+        started = time.perf_counter()
+        try:
+            result = await self.engine.call_tool(parts[0], parts[1], arguments, key=key)
+        except ToolDockError as err:
+            outcome = _outcome(err)
+            audit(key, VIA, name[:200], f"{err.code} ({_ms(started)})")
+            if isinstance(outcome, RpcError):
+                raise outcome from None
+            return outcome
+        audit(key, VIA, name, f"{'tool error' if result.get('isError') else 'ok'} ({_ms(started)})")
+        answer = {k: result[k] for k in RESULT_FIELDS if k in result}
+        answer.setdefault("content", [])
+        answer["isError"] = bool(answer.get("isError"))
+        return answer
+
+
+def _outcome(err: ToolDockError) -> RpcError | dict[str, Any]:
+    """A refusal or gateway failure as a JSON-RPC error; a tool's own failure as an `isError` result."""
+    if isinstance(err, NotInScope):
+        return RpcError(NOT_ALLOWED, NOT_ALLOWED_MESSAGE, {"reason": err.message})
+    if isinstance(err, ToolNotFound | NamespaceNotFound | BadRequest):
+        return RpcError(INVALID_PARAMS, err.message)
+    if isinstance(err, NamespaceUnavailable | UpstreamError | ReloadFailed) or type(err) is ToolDockError:
+        return RpcError(SERVER_ERROR, f"{err.code}: {err.message}")
+    return {
+        "content": [{"type": "text", "text": f"{err.code}: {err.message}"}],
+        "structuredContent": {"error": err.to_dict()},
+        "isError": True,
+    }
+
+
+def _ms(started: float) -> str:
+    return f"{(time.perf_counter() - started) * 1000:.0f} ms"

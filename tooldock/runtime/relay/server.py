@@ -1,0 +1,202 @@
+"""The relay socket's listener: accepts connections (at most TOOLDOCK_RELAY_MAX_CONNECTIONS), reads one
+JSON-RPC message per line (at most TOOLDOCK_MAX_BODY_BYTES; a longer line is skipped and answered with an
+error, and the connection goes on), runs each request as its own task so answers come back in any order
+(at most MAX_IN_FLIGHT per connection: then reading waits), and writes answers under one lock.
+
+The socket is made with TOOLDOCK_RELAY_SOCKET_MODE and TOOLDOCK_RELAY_SOCKET_GROUP in a directory of its
+own (mount that directory into a sandbox). A lock file beside it says whether another gateway serves it:
+then this one serves no relay and says why; a socket left by a gateway that died is replaced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+import sys
+from typing import Any
+
+from tooldock.runtime.relay.config import RelayConfig
+from tooldock.runtime.relay.methods import RelayMethods
+from tooldock.runtime.relay.protocol import (
+    INVALID_REQUEST,
+    SERVER_ERROR,
+    RpcError,
+    decode,
+    error,
+    parse_request,
+    request_id,
+    result,
+)
+
+MAX_IN_FLIGHT = 64  # requests one connection may have running at once
+
+
+class LineTooLong(Exception):
+    pass
+
+
+async def read_line(reader: asyncio.StreamReader) -> bytes | None:
+    """The next line (None at the end); LineTooLong when it is over the reader's limit, after skipping it."""
+    try:
+        return await reader.readuntil(b"\n")
+    except asyncio.IncompleteReadError as exc:  # the end: a last line without its newline still counts
+        return exc.partial or None
+    except asyncio.LimitOverrunError as exc:
+        consumed = exc.consumed
+    while True:  # drop the rest of the long line, never holding more than the limit
+        try:
+            await reader.readexactly(consumed)
+            await reader.readuntil(b"\n")
+            break
+        except asyncio.LimitOverrunError as exc:
+            consumed = exc.consumed
+        except asyncio.IncompleteReadError:
+            break
+    raise LineTooLong
+
+
+class RelayServer:
+    def __init__(self, config: RelayConfig, methods: RelayMethods) -> None:
+        self.config, self.methods = config, methods
+        self.connections = 0
+        self._server: asyncio.AbstractServer | None = None
+        self._lock_fd: int | None = None
+        self._clients: set[asyncio.Task[Any]] = set()
+
+    async def start(self) -> bool:
+        """Listen; False (with the reason on stderr) when the socket is off or another gateway holds it."""
+        path = self.config.path
+        if path is None:
+            return False
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
+        lock = path.with_name(f".{path.name}.lock")
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            print(
+                f"tooldock: relay socket {path} is served by another gateway; this one serves no relay "
+                "(set TOOLDOCK_RELAY_SOCKET to another path, or off)",
+                file=sys.stderr,
+                flush=True,
+            )
+            return False
+        self._lock_fd = fd
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()  # left by a gateway that is gone (it held the lock while it lived)
+        self._server = await asyncio.start_unix_server(self._client, path=str(path), limit=self.config.max_line)
+        os.chmod(path, self.config.mode)
+        if self.config.gid is not None:
+            os.chown(path, -1, self.config.gid)
+        print(f"tooldock: relay socket at {path} (mode {self.config.mode:o})", file=sys.stderr, flush=True)
+        return True
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            for task in list(self._clients):
+                task.cancel()
+            await asyncio.gather(*self._clients, return_exceptions=True)
+            with contextlib.suppress(OSError):
+                await asyncio.wait_for(self._server.wait_closed(), 5)
+            if self.config.path is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    self.config.path.unlink()
+            self._server = None
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._clients.add(task)
+        try:
+            if self.connections >= self.config.max_connections:
+                refused = RpcError(
+                    SERVER_ERROR,
+                    f"too many connections to the relay socket ({self.config.max_connections}, "
+                    "TOOLDOCK_RELAY_MAX_CONNECTIONS); close one and retry",
+                )
+                with contextlib.suppress(OSError):
+                    writer.write(error(None, refused))
+                    await writer.drain()
+                return
+            self.connections += 1
+            try:
+                await self._serve(reader, writer)
+            finally:
+                self.connections -= 1
+        except (OSError, asyncio.CancelledError):
+            pass
+        finally:
+            self._clients.discard(task)
+            writer.close()
+            with contextlib.suppress(OSError, asyncio.CancelledError):
+                await writer.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        lock, slots = asyncio.Lock(), asyncio.Semaphore(MAX_IN_FLIGHT)
+        running: set[asyncio.Task[None]] = set()
+
+        async def send(data: bytes) -> None:
+            async with lock:
+                writer.write(data)
+                await writer.drain()
+
+        async def answer(line: bytes) -> None:
+            try:
+                reply = await self._answer(line)
+                if reply is not None:
+                    await send(reply)
+            except OSError:  # the client went away; its other requests are cancelled below
+                pass
+            finally:
+                slots.release()
+
+        try:
+            while True:
+                try:
+                    line = await read_line(reader)
+                except LineTooLong:
+                    too_long = RpcError(
+                        INVALID_REQUEST,
+                        f"message longer than {self.config.max_line} bytes (TOOLDOCK_MAX_BODY_BYTES); "
+                        "it was skipped: send one JSON-RPC message per line",
+                    )
+                    await send(error(None, too_long))
+                    continue
+                if line is None:
+                    break
+                if not line.strip():
+                    continue
+                await slots.acquire()
+                task = asyncio.ensure_future(answer(line))
+                running.add(task)
+                task.add_done_callback(running.discard)
+            if running:  # the client closed its writing side: finish what it asked, then close
+                await asyncio.gather(*running, return_exceptions=True)
+        finally:
+            for task in list(running):
+                task.cancel()
+
+    async def _answer(self, line: bytes) -> bytes | None:
+        rid = None
+        try:
+            message = decode(line)
+            rid = request_id(message)
+            method, params = parse_request(message)
+            value = await self.methods.handle(method, params)
+        except RpcError as err:
+            return error(rid, err)
+        except Exception as exc:  # never a traceback to the client; the gateway's log has the type
+            print(f"tooldock: relay request failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+            return error(
+                rid, RpcError(SERVER_ERROR, f"internal error ({type(exc).__name__}); the gateway's log says more")
+            )
+        if isinstance(message, dict) and "id" not in message:
+            return None  # a notification: done, and never answered
+        return result(rid, value)
