@@ -6,6 +6,7 @@
     containers  `deploy`, `ps`, `stop`      worker containers on the Docker engine
     secrets     `secrets ...`               the encrypted secrets store (human-only)
     keys        `keys ...`                  API keys for the relay socket and HTTP (create, list, revoke)
+    relay       `relay`                     the stdio MCP server a sandbox runs against the relay socket
     common      what the command modules share (settings, cache directory)
 
 Results go to stdout (JSON when asked), logs and progress to stderr. Errors from the packages below become
@@ -17,7 +18,7 @@ from __future__ import annotations
 import click
 
 import tooldock
-from tooldock.cli import containers, images, keys, manager, secrets, serve
+from tooldock.cli import containers, images, keys, manager, relay, secrets, serve
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -36,5 +37,6 @@ for _command in (
     containers.stop,
     secrets.secrets,
     keys.keys,
+    relay.relay,
 ):
     main.add_command(_command)

@@ -118,7 +118,10 @@ def serve(
             engine()
         except BuilderError as exc:
             raise click.ClickException(str(exc)) from None
-    app = create_app(tools_dir.resolve(), settings, host, url, backend, read_only, _secrets())
+    try:
+        app = create_app(tools_dir.resolve(), settings, host, url, backend, read_only, _secrets())
+    except SettingsError as exc:  # the relay socket's settings, read with the rest of the app
+        raise click.ClickException(str(exc)) from None
     child = start_manager(tools_dir, host, manager_port, url, backend, log_level) if with_manager else None
     try:
         run_app(app, sock, log_level, settings)

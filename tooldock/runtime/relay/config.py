@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import grp
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,10 +39,17 @@ class RelayConfig:
     def from_env(cls, settings: Settings, env: dict[str, str] | None = None) -> RelayConfig:
         env = dict(os.environ if env is None else env)
         raw = env.get("TOOLDOCK_RELAY_SOCKET", "")
-        path = None
+        path: Path | None = None
         if raw.lower() != "off":
             path = Path(raw).expanduser().absolute() if raw else settings.state_dir / "relay" / "relay.sock"
-            if len(os.fsencode(path)) > MAX_SOCKET_PATH:
+            if len(os.fsencode(path)) > MAX_SOCKET_PATH and not raw:
+                print(
+                    f"tooldock: no relay socket: {path} is too long for a unix socket; set TOOLDOCK_RELAY_SOCKET",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                path = None
+            elif len(os.fsencode(path)) > MAX_SOCKET_PATH:
                 raise SettingsError(
                     f"TOOLDOCK_RELAY_SOCKET: {path} is longer than {MAX_SOCKET_PATH} bytes, the limit of a unix "
                     "socket path; choose a shorter one (e.g. /run/tooldock-relay/relay.sock)"

@@ -67,6 +67,14 @@ class RelayServer:
 
     async def start(self) -> bool:
         """Listen; False (with the reason on stderr) when the socket is off or another gateway holds it."""
+        try:
+            return await self._start()
+        except OSError as exc:  # a directory it may not write, a group it is not in: the gateway serves on
+            print(f"tooldock: no relay socket at {self.config.path}: {exc}", file=sys.stderr, flush=True)
+            await self.close()
+            return False
+
+    async def _start(self) -> bool:
         path = self.config.path
         if path is None:
             return False

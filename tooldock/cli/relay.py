@@ -1,0 +1,36 @@
+"""`tooldock relay`: the stdio MCP server a sandbox runs to use ToolDock's tools through the relay socket
+with an API key (seed 002). The work is in `relayclient`, imported only when the command runs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+DEFAULT_SOCKET = "/run/tooldock-relay/relay.sock"
+# Read by `tooldock relay` (documented in the README; tests/test_docs.py checks).
+ENV_VARS = ("TOOLDOCK_API_KEY", "OUBLIETTE_API_KEY")
+
+
+@click.command()
+@click.option(
+    "--socket",
+    "socket_path",
+    default=DEFAULT_SOCKET,
+    show_default=True,
+    envvar="TOOLDOCK_RELAY_SOCKET",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The relay socket, as mounted in this sandbox.",
+)
+@click.option("--prefix", default="oubliette_", show_default=True, help="Prepended to every tool name (`''` for none).")
+def relay(socket_path: Path, prefix: str) -> None:
+    """Serve the tools an API key allows over MCP on stdio, forwarding each call to the relay socket.
+
+    The key comes from TOOLDOCK_API_KEY (or OUBLIETTE_API_KEY), never from an argument. Without a key, or
+    with a socket that cannot be reached or a key it refuses, it warns on stderr and serves no tools.
+    """
+    from tooldock.cli.relayclient import run
+
+    key = os.environ.get("TOOLDOCK_API_KEY") or os.environ.get("OUBLIETTE_API_KEY") or None
+    run(socket_path, prefix, key)

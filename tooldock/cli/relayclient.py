@@ -1,0 +1,179 @@
+"""The relay client behind `tooldock relay`: an MCP server on stdio (the official SDK) whose tools are the
+ones an API key may use through the relay socket (seed 002's oubliette-client).
+
+At start it asks the socket for the key's tools (`oubliette_tools`) and registers each as
+`<prefix><name>` with its schemas; each call is forwarded (`oubliette_call_tool`, the key with it) and its
+result relayed as it is. A socket it cannot reach or a key it is refused leaves a warning on stderr and no
+tools, never a crash. The key is sent only to the socket: never printed, logged or put in an error.
+Light on imports (it runs in sandbox images): the SDK's server side, anyio and the relay's wire format.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
+
+import tooldock
+from tooldock.runtime.relay.protocol import CALL, TOOLS, decode, encode
+
+LINE_LIMIT = 64 * 1024 * 1024  # answers can be large (a tool's whole result on one line)
+LIST_TIMEOUT = 30.0
+
+
+class RelayError(Exception):
+    """The socket answered with a JSON-RPC error."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code, self.message, self.data = code, message, data
+
+    def __str__(self) -> str:
+        reason = self.data.get("reason") if isinstance(self.data, dict) else None
+        return f"{self.message} ({self.code}){f': {reason}' if reason else ''}"
+
+
+class SocketClient:
+    """One connection to the relay socket, requests multiplexed by id; it reconnects after a drop."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._ids = itertools.count(1)
+        self._pending: dict[int, asyncio.Future[Any]] = {}
+        self._writer: asyncio.StreamWriter | None = None
+        self._reading: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
+
+    async def request(self, method: str, params: dict[str, Any]) -> Any:
+        async with self._lock:
+            if self._writer is None or self._writer.is_closing():
+                reader, self._writer = await asyncio.open_unix_connection(str(self.path), limit=LINE_LIMIT)
+                self._reading = asyncio.ensure_future(self._read(reader))
+            rid = next(self._ids)
+            answer = self._pending[rid] = asyncio.get_running_loop().create_future()
+            self._writer.write(encode({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}))
+            await self._writer.drain()
+        try:
+            return await answer
+        finally:
+            self._pending.pop(rid, None)
+
+    async def _read(self, reader: asyncio.StreamReader) -> None:
+        failure: Exception = ConnectionError(f"the relay socket {self.path} closed the connection")
+        try:
+            while line := await reader.readline():
+                try:
+                    message = decode(line)
+                except Exception:
+                    continue  # not JSON: nothing to match it to
+                rid = message.get("id") if isinstance(message, dict) else None
+                answer = self._pending.get(rid) if isinstance(rid, int) else None
+                if answer is None or answer.done():
+                    continue
+                if isinstance(message.get("error"), dict):
+                    error = message["error"]
+                    answer.set_exception(RelayError(error.get("code", 0), str(error.get("message")), error.get("data")))
+                else:
+                    answer.set_result(message.get("result"))
+        except (OSError, ValueError) as exc:
+            failure = ConnectionError(f"the relay socket {self.path} failed: {exc}")
+        finally:
+            if self._writer is not None:
+                self._writer.close()
+            for answer in self._pending.values():
+                if not answer.done():
+                    answer.set_exception(failure)
+
+    async def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        if self._reading is not None:
+            self._reading.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._reading
+
+
+def warn(message: str) -> None:
+    print(f"tooldock relay: warning: {message}", file=sys.stderr, flush=True)
+
+
+async def discover(client: SocketClient, key: str | None) -> list[dict[str, Any]]:
+    """The key's tools, or [] with a warning saying why there are none."""
+    if not key:
+        warn("no API key: set TOOLDOCK_API_KEY (or OUBLIETTE_API_KEY); serving no tools")
+        return []
+    try:
+        answer = await asyncio.wait_for(client.request(TOOLS, {"api_key": key}), LIST_TIMEOUT)
+    except RelayError as err:
+        warn(f"the relay refused the key: {err}; serving no tools")
+        return []
+    except (OSError, TimeoutError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc) or "no answer in time"
+        warn(f"cannot reach the relay socket {client.path}: {reason}; serving no tools")
+        return []
+    tools = answer.get("tools") if isinstance(answer, dict) else None
+    if not isinstance(tools, list):
+        warn("the relay's answer has no tool list; serving no tools")
+        return []
+    return [t for t in tools if isinstance(t, dict) and isinstance(t.get("name"), str)]
+
+
+def build_server(client: SocketClient, key: str | None, prefix: str, tools: list[dict[str, Any]]) -> Server[Any]:
+    registered: dict[str, types.Tool] = {}
+    for tool in tools:
+        try:
+            registered[prefix + tool["name"]] = types.Tool.model_validate({**tool, "name": prefix + tool["name"]})
+        except ValueError as exc:
+            warn(f"skipping tool {tool['name']!r}: its descriptor is not a valid MCP tool ({exc})")
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=list(registered.values()))
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        if params.name not in registered:
+            raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}")
+        name = params.name.removeprefix(prefix)
+        try:
+            result = await client.request(CALL, {"api_key": key, "tool": name, "arguments": params.arguments or {}})
+            return types.CallToolResult.model_validate(result)
+        except RelayError as err:
+            text = f"relay refused {name}: {err}"
+        except OSError as exc:
+            text = f"relay socket {client.path} unreachable: {getattr(exc, 'strerror', None) or exc}"
+        except ValueError as exc:
+            text = f"the relay's answer is not a tool result: {exc}"
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+    return Server(
+        "tooldock-relay",
+        version=tooldock.__version__,
+        description="ToolDock's tools through the relay socket, as this sandbox's API key allows",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+async def serve(path: Path, prefix: str, key: str | None) -> None:
+    client = SocketClient(path)
+    try:
+        tools = await discover(client, key)
+        if tools:
+            print(f"tooldock relay: {len(tools)} tool(s) from {path}", file=sys.stderr, flush=True)
+        server = build_server(client, key, prefix, tools)
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+    finally:
+        await client.close()
+
+
+def run(path: Path, prefix: str, key: str | None) -> None:
+    anyio.run(serve, path, prefix, key)
