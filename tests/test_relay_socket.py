@@ -1,0 +1,291 @@
+"""The relay socket (issue 14, seed 002's testing strategy): discovery and calls with a valid, an invalid,
+an expired, a revoked and an insufficient key; malformed and huge lines; many connections; answers
+multiplexed by id; every call logged with the key's id and never the key."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import stat
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from conftest import Gateway
+from relaykit import RELAY_TOOLS, Line, cleanup, relay_env
+
+from tooldock.keys import KeyStore
+
+MAX_LINE = 65536
+MAX_CONNECTIONS = 6
+ALL_TOOLS = ["billing_balance", "billing_charge", "project_create", "project_echo", "project_fail",
+             "project_list_projects", "project_slow"]
+
+
+class Relay:
+    def __init__(self, gateway: Gateway, sock: Path, keys: KeyStore) -> None:
+        self.gateway, self.sock, self.keys = gateway, sock, keys
+        self.made: list[str] = []
+
+    def key(self, scope: str, *namespaces: str, tools: tuple[str, ...] = (), expires: float | None = None) -> str:
+        _, key = self.keys.create(f"test-{scope}", scope, namespaces, tools, expires)
+        self.made.append(key)
+        return key
+
+    def line(self) -> Line:
+        return Line(self.sock)
+
+
+@pytest.fixture(scope="module")
+def relay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Relay]:
+    tmp = tmp_path_factory.mktemp("relay")
+    shutil.copytree(RELAY_TOOLS, tmp / "tools")
+    env, sock, keys = relay_env(TOOLDOCK_MAX_BODY_BYTES=str(MAX_LINE),
+                                TOOLDOCK_RELAY_MAX_CONNECTIONS=str(MAX_CONNECTIONS))
+    gateway = Gateway(tmp / "tools", tmp / "gateway.log", env).start()
+    yield Relay(gateway, sock, keys)
+    gateway.stop()
+    cleanup(sock)
+
+
+def error_of(answer: dict) -> tuple[int, str]:
+    assert "error" in answer, answer
+    return answer["error"]["code"], answer["error"]["message"]
+
+
+def test_the_socket_is_owner_and_group_only(relay: Relay):
+    assert stat.S_ISSOCK(os.stat(relay.sock).st_mode)
+    assert stat.S_IMODE(os.stat(relay.sock).st_mode) == 0o660
+    assert f"relay socket at {relay.sock}" in relay.gateway.logs
+
+
+def test_discovery_is_filtered_by_scope(relay: Relay):
+    line = relay.line()
+    assert line.tools(relay.key("admin")) == ALL_TOOLS
+    assert line.tools(relay.key("write", "project")) == [t for t in ALL_TOOLS if t.startswith("project_")]
+    # read: only the tools annotated readOnlyHint: true, in every namespace
+    assert line.tools(relay.key("read")) == ["billing_balance", "project_echo", "project_list_projects", "project_slow"]
+    assert line.tools(relay.key("read", "bill*")) == ["billing_balance"]
+    assert line.tools(relay.key("write", tools=("project/c*", "balance"))) == ["billing_balance", "project_create"]
+    assert line.tools(relay.key("write", "nothing-here")) == []
+    descriptor = next(t for t in line.rpc("oubliette_tools", api_key=relay.key("admin"))["result"]["tools"]
+                      if t["name"] == "project_create")
+    assert descriptor["inputSchema"]["required"] == ["name"] and descriptor["description"].startswith("Create")
+    line.close()
+
+
+def test_discovery_and_calls_with_an_invalid_key_fail(relay: Relay):
+    line = relay.line()
+    good = relay.key("admin")
+    for bad in ("oub_xxx", "tdk_000000000000_nope", good[:-2] + "xx", ""):
+        for answer in (line.rpc("oubliette_tools", api_key=bad), line.call(bad, "project_echo", text="hi")):
+            assert error_of(answer) == (-32001, "invalid or expired API key")
+    assert error_of(line.rpc("oubliette_tools"))[0] == -32001  # no api_key at all
+    assert error_of(line.call(None, "project_echo", text="hi"))[0] == -32001
+    line.close()
+
+
+def test_an_expired_key_fails(relay: Relay):
+    key = relay.key("admin", expires=1)
+    line = relay.line()
+    assert line.tools(key) == ALL_TOOLS
+    time.sleep(1.2)
+    answer = line.rpc("oubliette_tools", api_key=key)
+    assert error_of(answer)[0] == -32001 and "expired" in answer["error"]["data"]["reason"]
+    line.close()
+
+
+def test_a_revoked_key_fails_on_the_next_call(relay: Relay):
+    key = relay.key("write", "project")
+    line = relay.line()
+    assert line.call(key, "project_echo", text="before")["result"]["content"][0]["text"] == "before"
+    relay.keys.revoke(key.split("_")[1])
+    answer = line.call(key, "project_echo", text="after")
+    assert error_of(answer)[0] == -32001 and "revoked" in answer["error"]["data"]["reason"]
+    line.close()
+
+
+def test_calls_with_a_valid_key(relay: Relay):
+    line = relay.line()
+    key = relay.key("write", "project")
+    name = f"droid-{os.getpid()}-{time.monotonic_ns()}"
+    answer = line.call(key, "project_create", name=name, description="made through the relay")
+    result = answer["result"]
+    assert result["isError"] is False
+    assert json.loads(result["content"][0]["text"])["name"] == name
+    assert result["structuredContent"]["name"] == name
+    assert name in line.call(key, "project_list_projects")["result"]["structuredContent"]["result"]
+    failed = line.call(key, "project_create", name=name)["result"]  # a tool's own error: isError, not -32000
+    assert failed["isError"] is True and "already exists" in failed["content"][0]["text"]
+    failed = line.call(key, "project_fail", message="boom")["result"]
+    assert failed["isError"] is True and "RuntimeError: boom" in failed["content"][0]["text"]
+    line.close()
+
+
+def test_calls_beyond_the_scope_are_refused(relay: Relay):
+    line = relay.line()
+    reader, project = relay.key("read"), relay.key("write", "project")
+    for key, tool, arguments in ((reader, "project_create", {"name": "x"}), (reader, "billing_charge", {"amount": 1}),
+                                 (project, "billing_balance", {}), (project, "billing_nosuch", {})):
+        answer = line.call(key, tool, **arguments)
+        assert error_of(answer) == (-32002, "tool not allowed for this token scope"), answer
+        assert answer["error"]["data"]["reason"]
+    assert line.call(reader, "project_echo", text="ok")["result"]["content"][0]["text"] == "ok"
+    line.close()
+
+
+def test_bad_params_and_unknown_tools(relay: Relay):
+    line = relay.line()
+    key = relay.key("admin")
+    code, message = error_of(line.call(key, "project_nosuch"))
+    assert code == -32602 and "no tool named 'nosuch'" in message and "create" in message
+    assert error_of(line.call(key, "nosuchnamespace_tool"))[0] == -32602
+    assert error_of(line.call(key, "echo", text="x"))[0] == -32602  # no namespace part
+    assert error_of(line.rpc("oubliette_call_tool", api_key=key, tool="project_echo", arguments=[1]))[0] == -32602
+    assert error_of(line.rpc("oubliette_call_tool", api_key=key, tool=7))[0] == -32602
+    answer = line.call(key, "project_echo", wrong="x")
+    assert answer["result"]["isError"] is True and "invalid_arguments" in answer["result"]["content"][0]["text"]
+    line.close()
+
+
+@pytest.mark.parametrize("raw, code", [
+    (b"{not json\n", -32700),
+    (b"\xff\xfe\n", -32700),
+    (b'{"jsonrpc": "2.0", "id": 1, "method": "oubliette_tools", "params": {"x": NaN}}\n', -32700),
+    (b"[1, 2]\n", -32600),
+    (b'"just a string"\n', -32600),
+    (b'{"id": 1, "method": "oubliette_tools"}\n', -32600),
+    (b'{"jsonrpc": "2.0", "id": 1}\n', -32600),
+    (b'{"jsonrpc": "2.0", "id": {"a": 1}, "method": "oubliette_tools"}\n', -32600),
+    (b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}\n', -32601),
+    (b'{"jsonrpc": "2.0", "id": 1, "method": "oubliette_tools", "params": [1]}\n', -32602),
+])
+def test_malformed_lines_get_errors_and_the_connection_goes_on(relay: Relay, raw: bytes, code: int):
+    line = relay.line()
+    line.send(raw)
+    answer = line.read()
+    assert answer["jsonrpc"] == "2.0" and error_of(answer)[0] == code, answer
+    assert "Traceback" not in json.dumps(answer)
+    assert line.tools(relay.key("read", "billing")) == ["billing_balance"]
+    line.close()
+
+
+def test_a_huge_line_is_skipped_and_answered(relay: Relay):
+    line = relay.line()
+    key = relay.key("admin")
+    for size in (MAX_LINE + 1, MAX_LINE * 40):
+        line.send(json.dumps({"jsonrpc": "2.0", "id": 9, "method": "oubliette_call_tool",
+                              "params": {"api_key": key, "tool": "project_echo",
+                                         "arguments": {"text": "x" * size}}}).encode() + b"\n")
+        code, message = error_of(line.read())
+        assert code == -32600 and f"longer than {MAX_LINE} bytes" in message
+        assert line.call(key, "project_echo", rid=10, text="still here")["result"]["content"][0]["text"] == "still here"
+    just_fits = "y" * (MAX_LINE - 300)
+    assert line.call(key, "project_echo", text=just_fits)["result"]["content"][0]["text"] == just_fits
+    line.close()
+
+
+def test_answers_are_multiplexed_by_id(relay: Relay):
+    line = relay.line()
+    key = relay.key("read", "project")
+    requests = [{"jsonrpc": "2.0", "id": "slow", "method": "oubliette_call_tool",
+                 "params": {"api_key": key, "tool": "project_slow", "arguments": {"seconds": 1.5}}},
+                {"jsonrpc": "2.0", "id": 2, "method": "oubliette_call_tool",
+                 "params": {"api_key": key, "tool": "project_echo", "arguments": {"text": "fast"}}},
+                {"jsonrpc": "2.0", "method": "oubliette_tools", "params": {"api_key": key}},  # notification
+                {"jsonrpc": "2.0", "id": 3, "method": "oubliette_tools", "params": {"api_key": key}}]
+    line.send(b"".join(json.dumps(r).encode() + b"\n" for r in requests))
+    order = [line.read() for _ in range(3)]
+    assert [a["id"] for a in order][-1] == "slow"  # the slow call answers last; the notification never
+    assert {a["id"] for a in order} == {"slow", 2, 3}
+    assert order[-1]["result"]["structuredContent"] == {"result": 1.5}
+    line.close()
+
+
+def test_many_connections_are_limited(relay: Relay):
+    key = relay.key("read", "billing")
+    open_lines = [relay.line() for _ in range(MAX_CONNECTIONS)]
+    for line in open_lines:
+        assert line.tools(key) == ["billing_balance"]
+    extra = relay.line()
+    code, message = error_of(extra.read())
+    assert code == -32000 and "too many connections" in message
+    assert extra.file.readline() == b""  # and closed
+    extra.close()
+    open_lines.pop().close()
+    deadline = time.monotonic() + 10
+    while True:  # the gateway notices the closed connection
+        again = relay.line()
+        again.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "oubliette_tools",
+                               "params": {"api_key": key}}).encode() + b"\n")
+        answer = again.read()
+        again.close()
+        if "result" in answer or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert answer["result"]["tools"][0]["name"] == "billing_balance"
+    for line in open_lines:
+        line.close()
+
+
+def test_concurrent_connections_and_calls(relay: Relay):
+    key = relay.key("read", "project")
+
+    def client(i: int) -> list[str]:
+        line = relay.line()
+        try:
+            return [line.call(key, "project_echo", rid=j, text=f"{i}-{j}")["result"]["content"][0]["text"]
+                    for j in range(10)]
+        finally:
+            line.close()
+
+    with ThreadPoolExecutor(MAX_CONNECTIONS - 1) as pool:
+        results = list(pool.map(client, range(MAX_CONNECTIONS - 1)))
+    assert results == [[f"{i}-{j}" for j in range(10)] for i in range(MAX_CONNECTIONS - 1)]
+
+
+def test_a_client_that_disconnects_mid_call_does_not_hurt_the_gateway(relay: Relay):
+    key = relay.key("read", "project")
+    raw = socket.socket(socket.AF_UNIX)
+    raw.connect(str(relay.sock))
+    raw.sendall(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "oubliette_call_tool",
+                            "params": {"api_key": key, "tool": "project_slow", "arguments": {"seconds": 2}}}).encode()
+                + b"\n")
+    raw.close()
+    line = relay.line()
+    assert line.call(key, "project_echo", text="fine")["result"]["content"][0]["text"] == "fine"
+    line.close()
+
+
+def test_every_call_is_logged_with_the_key_id_never_the_key(relay: Relay):
+    key = relay.key("write", "project")
+    line = relay.line()
+    line.call(key, "project_echo", text="logged")
+    line.call(key, "billing_balance")
+    line.close()
+    key_id = key.split("_")[1]
+    relay.gateway.wait_for(lambda: f"key {key_id}" in relay.gateway.logs and "billing_balance" in relay.gateway.logs,
+                           what="the relay's log lines")
+    logs = relay.gateway.logs
+    assert f"key {key_id} (test-write, write) relay project_echo: ok" in logs
+    assert f"key {key_id} (test-write, write) relay billing_balance: not_in_scope" in logs
+    for made in relay.made:
+        assert made not in logs and made.split("_", 2)[2] not in logs
+
+
+def test_a_second_gateway_on_the_same_socket_leaves_it_alone(relay: Relay, tmp_path: Path):
+    shutil.copytree(RELAY_TOOLS / "billing", tmp_path / "tools" / "billing")
+    env = {"TOOLDOCK_KEYS_DIR": str(relay.keys.directory), "TOOLDOCK_RELAY_SOCKET": str(relay.sock)}
+    second = Gateway(tmp_path / "tools", tmp_path / "second.log", env).start()
+    try:
+        assert "is served by another gateway; this one serves no relay" in second.logs
+        line = relay.line()
+        assert line.tools(relay.key("admin")) == ALL_TOOLS  # still the first gateway's
+        line.close()
+    finally:
+        second.stop()
+    assert relay.sock.exists()
