@@ -1,0 +1,151 @@
+"""`tooldock relay` (issue 14): the stdio MCP server a sandbox runs, driven by the official SDK's stdio
+client against a real gateway's relay socket."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import TOOLDOCK, Gateway
+from relaykit import RELAY_TOOLS, cleanup, relay_env
+
+from tooldock.keys import KeyStore
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Gateway, Path, KeyStore]]:
+    tmp = tmp_path_factory.mktemp("relayclient")
+    shutil.copytree(RELAY_TOOLS, tmp / "tools")
+    env, sock, keys = relay_env()
+    gateway = Gateway(tmp / "tools", tmp / "gateway.log", env).start()
+    yield gateway, sock, keys
+    gateway.stop()
+    cleanup(sock)
+
+
+def run_relay(sock: Path, key: str | None, body: Any, *args: str, env_name: str = "TOOLDOCK_API_KEY") -> tuple[Any, str]:
+    """Run `body(session)` against `tooldock relay --socket SOCK`; returns its result and the relay's stderr."""
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    env = {k: v for k, v in os.environ.items() if k not in ("TOOLDOCK_API_KEY", "OUBLIETTE_API_KEY")}
+    if key is not None:
+        env[env_name] = key
+    params = StdioServerParameters(command=TOOLDOCK, args=["relay", "--socket", str(sock), *args], env=env)
+    with tempfile.TemporaryFile("w+") as errlog:
+        async def main() -> Any:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    return await body(session)
+
+        result = asyncio.run(main())
+        errlog.seek(0)
+        return result, errlog.read()
+
+
+async def names(session: Any) -> list[str]:
+    return sorted(t.name for t in (await session.list_tools()).tools)
+
+
+def text(result: Any) -> str:
+    return " ".join(getattr(c, "text", "") for c in result.content)
+
+
+def test_lists_the_keys_tools_with_the_prefix_and_calls_them(served):
+    gateway, sock, keys = served
+    _, key = keys.create("droid", "write", ("project",))
+    name = f"droid-{os.getpid()}"
+
+    async def body(session):
+        listed = await session.list_tools()
+        create = next(t for t in listed.tools if t.name == "oubliette_project_create")
+        assert create.input_schema["required"] == ["name"]
+        made = await session.call_tool("oubliette_project_create", {"name": name, "description": "via relay"})
+        echoed = await session.call_tool("oubliette_project_echo", {"text": "hello"})
+        failed = await session.call_tool("oubliette_project_fail", {"message": "boom"})
+        return sorted(t.name for t in listed.tools), made, echoed, failed
+
+    (listed, made, echoed, failed), stderr = run_relay(sock, key, body)
+    assert listed == ["oubliette_project_create", "oubliette_project_echo", "oubliette_project_fail",
+                      "oubliette_project_list_projects", "oubliette_project_slow"]
+    assert not made.is_error and made.structured_content["name"] == name
+    assert not echoed.is_error and echoed.structured_content == {"result": "hello"}
+    assert failed.is_error and "RuntimeError: boom" in text(failed)
+    assert key not in stderr and "5 tool(s)" in stderr
+
+
+def test_prefix_and_the_oubliette_variable(served):
+    _, sock, keys = served
+    _, key = keys.create("reader", "read", ("billing",))
+    listed, stderr = run_relay(sock, key, names, "--prefix", "td_", env_name="OUBLIETTE_API_KEY")
+    assert listed == ["td_billing_balance"]
+
+
+def test_a_read_key_sees_only_read_only_tools(served):
+    _, sock, keys = served
+    _, key = keys.create("reader", "read")
+    listed, _ = run_relay(sock, key, names)
+    assert listed == ["oubliette_billing_balance", "oubliette_project_echo", "oubliette_project_list_projects",
+                      "oubliette_project_slow"]
+
+
+@pytest.mark.parametrize("case", ["no key", "bad key", "revoked key", "no socket"])
+def test_no_tools_and_a_warning_instead_of_a_crash(served, tmp_path: Path, case: str):
+    _, sock, keys = served
+    record, key = keys.create("gone", "admin")
+    presented: str | None = key
+    path = sock
+    if case == "no key":
+        presented = None
+    elif case == "bad key":
+        presented = "tdk_000000000000_" + "x" * 43
+    elif case == "revoked key":
+        keys.revoke(record.id)
+    else:
+        path = tmp_path / "nothing.sock"
+    listed, stderr = run_relay(path, presented, names)
+    assert listed == []
+    assert "warning" in stderr and "serving no tools" in stderr
+    assert {"no key": "TOOLDOCK_API_KEY", "bad key": "invalid or expired API key",
+            "revoked key": "revoked", "no socket": "cannot reach the relay socket"}[case] in stderr
+    assert key not in stderr and "Traceback" not in stderr
+
+
+def test_a_key_revoked_while_connected_fails_the_next_call(served):
+    _, sock, keys = served
+    record, key = keys.create("revoke-me", "write", ("project",))
+
+    async def body(session):
+        before = await session.call_tool("oubliette_project_echo", {"text": "before"})
+        keys.revoke(record.id)
+        after = await session.call_tool("oubliette_project_echo", {"text": "after"})
+        return before, after
+
+    (before, after), stderr = run_relay(sock, key, body)
+    assert not before.is_error and text(before) == "before"
+    assert after.is_error and "invalid or expired API key (-32001)" in text(after) and "revoked" in text(after)
+    assert key not in text(after) and key not in stderr
+
+
+def test_an_unknown_tool_is_an_mcp_error(served):
+    _, sock, keys = served
+    _, key = keys.create("x", "read", ("billing",))
+
+    async def body(session):
+        from mcp.shared.exceptions import MCPError
+
+        try:
+            await session.call_tool("oubliette_billing_charge", {"amount": 1})
+        except MCPError as exc:
+            return str(exc)
+        return "no error"
+
+    message, _ = run_relay(sock, key, body)
+    assert "unknown tool 'oubliette_billing_charge'" in message
