@@ -365,3 +365,27 @@ def test_bad_settings_stop_start_up_with_their_name(variable, value, says):
         Settings.from_env({"TOOLDOCK_BEARER_TOKEN": "x" * 16, variable: value})
     ok = Settings.from_env({"TOOLDOCK_BEARER_TOKEN": "x" * 16, "CORS_ORIGINS": "*", "TOOLDOCK_LOG_FORMAT": "JSON"})
     assert ok.cors_origins == ("*",) and ok.log_format == "json" and ok.access_log is False
+
+
+def test_an_unhandled_exception_is_a_500_in_the_error_shape_without_traceback(caplog):
+    """In-process: whatever escapes the app becomes ToolDock's error shape with the request id; the
+    traceback goes to the log only."""
+    import asyncio
+
+    from tooldock.runtime.http.edge import RequestEdge
+
+    async def broken(scope, receive, send):
+        raise RuntimeError("boom inside")
+
+    async def main() -> httpx.Response:
+        transport = httpx.ASGITransport(app=RequestEdge(broken))
+        async with httpx.AsyncClient(transport=transport, base_url="http://edge") as client:
+            return await client.get("/x", headers={"X-Request-Id": "unhandled-1"})
+
+    reply = asyncio.run(main())
+    assert reply.status_code == 500 and reply.headers["x-request-id"] == "unhandled-1"
+    error = reply.json()["error"]
+    assert error["code"] == "internal_error" and error["details"] == {"request_id": "unhandled-1"}
+    _no_traceback(reply.text)
+    assert "boom inside" not in reply.text
+    assert "GET /x: unhandled RuntimeError (request unhandled-1): boom inside" in caplog.text

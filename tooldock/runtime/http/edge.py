@@ -107,11 +107,11 @@ class RequestEdge:
     @staticmethod
     def _failed(scope: Scope, rid: str, exc: Exception) -> None:
         log.error(
-            "%s %s failed (request %s): %s: %s",
+            "%s %s: unhandled %s (request %s): %s",
             scope["method"],
             scope["path"],
-            rid,
             type(exc).__name__,
+            rid,
             exc,
             exc_info=exc,
             extra={"request_id": rid},
