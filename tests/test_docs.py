@@ -6,7 +6,9 @@ import click
 import pytest
 
 from tooldock.builder import ENV_VARS as BUILD_ENV_VARS
+from tooldock.cli.relay import ENV_VARS as RELAY_CLIENT_ENV_VARS
 from tooldock.keys import ENV_VARS as KEYS_ENV_VARS
+from tooldock.runtime.relay.config import ENV_VARS as RELAY_ENV_VARS
 from tooldock.cli import main
 from tooldock.manager.settings import ENV_VARS as MANAGER_ENV_VARS
 from tooldock.runtime.settings import ENV_VARS
@@ -32,7 +34,8 @@ def test_cli_commands_and_options_are_documented(command, option):
         assert f"`{option}`" in README, f"{option} of `tooldock {command}` is not in the README"
 
 
-@pytest.mark.parametrize("variable", ENV_VARS + BUILD_ENV_VARS + SECRETS_ENV_VARS + MANAGER_ENV_VARS + KEYS_ENV_VARS)
+@pytest.mark.parametrize("variable", ENV_VARS + BUILD_ENV_VARS + SECRETS_ENV_VARS + MANAGER_ENV_VARS + KEYS_ENV_VARS
+                         + RELAY_ENV_VARS + RELAY_CLIENT_ENV_VARS)
 def test_settings_are_documented(variable):
     assert f"`{variable}`" in README
 
