@@ -46,7 +46,7 @@ class JsonFormatter(logging.Formatter):
 
 class JsonLines(io.TextIOBase):
     """Stands in for `sys.stderr` in JSON mode: each line printed becomes `{"time", "level", "logger",
-    "message"}` on the real stderr (`level` is "error" for a traceback's lines, else "info")."""
+    "message"}` on the real stderr (`level` is "error" for a traceback's first and `File` lines, else "info")."""
 
     def __init__(self, target: TextIO) -> None:
         self.target, self._pending = target, ""
@@ -66,7 +66,7 @@ class JsonLines(io.TextIOBase):
         self.target.flush()
 
     def _emit(self, line: str) -> None:
-        level = "error" if line.startswith(("Traceback", "  File ", "    ")) else "info"
+        level = "error" if line.startswith(("Traceback", '  File "')) else "info"
         entry: dict[str, Any] = {"time": _now(time.time()), "level": level, "logger": "tooldock", "message": line}
         found = requestid.current.get()
         if found:
