@@ -10,7 +10,8 @@ def test_config_round_trips_through_its_label_form():
     from tooldock.namespace.config import config_to_dict
 
     raw = {"description": "d", "secrets": ["A_KEY"], "env": {"X": "1"}, "network": "egress",
-           "limits": {"timeout": 5, "concurrency": 2, "memory": "256m"}, "python": "3.11"}
+           "limits": {"timeout": 5, "concurrency": 2, "memory": "256m"}, "python": "3.11",
+           "audit": {"arguments": True}}
     cfg = parse_config(raw)
     assert parse_config(config_to_dict(cfg)) == cfg
     assert parse_config(config_to_dict(parse_config({}))) == parse_config({})
@@ -42,6 +43,9 @@ def test_seed_example_config():
         ({"limits": {"memory": "lots"}}, "limits.memory"),
         ({"limits": {"bogus": 1}}, "limits"),
         ({"python": "three"}, "python"),
+        ({"audit": {"arguments": "yes"}}, "audit"),
+        ({"audit": {"results": True}}, "audit"),
+        ({"audit": True}, "audit"),
     ],
 )
 def test_bad_configs(data, fragment):
@@ -66,6 +70,9 @@ def test_settings_defaults_generate_a_token():
         ({"INTERNAL_ALLOWED_CIDRS": "not-a-net"}, "INTERNAL_ALLOWED_CIDRS"),
         ({"TOOLDOCK_BEARER_TOKEN": "short"}, "at least 8"),
         ({"TOOLDOCK_DNS_REBINDING_PROTECTION": "maybe"}, "true or false"),
+        ({"LOG_RETENTION_DAYS": "0"}, "greater than 0"),
+        ({"METRICS_TOKEN": "short"}, "METRICS_TOKEN must be at least 8"),
+        ({"TOOLDOCK_FORK_WORKERS": "sometimes"}, "true or false"),
     ],
 )
 def test_bad_settings(env, fragment):
@@ -78,3 +85,11 @@ def test_relative_state_and_socket_dirs_become_absolute(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     settings = Settings.from_env({"TOOLDOCK_STATE_DIR": "state", "TOOLDOCK_SOCKET_DIR": "socks"})
     assert settings.state_dir == tmp_path / "state" and settings.sockets == tmp_path / "socks"
+
+
+def test_audit_log_directory_defaults_under_the_state_dir_and_can_be_turned_off(tmp_path):
+    assert Settings.from_env({"TOOLDOCK_STATE_DIR": str(tmp_path)}).log_dir == tmp_path / "logs"
+    assert Settings.from_env({"TOOLDOCK_LOG_DIR": "off"}).log_dir is None
+    assert Settings.from_env({"TOOLDOCK_LOG_DIR": str(tmp_path / "a")}).log_dir == tmp_path / "a"
+    assert parse_config({"audit": {"arguments": True}}).audit_arguments is True
+    assert parse_config({}).audit_arguments is False

@@ -14,7 +14,18 @@ CONFIG_FILE = "tooldock.yaml"
 _ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _MEMORY_RE = re.compile(r"^[0-9]+[kmgKMG]?$")
 _PYTHON_RE = re.compile(r"^3\.[0-9]{1,2}$")
-KNOWN_KEYS = {"description", "version", "author", "secrets", "env", "network", "limits", "python", "idle_timeout"}
+KNOWN_KEYS = {
+    "description",
+    "version",
+    "author",
+    "secrets",
+    "env",
+    "network",
+    "limits",
+    "python",
+    "idle_timeout",
+    "audit",
+}
 
 
 class ConfigError(ValueError):
@@ -89,8 +100,12 @@ def parse_config(data: Any) -> NamespaceConfig:
     idle = data.get("idle_timeout")
     if idle is not None and (isinstance(idle, bool) or not isinstance(idle, (int, float)) or idle <= 0):
         raise ConfigError("'idle_timeout' must be a positive number of seconds")
+    audit = data.get("audit") or {}
+    if not isinstance(audit, dict) or set(audit) - {"arguments"} or not isinstance(audit.get("arguments", False), bool):
+        raise ConfigError("'audit' must be a mapping like {arguments: true} (log call arguments, secrets masked)")
     return NamespaceConfig(
         idle_timeout=float(idle) if idle is not None else None,
+        audit_arguments=bool(audit.get("arguments", False)),
         description=_str(data, "description"),
         version=_str(data, "version"),
         author=_str(data, "author"),
@@ -119,6 +134,8 @@ def config_to_dict(cfg: NamespaceConfig) -> dict[str, Any]:
         data["python"] = cfg.python
     if cfg.idle_timeout:
         data["idle_timeout"] = cfg.idle_timeout
+    if cfg.audit_arguments:
+        data["audit"] = {"arguments": True}
     return data
 
 

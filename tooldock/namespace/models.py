@@ -46,6 +46,7 @@ class NamespaceConfig:
     limits: Limits = field(default_factory=Limits)
     python: str | None = None
     idle_timeout: float | None = None  # seconds without a call after which the worker is stopped (scale to zero)
+    audit_arguments: bool = False  # `audit: {arguments: true}`: audit lines carry the arguments (secrets masked)
 
 
 @dataclass(frozen=True)

@@ -29,10 +29,12 @@ from tooldock.runtime.http.auth import BearerAuth
 from tooldock.runtime.http.cors import with_cors
 from tooldock.runtime.http.docs import DocsPages
 from tooldock.runtime.http.edge import RequestEdge
+from tooldock.runtime.http.metrics import MetricsEndpoint
 from tooldock.runtime.http.responses import error_response
 from tooldock.runtime.http.rest import create_router
 from tooldock.runtime.mcp.legacy import MESSAGES_PATH, LegacySse
 from tooldock.runtime.mcp.server import McpHub
+from tooldock.runtime.observe import AuditLog, Metrics
 from tooldock.runtime.registry import Registry
 from tooldock.runtime.relay.config import RelayConfig
 from tooldock.runtime.relay.methods import RelayMethods
@@ -102,6 +104,43 @@ def _watch(backend: Backend, registry: Registry) -> None:
     backend.watch(changed)
 
 
+def observe(engine: Engine, registry: Registry, hub: McpHub, settings: Settings) -> tuple[AuditLog, Metrics]:
+    """The audit log and the metrics: the engine records every call; the rest is read when scraped."""
+    audit, metrics = AuditLog(settings.log_dir, settings.log_retention_days), Metrics()
+    engine.audit, engine.metrics = audit, metrics
+    registry.reload_timings.append(metrics.reloads.observe)
+
+    def states() -> list[tuple[list[str], float]]:
+        return [([n, e.state], 1.0) for n, e in registry.snapshot.entries.items()]
+
+    def counts(field: str) -> list[tuple[list[str], float]]:
+        rows = []
+        for name, entry in registry.snapshot.entries.items():
+            value = entry.worker.status().get(field) if entry.worker is not None else None
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                rows.append(([name], float(value)))
+        return rows
+
+    metrics.gauge("tooldock_namespace_state", "1 for each namespace's current state", ["namespace", "state"], states)
+    metrics.gauge("tooldock_worker_restarts", "Worker restarts", ["namespace"], lambda: counts("restarts"))
+    metrics.gauge(
+        "tooldock_worker_last_wake_ms", "Last scale-to-zero wake-up (ms)", ["namespace"], lambda: counts("last_wake_ms")
+    )
+    metrics.gauge(
+        "tooldock_mcp_sessions",
+        "Open MCP sessions",
+        ["namespace"],
+        lambda: [([n], float(c)) for n, c in hub.session_counts().items()],
+    )
+    metrics.gauge(
+        "tooldock_audit_lines_dropped",
+        "Audit lines that could not be written",
+        [],
+        lambda: [([], float(audit.dropped))],
+    )
+    return audit, metrics
+
+
 def make_backend(name: str, settings: Settings, tools_dir: Path, read_only: bool = False) -> Backend:
     if name == "docker":
         from tooldock.runtime.backends.docker import DockerBackend
@@ -130,6 +169,7 @@ def create_app(
     engine = Engine(registry, settings)
     hub = McpHub(engine, settings, host)
     registry.listeners.append(hub.tools_changed)
+    audit, metrics = observe(engine, registry, hub, settings)
     registry.resource_listeners.append(hub.resource_updated)
     relay_server = RelayServer(relay, RelayMethods(engine, keys))
 
@@ -146,6 +186,7 @@ def create_app(
         _install_sighup(registry)
         _watch(backend, registry)
         await relay_server.start()
+        audit.start()
         if url:
             print(f"tooldock: ready on {url} (MCP at {url}/mcp, REST at {url}/tools)", file=sys.stderr, flush=True)
         try:
@@ -155,6 +196,7 @@ def create_app(
             await relay_server.close()
             await registry.close()
             await backend.close()
+            audit.close()
 
     app = FastAPI(
         title="ToolDock",
@@ -196,5 +238,8 @@ def create_app(
     app.add_middleware(BearerAuth, token=settings.bearer_token, keys=keys)
     app.add_middleware(DocsPages)  # the Swagger UI pages load without a token (the documents need it)
     app.add_middleware(with_cors, origins=settings.cors_origins)  # preflights are answered before auth
+    app.add_middleware(
+        MetricsEndpoint, metrics=metrics, token=settings.bearer_token, metrics_token=settings.metrics_token
+    )
     app.add_middleware(RequestEdge)  # outermost: request ids, disconnects, no traceback to a client
     return app

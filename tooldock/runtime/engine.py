@@ -11,7 +11,9 @@ refused caller is told exists (the "available" lists) is narrowed to its scope t
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import re
+import time
 import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -29,8 +31,10 @@ from tooldock.errors import (
 )
 from tooldock.keys import ApiKey
 from tooldock.namespace.names import NamespaceNameError, validate_namespace_name
+from tooldock.runtime import requestid
 from tooldock.runtime.access import restricted
 from tooldock.runtime.backend import SessionViews
+from tooldock.runtime.observe import AuditLog, Metrics, current_call
 from tooldock.runtime.registry import NamespaceEntry, Registry
 from tooldock.runtime.settings import Settings
 
@@ -40,6 +44,8 @@ class Engine:
         self.registry, self.settings = registry, settings
         # One semaphore per worker generation: a replaced worker's limit goes away with it.
         self._limits: weakref.WeakKeyDictionary[Any, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+        self.audit: AuditLog | None = None  # set by the app: one line per call
+        self.metrics: Metrics | None = None
 
     def namespace(self, name: str | None, key: ApiKey | None = None) -> NamespaceEntry:
         if not name:
@@ -132,30 +138,110 @@ class Engine:
         `relay` carries a Context tool's progress, log and client requests to the MCP caller. A failed call's
         traceback (secret values masked) stays in the error's details only when `traceback` is asked for.
         `key`: the caller's API key; a tool outside its scope is refused (NotInScope) before any work."""
-        entry = self.namespace(namespace, key)
-        self.get_tool(entry.source.name, tool, session, key)
-        if not isinstance(arguments, dict):
-            raise InvalidArguments(
-                f"arguments must be a JSON object of parameter names to values, got {type(arguments).__name__}"
-            )
-        try:
-            return await self._run(entry, f"tool {tool!r}", lambda worker: worker.call(tool, arguments, relay))
-        except ToolDockError as err:
-            if not traceback:
-                err.details.pop("traceback", None)
-            raise
+
+        async def work() -> dict[str, Any]:
+            entry = self.namespace(namespace, key)
+            self.get_tool(entry.source.name, tool, session, key)
+            if not isinstance(arguments, dict):
+                raise InvalidArguments(
+                    f"arguments must be a JSON object of parameter names to values, got {type(arguments).__name__}"
+                )
+            try:
+                return await self._run(entry, f"tool {tool!r}", lambda worker: worker.call(tool, arguments, relay))
+            except ToolDockError as err:
+                if not traceback:
+                    err.details.pop("traceback", None)
+                raise
+
+        result: dict[str, Any] = await self._observed(namespace, "tools/call", tool, arguments, work(), key)
+        return result
 
     async def worker_request(
         self, namespace: str | None, op: str, session: Any = None, key: ApiKey | None = None, **fields: Any
     ) -> dict[str, Any]:
         """resources.read, prompts.get, completion.complete: same limits and hand-over as a tool call.
         Upstream namespaces also take resources.subscribe / resources.unsubscribe, and the caller's session."""
-        entry = self.namespace(namespace, key)
-        if entry.worker is None:
-            raise NotFound(f"namespace {entry.source.name!r} has no tools, resources or prompts")
-        if isinstance(entry.worker, SessionViews):
-            fields["session"] = session
-        return await self._run(entry, op, lambda worker: worker.request(op, **fields))
+
+        async def work() -> Any:
+            entry = self.namespace(namespace, key)
+            if entry.worker is None:
+                raise NotFound(f"namespace {entry.source.name!r} has no tools, resources or prompts")
+            if isinstance(entry.worker, SessionViews):
+                fields["session"] = session
+            return await self._run(entry, op, lambda worker: worker.request(op, **fields))
+
+        subject = fields.get("uri") or fields.get("name") or ""
+        method = {"resources.read": "resources/read", "prompts.get": "prompts/get"}.get(op, op)
+        return await self._observed(namespace, method, str(subject), None, work(), key)
+
+    def refused(self, namespace: str | None, tool: str, err: ToolDockError, key: ApiKey | None = None) -> None:
+        """Record a call a front end refused before it reached `call_tool` (an unknown tool, say)."""
+        if self.audit is not None or self.metrics is not None:
+            entry = self.registry.snapshot.entries.get(namespace or "")
+            ns = namespace if entry is not None and namespace else "-"
+            if self.metrics is not None:
+                self.metrics.in_flight.labels(ns).inc()  # _record takes it off again
+            self._record(entry, ns, "tools/call", tool, err.code, 0.0, None, key)
+
+    async def _observed(
+        self, namespace: str | None, method: str, name: str, arguments: Any, work: Any, key: ApiKey | None = None
+    ) -> Any:
+        """Run `work`, then count it and write its audit line (never failing or delaying the call)."""
+        if self.audit is None and self.metrics is None:
+            return await work
+        entry = self.registry.snapshot.entries.get(namespace or "")
+        ns = namespace if entry is not None and namespace else "-"
+        started, status = time.perf_counter(), "error"
+        if self.metrics is not None:
+            self.metrics.in_flight.labels(ns).inc()
+        try:
+            result = await work
+            status = "tool_error" if isinstance(result, dict) and result.get("isError") else "ok"
+            return result
+        except ToolDockError as err:
+            status = err.code
+            raise
+        except asyncio.CancelledError:
+            status = "cancelled"
+            raise
+        finally:
+            self._record(entry, ns, method, name, status, time.perf_counter() - started, arguments, key)
+
+    def _record(
+        self,
+        entry: NamespaceEntry | None,
+        ns: str,
+        method: str,
+        name: str,
+        status: str,
+        elapsed: float,
+        args: Any,
+        key: ApiKey | None,
+    ) -> None:
+        info = current_call()
+        known = name if ns != "-" and status not in ("tool_not_found", "not_found") else "-"
+        if self.metrics is not None:
+            self.metrics.in_flight.labels(ns).dec()
+            self.metrics.calls.labels(ns, known[:200], info.front_end, status).inc()
+            self.metrics.latency.labels(ns, info.front_end).observe(elapsed)
+        if self.audit is None:
+            return
+        line: dict[str, Any] = {
+            "time": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
+            **info.to_dict(),
+            "request_id": requestid.current.get() or info.request_id,
+            **({"key_id": key.id} if key is not None else {}),
+            "namespace": ns,
+            "method": method,
+            "tool" if method == "tools/call" else "target": name[:500],
+            "status": status,
+            "latency_ms": round(elapsed * 1000, 2),
+            "generation": self.registry.snapshot.generation,
+        }
+        if entry is not None and entry.source.config.audit_arguments and args is not None:
+            secrets = self.registry.secrets
+            line["arguments"] = secrets.mask.scrub(args) if secrets is not None else args
+        self.audit.record(line)
 
     async def _run(self, entry: NamespaceEntry, what: str, work: Callable[[Any], Awaitable[Any]]) -> Any:
         assert entry.worker is not None  # a namespace with tools has a worker

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -99,9 +100,18 @@ class Registry:
         self.listeners: list[Callable[[list[str]], Awaitable[None]]] = []
         # Called with (namespace, resource URI) when an upstream server says a subscribed resource changed.
         self.resource_listeners: list[Callable[[str, str], Awaitable[None]]] = []
+        self.reload_timings: list[Callable[[float], None]] = []  # called with each reload's duration (s)
 
     async def reload(self) -> dict[str, Any]:
         """Rescan and apply; returns what changed (the `reload_core` result of seed 000)."""
+        started = time.perf_counter()
+        try:
+            return await self._reload()
+        finally:
+            for timed in self.reload_timings:
+                timed(time.perf_counter() - started)
+
+    async def _reload(self) -> dict[str, Any]:
         async with self._lock:
             try:
                 scan = await self.backend.discover()

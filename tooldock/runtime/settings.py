@@ -34,11 +34,31 @@ ENV_VARS = (
     "CORS_ORIGINS",
     "TOOLDOCK_LOG_FORMAT",
     "TOOLDOCK_ACCESS_LOG",
+    "TOOLDOCK_LOG_DIR",
+    "LOG_RETENTION_DAYS",
+    "METRICS_TOKEN",
 )
 
 
 class SettingsError(ValueError):
     pass
+
+
+def _log_dir(env: dict[str, str]) -> Path | None:
+    raw = env.get("TOOLDOCK_LOG_DIR", "").strip()
+    if raw.lower() == "off":
+        return None
+    if raw:
+        return Path(raw).expanduser().absolute()
+    state = env.get("TOOLDOCK_STATE_DIR")
+    return (Path(state).expanduser().absolute() if state else default_state_dir()) / "logs"
+
+
+def _metrics_token(env: dict[str, str]) -> str | None:
+    token = env.get("METRICS_TOKEN") or None
+    if token is not None and len(token) < 8:
+        raise SettingsError("METRICS_TOKEN must be at least 8 characters long")
+    return token
 
 
 def env_number(env: dict[str, str], name: str, default: float, kind: type = float) -> float:
@@ -131,6 +151,9 @@ class Settings:
     cors_origins: tuple[str, ...] = ()  # browser origins CORS lets read answers; empty: no CORS headers
     log_format: str = "text"  # text | json (one JSON object per line on stderr)
     access_log: bool = False  # uvicorn's line per request
+    log_dir: Path | None = None  # the audit log's directory (TOOLDOCK_LOG_DIR; default <state>/logs, "off": none)
+    log_retention_days: int = 30
+    metrics_token: str | None = None  # also admits GET /metrics (besides the bearer token)
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -170,6 +193,9 @@ class Settings:
             cors_origins=_origins(env.get("CORS_ORIGINS", ""), "CORS_ORIGINS", star=True),
             log_format=_choice(env, "TOOLDOCK_LOG_FORMAT", ("text", "json")),
             access_log=env_bool(env, "TOOLDOCK_ACCESS_LOG", False),
+            log_dir=_log_dir(env),
+            log_retention_days=int(env_number(env, "LOG_RETENTION_DAYS", 30, int)),
+            metrics_token=_metrics_token(env),
         )
 
     @property

@@ -10,13 +10,14 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Header, Request
 
-from tooldock.errors import BadRequest, Forbidden, PayloadTooLarge
+from tooldock.errors import BadRequest, Forbidden, PayloadTooLarge, ToolDockError
 from tooldock.keys import ApiKey
 from tooldock.runtime import jsonin
 from tooldock.runtime.access import key_of, restricted
 from tooldock.runtime.engine import Engine
 from tooldock.runtime.http.auth import token_matches
 from tooldock.runtime.http.openapi import namespace_openapi
+from tooldock.runtime.observe import call_info
 from tooldock.runtime.settings import Settings
 
 NamespaceHeader = Header(default=None, alias="X-Namespace", description="The namespace to use, e.g. multi-tool")
@@ -134,10 +135,15 @@ def create_router(engine: Engine, settings: Settings) -> APIRouter:
 
     async def call_tool(namespace: str | None, name: str, request: Request) -> dict[str, Any]:
         key = key_of(request.scope)
-        descriptor = engine.get_tool(namespace, name, key=key)
-        arguments = await read_json_body(request, settings.max_body_bytes)
-        wants_traceback = request.headers.get("x-tooldock-traceback") == "1"
-        result = await engine.call_tool(namespace, name, arguments, traceback=wants_traceback, key=key)
+        with call_info(front_end="rest", client=request.client.host if request.client else None):
+            try:
+                descriptor = engine.get_tool(namespace, name, key=key)
+            except ToolDockError as err:
+                engine.refused(namespace, name, err, key)
+                raise
+            arguments = await read_json_body(request, settings.max_body_bytes)
+            wants_traceback = request.headers.get("x-tooldock-traceback") == "1"
+            result = await engine.call_tool(namespace, name, arguments, traceback=wants_traceback, key=key)
         return {"result": rest_value(result, descriptor)}
 
     async def vault_call(namespace: str | None, request: Request) -> dict[str, Any]:
@@ -147,8 +153,13 @@ def create_router(engine: Engine, settings: Settings) -> APIRouter:
         body = await read_json_body(request, settings.max_body_bytes)
         if not isinstance(body, dict) or not isinstance(body.get("name"), str):
             raise BadRequest('the body must be {"name": "<tool>", "arguments": {...}}')
-        descriptor = engine.get_tool(namespace, body["name"], key=key)
-        result = await engine.call_tool(namespace, body["name"], body.get("arguments") or {}, key=key)
+        with call_info(front_end="rest", client=request.client.host if request.client else None):
+            try:
+                descriptor = engine.get_tool(namespace, body["name"], key=key)
+            except ToolDockError as err:
+                engine.refused(namespace, body["name"], err, key)
+                raise
+            result = await engine.call_tool(namespace, body["name"], body.get("arguments") or {}, key=key)
         return {"result": rest_value(result, descriptor)}
 
     # The same endpoints twice: routed by the X-Namespace header, and under /ns/{namespace}/ for clients

@@ -3,8 +3,7 @@ manager per namespace, so a session belongs to exactly one namespace (a session 
 namespace's `X-Namespace` is unknown there: 404).
 
 The SDK owns the protocol: version negotiation, sessions, SSE, JSON-RPC errors. ToolDock supplies the
-tool list (pre-extracted descriptors) and the call path (`Engine.call_tool`), and converts ToolDock
-errors into MCP results here, in one place.
+tools and the call path (`Engine.call_tool`), and converts its errors into MCP results here, in one place.
 """
 
 from __future__ import annotations
@@ -47,6 +46,7 @@ from tooldock.runtime import jsonin, requestid
 from tooldock.runtime.access import key_of_request
 from tooldock.runtime.engine import Engine
 from tooldock.runtime.mcp import compat as mcp_compat
+from tooldock.runtime.mcp.caller import calling
 from tooldock.runtime.mcp.events import MemoryEventStore, ScopedSessionManager
 from tooldock.runtime.mcp.relay import McpRelay
 from tooldock.runtime.mcp.rules import precheck
@@ -145,7 +145,7 @@ def _server_for(
 
     async def worker(op: str, ctx: Any, **fields: Any) -> dict[str, Any]:
         try:
-            with request_id_of(ctx):
+            with request_id_of(ctx), calling(ctx):
                 return await engine.worker_request(namespace, op, session_key(ctx), **fields)
         except NotFound as err:
             raise MCPError(RESOURCE_NOT_FOUND if op == "resources.read" else types.INVALID_PARAMS, err.message) from err
@@ -173,7 +173,7 @@ def _server_for(
         if found is not None:  # NaN and infinities: the SDK's parser takes them as numbers, JSON has none
             raise MCPError(types.INVALID_PARAMS, f"invalid arguments: {found}")
         try:
-            with request_id_of(ctx):
+            with request_id_of(ctx), calling(ctx):
                 arguments, caller = params.arguments or {}, key_of_request(ctx.request)
                 result = await engine.call_tool(namespace, params.name, arguments, relay, session=key, key=caller)
         except (ToolNotFound, NotInScope) as err:  # unknown, or outside the API key's scope: a JSON-RPC error
@@ -386,6 +386,9 @@ class McpHub:
                     await session.send_resource_updated(uri)
                 except Exception:  # a closed session: forget it
                     self._sessions[namespace].pop(session, None)
+
+    def session_counts(self) -> dict[str, int]:  # open MCP sessions per namespace (for the metrics)
+        return {namespace: len(sessions) for namespace, sessions in list(self._sessions.items())}
 
     async def handle(self, namespace: str, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve one `/mcp` request for a namespace the caller has already resolved."""

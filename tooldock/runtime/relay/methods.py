@@ -28,6 +28,7 @@ from tooldock.errors import (
 from tooldock.keys import ApiKey, KeyStore
 from tooldock.runtime.access import audit, audit_refused
 from tooldock.runtime.engine import Engine
+from tooldock.runtime.observe import call_info
 from tooldock.runtime.relay.protocol import (
     CALL,
     INVALID_KEY,
@@ -102,7 +103,8 @@ class RelayMethods:
             )
         started = time.perf_counter()
         try:
-            result = await self.engine.call_tool(parts[0], parts[1], arguments, key=key)
+            with call_info(front_end="relay"):
+                result = await self.engine.call_tool(parts[0], parts[1], arguments, key=key)
         except ToolDockError as err:
             outcome = _outcome(err)
             audit(key, VIA, name[:200], f"{err.code} ({_ms(started)})")

@@ -1,0 +1,30 @@
+"""Who an MCP request comes from, as the audit log records it (runtime.observe)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from tooldock.runtime.observe import CallInfo, call_info
+
+
+def caller_of(ctx: Any) -> dict[str, Any]:
+    """Who an MCP request comes from, for the audit log: transport, address, clientInfo, protocol version."""
+    request = getattr(ctx, "request", None)
+    path = str(getattr(getattr(request, "url", None), "path", "") or "")
+    params = getattr(getattr(ctx, "session", None), "client_params", None)
+    client_info = getattr(params, "client_info", None)
+    return {
+        "front_end": "sse" if path.endswith("/messages") else "mcp",
+        "client": getattr(getattr(request, "client", None), "host", None),
+        "client_info": {"name": client_info.name, "version": client_info.version} if client_info else None,
+        "protocol": getattr(ctx, "protocol_version", None) or getattr(params, "protocol_version", None),
+    }
+
+
+@contextlib.contextmanager
+def calling(ctx: Any) -> Iterator[CallInfo]:
+    """The call context of an MCP request, for the engine's audit line."""
+    with call_info(**caller_of(ctx)) as info:
+        yield info

@@ -1,0 +1,127 @@
+"""The audit log: one JSON line per call in daily files, `<dir>/YYYY-MM-DD.jsonl` (seed 000's layout).
+
+Writing never blocks or fails a call: `record` puts the line on a queue, one thread appends it to the
+day's file (opened per batch, so a rotated or removed file is simply recreated). A write that fails (a
+full disk, a read-only directory) is counted in `dropped`, and one warning is printed until a write
+succeeds again. Files older than `retention_days` are removed when the day changes and at start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import queue
+import re
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+DAILY = re.compile(r"(\d{4}-\d{2}-\d{2})\.jsonl")
+MAX_QUEUE = 100_000  # lines waiting; beyond this they are dropped (and counted), never awaited
+
+
+class AuditLog:
+    def __init__(self, directory: Path | None, retention_days: int = 30) -> None:
+        self.directory, self.retention_days = directory, retention_days
+        self.written = 0
+        self.dropped = 0
+        self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue(MAX_QUEUE)
+        self._warned = False
+        self._day = ""
+        self._thread: threading.Thread | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.directory is not None
+
+    def start(self) -> None:
+        if self.directory is None or self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._run, name="tooldock-audit", daemon=True)
+        self._thread.start()
+
+    def record(self, line: dict[str, Any]) -> None:
+        if self.directory is None:
+            return
+        try:
+            self._queue.put_nowait(line)
+        except queue.Full:
+            self.dropped += 1
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Write what is queued, then stop the writer."""
+        if self._thread is None:
+            return
+        with contextlib.suppress(queue.Full):
+            self._queue.put(None, timeout=timeout)
+        self._thread.join(timeout)
+        self._thread = None
+
+    def flush(self, timeout: float = 5.0) -> None:
+        """Wait until every line recorded so far is written (tests, shutdown)."""
+        _join(self._queue, timeout)
+
+    # -- the writer thread -------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            first = self._queue.get()
+            batch = [first]
+            while len(batch) < 1000:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            lines = [b for b in batch if b is not None]
+            if lines:
+                self._write(lines)
+            for _ in batch:
+                self._queue.task_done()
+            if None in batch:
+                return
+
+    def _write(self, lines: list[dict[str, Any]]) -> None:
+        assert self.directory is not None
+        by_day: dict[str, list[str]] = {}
+        for line in lines:
+            day = str(line.get("time", ""))[:10] or dt.date.today().isoformat()
+            by_day.setdefault(day, []).append(json.dumps(line, ensure_ascii=False, default=str) + "\n")
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            for day, text in by_day.items():
+                if day != self._day:
+                    self._day = day
+                    self._prune(day)
+                fd = os.open(self.directory / f"{day}.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                with os.fdopen(fd, "a", encoding="utf-8") as out:
+                    out.writelines(text)
+            self.written += len(lines)
+            self._warned = False
+        except OSError as exc:
+            self.dropped += len(lines)
+            if not self._warned:
+                self._warned = True
+                print(f"tooldock: cannot write the audit log in {self.directory}: {exc}", file=sys.stderr, flush=True)
+
+    def _prune(self, today: str) -> None:
+        assert self.directory is not None
+        oldest = dt.date.fromisoformat(today) - dt.timedelta(days=self.retention_days)
+        for path in self.directory.glob("*.jsonl"):
+            found = DAILY.fullmatch(path.name)
+            with contextlib.suppress(ValueError, OSError):
+                if found and dt.date.fromisoformat(found.group(1)) < oldest:
+                    path.unlink()
+
+
+def _join(q: queue.Queue[Any], timeout: float) -> None:
+    done = threading.Event()
+
+    def wait() -> None:
+        q.join()
+        done.set()
+
+    threading.Thread(target=wait, daemon=True).start()
+    done.wait(timeout)

@@ -1,0 +1,45 @@
+"""Who is calling, as the front end that took the request knows it, carried to the engine in a context
+variable (it follows the request through every task it starts, and never crosses to another request)."""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class CallInfo:
+    front_end: str = "rest"  # rest | mcp | sse | relay | manager
+    request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    client: str | None = None  # the peer address
+    key_id: str | None = None  # the scoped API key used, never the key
+    client_info: dict[str, Any] | None = None  # MCP clientInfo {name, version}
+    protocol: str | None = None  # MCP protocol version
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+
+_current: contextvars.ContextVar[CallInfo | None] = contextvars.ContextVar("tooldock_call", default=None)
+
+
+def current_call() -> CallInfo:
+    """The calling request's context (a fresh one when no front end set it, e.g. in a unit test)."""
+    return _current.get() or CallInfo()
+
+
+@contextlib.contextmanager
+def call_info(**fields: Any) -> Iterator[CallInfo]:
+    """Set (or refine) the call context for the block: fields given override those already set."""
+    base = _current.get()
+    info = dataclasses.replace(base, **fields) if base is not None else CallInfo(**fields)
+    token = _current.set(info)
+    try:
+        yield info
+    finally:
+        _current.reset(token)
