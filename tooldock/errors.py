@@ -150,6 +150,12 @@ class UpstreamError(ToolDockError):
     status, code = 502, "upstream_error"
 
 
+class RateLimited(ToolDockError):
+    """A namespace's or an API key's rate limit: retry after `details.retry_after_seconds`."""
+
+    status, code = 429, "rate_limited"
+
+
 class ExecutionTimeout(ToolDockError):
     status, code = 504, "execution_timeout"
 

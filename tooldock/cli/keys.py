@@ -43,14 +43,21 @@ def keys() -> None:
     help="Only tools matching GLOB: a tool name, or NAMESPACE/TOOL (repeatable).",
 )
 @click.option("--expires", metavar="DURATION", help="Lifetime, e.g. 90m, 12h, 30d, 1w2d (default: never expires).")
+@click.option("--rate", type=float, metavar="CALLS", help="Rate limit: calls per second (default: unlimited).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object with the key and its record.")
 def create(
-    name: str, scope: str, namespaces: tuple[str, ...], tools: tuple[str, ...], expires: str | None, as_json: bool
+    name: str,
+    scope: str,
+    namespaces: tuple[str, ...],
+    tools: tuple[str, ...],
+    expires: str | None,
+    rate: float | None,
+    as_json: bool,
 ) -> None:
     """Create a key and print it once (stdout); only its hash is stored."""
     try:
         expires_in = parse_duration(expires) if expires is not None else None
-        record, key = KeyStore.from_env().create(name, scope, namespaces, tools, expires_in)
+        record, key = KeyStore.from_env().create(name, scope, namespaces, tools, expires_in, rate)
     except (KeysError, OSError) as exc:
         raise _fail(exc) from None
     if as_json:

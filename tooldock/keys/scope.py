@@ -32,6 +32,7 @@ class ApiKey:
     expires: datetime | None = None
     last_used: datetime | None = None
     revoked: datetime | None = None
+    rate: float | None = None  # calls per second this key may make (token bucket); None = unlimited
 
     @property
     def unrestricted(self) -> bool:
@@ -82,6 +83,7 @@ class ApiKey:
             "expires": _iso(self.expires),
             "last_used": _iso(self.last_used),
             "revoked": _iso(self.revoked),
+            "rate": self.rate,
         }
 
 

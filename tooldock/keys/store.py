@@ -128,6 +128,7 @@ class KeyStore:
                 expires=_time(record.get("expires"), "expires", where),
                 last_used=_time(record.get("last_used"), "last_used", where),
                 revoked=_time(record.get("revoked"), "revoked", where),
+                rate=_rate(record.get("rate"), where),
             )
         except KeysError as exc:
             raise KeysError(f"{where}: {exc}") from None
@@ -141,6 +142,7 @@ class KeyStore:
         namespaces: tuple[str, ...] = (),
         tools: tuple[str, ...] = (),
         expires_in: float | None = None,
+        rate: float | None = None,
     ) -> tuple[ApiKey, str]:
         """A new key: its record is stored, the key itself is returned once and never kept."""
         record: dict[str, Any] = {
@@ -155,6 +157,8 @@ class KeyStore:
         record["created"] = _stamp(created)
         record["expires"] = _stamp(created + timedelta(seconds=expires_in)) if expires_in else None
         record["last_used"] = record["revoked"] = None
+        if rate is not None:
+            record["rate"] = _rate(rate, "--rate")
         with locked(self.lock):
             records = self._records()
             taken = {r["id"] for r in records}
@@ -216,3 +220,12 @@ class KeyStore:
                     self._write(records)
                     return True
         return False
+
+
+def _rate(raw: object, where: str) -> float | None:
+    """A key's rate limit: calls per second, a positive finite number (None: no limit)."""
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not 0 < raw < 1e9:
+        raise KeysError(f"{where}: rate must be a positive number of calls per second, e.g. 5 or 0.5")
+    return float(raw)

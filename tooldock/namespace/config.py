@@ -25,6 +25,7 @@ KNOWN_KEYS = {
     "python",
     "idle_timeout",
     "audit",
+    "tools",
 }
 
 
@@ -56,7 +57,7 @@ def _limits(raw: Any) -> Limits:
         return Limits()
     if not isinstance(raw, dict):
         raise ConfigError("'limits' must be a mapping, e.g. {timeout: 30, concurrency: 8}")
-    unknown = set(raw) - {"timeout", "concurrency", "memory", "cpus"}
+    unknown = set(raw) - {"timeout", "concurrency", "memory", "cpus", "rate", "burst"}
     if unknown:
         raise ConfigError(f"unknown key(s) under 'limits': {', '.join(sorted(map(str, unknown)))}")
     memory = raw.get("memory")
@@ -67,7 +68,24 @@ def _limits(raw: Any) -> Limits:
         concurrency=_positive(raw.get("concurrency"), "concurrency", int),
         memory=str(memory) if memory is not None else None,
         cpus=_positive(raw.get("cpus"), "cpus", float),
+        rate=_positive(raw.get("rate"), "rate", float),
+        burst=_positive(raw.get("burst"), "burst", int),
     )
+
+
+def _globs(raw: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """`tools: {allow: [globs], deny: [globs]}`: which of its tools a namespace exposes."""
+    if raw is None:
+        return (), ()
+    if not isinstance(raw, dict) or set(raw) - {"allow", "deny"}:
+        raise ConfigError("'tools' must be a mapping like {allow: ['get_*'], deny: ['delete_*']}")
+    lists = []
+    for which in ("allow", "deny"):
+        globs = raw.get(which) or []
+        if not isinstance(globs, list) or not all(isinstance(g, str) and g and len(g) <= 200 for g in globs):
+            raise ConfigError(f"'tools.{which}' must be a list of tool-name globs, e.g. ['get_*']")
+        lists.append(tuple(globs))
+    return lists[0], lists[1]
 
 
 def parse_config(data: Any) -> NamespaceConfig:
@@ -103,7 +121,10 @@ def parse_config(data: Any) -> NamespaceConfig:
     audit = data.get("audit") or {}
     if not isinstance(audit, dict) or set(audit) - {"arguments"} or not isinstance(audit.get("arguments", False), bool):
         raise ConfigError("'audit' must be a mapping like {arguments: true} (log call arguments, secrets masked)")
+    allow, deny = _globs(data.get("tools"))
     return NamespaceConfig(
+        tools_allow=allow,
+        tools_deny=deny,
         idle_timeout=float(idle) if idle is not None else None,
         audit_arguments=bool(audit.get("arguments", False)),
         description=_str(data, "description"),
@@ -136,6 +157,8 @@ def config_to_dict(cfg: NamespaceConfig) -> dict[str, Any]:
         data["idle_timeout"] = cfg.idle_timeout
     if cfg.audit_arguments:
         data["audit"] = {"arguments": True}
+    if cfg.tools_allow or cfg.tools_deny:
+        data["tools"] = {"allow": list(cfg.tools_allow), "deny": list(cfg.tools_deny)}
     return data
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -31,6 +32,8 @@ class Limits:
     concurrency: int | None = None  # calls in flight per namespace; None = the gateway default
     memory: str | None = None  # e.g. "256m" (container backends)
     cpus: float | None = None
+    rate: float | None = None  # calls per second admitted (token bucket); None = unlimited
+    burst: int | None = None  # calls admitted at once (the bucket's size); None = the rate rounded up
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,16 @@ class NamespaceConfig:
     limits: Limits = field(default_factory=Limits)
     python: str | None = None
     idle_timeout: float | None = None  # seconds without a call after which the worker is stopped (scale to zero)
+    tools_allow: tuple[str, ...] = ()  # `tools.allow` globs: only these tools are exposed (empty: all)
+    tools_deny: tuple[str, ...] = ()  # `tools.deny` globs: these are never exposed
     audit_arguments: bool = False  # `audit: {arguments: true}`: audit lines carry the arguments (secrets masked)
+
+
+def exposes(config: NamespaceConfig, tool: str) -> bool:
+    """Whether a namespace's `tools: {allow, deny}` lets callers see and call `tool`."""
+    if config.tools_allow and not any(fnmatchcase(tool, g) for g in config.tools_allow):
+        return False
+    return not any(fnmatchcase(tool, g) for g in config.tools_deny)
 
 
 @dataclass(frozen=True)

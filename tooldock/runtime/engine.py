@@ -30,13 +30,16 @@ from tooldock.errors import (
     WorkerRetired,
 )
 from tooldock.keys import ApiKey
+from tooldock.namespace.models import exposes
 from tooldock.namespace.names import NamespaceNameError, validate_namespace_name
 from tooldock.runtime import requestid
 from tooldock.runtime.access import restricted
+from tooldock.runtime.admission import Admission
 from tooldock.runtime.backend import SessionViews
 from tooldock.runtime.observe import AuditLog, Metrics, current_call
 from tooldock.runtime.registry import NamespaceEntry, Registry
 from tooldock.runtime.settings import Settings
+from tooldock.upstream.catalog import ACTIVATE
 
 
 class Engine:
@@ -44,6 +47,7 @@ class Engine:
         self.registry, self.settings = registry, settings
         # One semaphore per worker generation: a replaced worker's limit goes away with it.
         self._limits: weakref.WeakKeyDictionary[Any, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+        self.admission = Admission()
         self.audit: AuditLog | None = None  # set by the app: one line per call
         self.metrics: Metrics | None = None
 
@@ -75,7 +79,11 @@ class Engine:
         return sorted(n for n in self.registry.snapshot.entries if key is None or key.allows_namespace(n))
 
     def visible(self, namespace: str, tools: list[dict[str, Any]], key: ApiKey | None) -> list[dict[str, Any]]:
-        """`tools` of `namespace` narrowed to what `key` may see."""
+        """`tools` of `namespace` narrowed to what its `tools: {allow, deny}` exposes and `key` may see."""
+        entry = self.registry.snapshot.entries.get(namespace)
+        config = entry.source.config if entry is not None else None
+        if config is not None and (config.tools_allow or config.tools_deny):
+            tools = [t for t in tools if t["name"] == ACTIVATE or exposes(config, str(t["name"]))]
         key = restricted(key)
         return tools if key is None else key.visible(namespace, tools)
 
@@ -106,6 +114,8 @@ class Engine:
                 found = None  # said again below, with only the tools this key may see as available
         else:
             found = next((t for t in entry.tools if t["name"] == tool), None)
+        if found is not None and tool != ACTIVATE and not exposes(entry.source.config, tool):
+            found = None  # hidden by the namespace's tools.deny / tools.allow: as if it did not exist
         if found is None:
             listed = self.visible(name, entry.tools, key)
             raise ToolNotFound(
@@ -116,6 +126,12 @@ class Engine:
         if key is not None and not key.allows_tool(name, found):
             raise NotInScope(key.why_not(name, found), {"namespace": name, "tool": tool, "key_id": key.id})
         return found
+
+    def _admit(self, entry: NamespaceEntry, key: ApiKey | None) -> None:
+        limits = entry.source.config.limits
+        self.admission.admit("namespace", entry.source.name, limits.rate, limits.burst)
+        if key is not None and key.rate:
+            self.admission.admit("key", key.id, key.rate)
 
     def _semaphore(self, entry: NamespaceEntry) -> asyncio.Semaphore:
         semaphore = self._limits.get(entry.worker)
@@ -146,6 +162,7 @@ class Engine:
                 raise InvalidArguments(
                     f"arguments must be a JSON object of parameter names to values, got {type(arguments).__name__}"
                 )
+            self._admit(entry, key)
             try:
                 return await self._run(entry, f"tool {tool!r}", lambda worker: worker.call(tool, arguments, relay))
             except ToolDockError as err:
@@ -168,6 +185,7 @@ class Engine:
                 raise NotFound(f"namespace {entry.source.name!r} has no tools, resources or prompts")
             if isinstance(entry.worker, SessionViews):
                 fields["session"] = session
+            self._admit(entry, key)
             return await self._run(entry, op, lambda worker: worker.request(op, **fields))
 
         subject = fields.get("uri") or fields.get("name") or ""

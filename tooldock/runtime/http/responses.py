@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import math
+
 from starlette.responses import JSONResponse
 
-from tooldock.errors import NamespaceUnavailable, ToolDockError
+from tooldock.errors import NamespaceUnavailable, RateLimited, ToolDockError
 
 
 def error_response(err: ToolDockError, headers: dict[str, str] | None = None) -> JSONResponse:
     headers = dict(headers or {})
     if isinstance(err, NamespaceUnavailable):
         headers.setdefault("Retry-After", "1")
+    if isinstance(err, RateLimited):
+        headers.setdefault("Retry-After", str(max(1, math.ceil(float(err.details.get("retry_after_seconds", 1))))))
     return JSONResponse({"error": err.to_dict()}, status_code=err.status, headers=headers)

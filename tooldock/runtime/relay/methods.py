@@ -20,6 +20,7 @@ from tooldock.errors import (
     NamespaceNotFound,
     NamespaceUnavailable,
     NotInScope,
+    RateLimited,
     ReloadFailed,
     ToolDockError,
     ToolNotFound,
@@ -124,7 +125,7 @@ def _outcome(err: ToolDockError) -> RpcError | dict[str, Any]:
         return RpcError(NOT_ALLOWED, NOT_ALLOWED_MESSAGE, {"reason": err.message})
     if isinstance(err, ToolNotFound | NamespaceNotFound | BadRequest):
         return RpcError(INVALID_PARAMS, err.message)
-    if isinstance(err, NamespaceUnavailable | UpstreamError | ReloadFailed) or type(err) is ToolDockError:
+    if isinstance(err, NamespaceUnavailable | UpstreamError | ReloadFailed | RateLimited) or type(err) is ToolDockError:
         return RpcError(SERVER_ERROR, f"{err.code}: {err.message}")
     return {
         "content": [{"type": "text", "text": f"{err.code}: {err.message}"}],

@@ -1,0 +1,106 @@
+"""Admission controls (issue 15): per-namespace and per-key rate limits (token buckets) answered 429 with
+Retry-After on REST, an error result on MCP and -32000 on the relay socket; and a namespace's
+`tools: {allow, deny}` hiding tools from every listing and refusing their calls."""
+
+from __future__ import annotations
+
+import shutil
+import time
+
+import httpx
+import pytest
+from conftest import EXAMPLES, Gateway, run_mcp
+from mcp.shared.exceptions import MCPError
+from relaykit import RELAY_TOOLS, Line, cleanup, relay_env
+
+from tooldock.runtime.admission import Bucket
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_bucket_admits_its_burst_then_its_rate():
+    bucket = Bucket(rate=2.0, burst=3.0, tokens=3.0, stamp=0.0)
+    assert [bucket.take(0.0) for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert bucket.take(0.0) == pytest.approx(0.5)  # one token comes back every 0.5 s
+    assert bucket.take(0.5) == 0.0 and bucket.take(0.5) > 0
+    assert bucket.take(100.0) == 0.0 and bucket.tokens == pytest.approx(2.0)  # never more than the burst
+
+
+@pytest.fixture(scope="module")
+def limited(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("admission")
+    tools = tmp / "tools"
+    shutil.copytree(EXAMPLES / "multi-tool", tools / "slowly")
+    (tools / "slowly" / "tooldock.yaml").write_text("limits: {rate: 2, burst: 2}\n")
+    shutil.copytree(EXAMPLES / "multi-tool", tools / "narrow")
+    (tools / "narrow" / "tooldock.yaml").write_text("tools: {allow: ['*'], deny: ['multiply', 'word_*']}\n")
+    shutil.copytree(RELAY_TOOLS / "project", tools / "project")
+    env, sock, keys = relay_env()
+    gw = Gateway(tools, tmp / "gateway.log", env).start()
+    gw.sock, gw.keys = sock, keys  # type: ignore[attr-defined]
+    yield gw
+    gw.stop()
+    cleanup(sock)
+
+
+def test_a_namespace_rate_limit_answers_429_with_retry_after_then_admits_again(limited):
+    time.sleep(1.1)  # a full bucket
+    answers = [limited.call("slowly", "add", a=1, b=2) for _ in range(3)]
+    assert [a.status_code for a in answers[:2]] == [200, 200]
+    refused = answers[2]
+    assert refused.status_code == 429 and refused.json()["error"]["code"] == "rate_limited"
+    assert refused.headers["retry-after"] == "1" and "2 calls/s" in refused.json()["error"]["message"]
+    assert 0 < refused.json()["error"]["details"]["retry_after_seconds"] <= 0.5
+    time.sleep(0.6)
+    assert limited.call("slowly", "add", a=1, b=2).status_code == 200
+    # other namespaces are not limited
+    assert all(limited.call("narrow", "add", a=1, b=2).status_code == 200 for _ in range(5))
+
+
+def test_a_rate_limit_on_mcp_is_an_error_result(limited):
+    time.sleep(1.1)
+
+    async def body(session):
+        return [await session.call_tool("add", {"a": 1, "b": 1}) for _ in range(3)]
+
+    results = run_mcp(limited, "slowly", body)
+    assert [r.is_error for r in results] == [False, False, True]
+    assert "rate_limited" in results[2].content[0].text
+
+
+def test_a_key_rate_limit_on_the_relay_socket_and_rest(limited):
+    _, key = limited.keys.create("slow-key", "write", ("project",), (), None, 1.0)
+    line = Line(limited.sock)
+    first = line.call(key, "project_echo", text="a")
+    second = line.call(key, "project_echo", text="b", rid=2)
+    line.close()
+    assert "result" in first and second["error"]["code"] == -32000
+    assert "rate_limited" in second["error"]["message"] and "key" in second["error"]["message"]
+    time.sleep(1.1)
+    headers = {"Authorization": f"Bearer {key}", "X-Namespace": "project"}
+    codes = [httpx.post(f"{limited.url}/tools/echo", json={"text": "x"}, headers=headers).status_code for _ in range(2)]
+    assert codes == [200, 429]
+    # the bearer token has no key limit
+    assert all(limited.call("project", "echo", text="x").status_code == 200 for _ in range(3))
+
+
+def test_denied_tools_are_hidden_everywhere_and_refused(limited):
+    listed = limited.get("/tools", "narrow").json()["tools"]
+    assert sorted(t["name"] for t in listed) == ["add", "reverse_text"]
+    refused = limited.call("narrow", "multiply", a=2, b=3)
+    assert refused.status_code == 404 and refused.json()["error"]["code"] == "tool_not_found"
+    assert "multiply" not in refused.json()["error"]["message"].split("available:")[1]
+    paths = limited.get("/openapi.json", "narrow").json()["paths"]
+    assert not any("multiply" in p or "word_count" in p for p in paths) and any("add" in p for p in paths)
+
+    async def body(session):
+        names = [t.name for t in (await session.list_tools()).tools]
+        try:
+            await session.call_tool("word_count", {"text": "a b"})
+        except MCPError as err:
+            return names, err.error.message
+        return names, "answered"
+
+    names, refusal = run_mcp(limited, "narrow", body)
+    assert sorted(names) == ["add", "reverse_text"]
+    assert refusal == "no tool named 'word_count' in namespace 'narrow'; available: add, reverse_text"
