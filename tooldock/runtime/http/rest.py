@@ -59,15 +59,16 @@ def gateway_openapi(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 # How an endpoint learns its namespace (the X-Namespace header or the path), and the endpoints it wraps.
-NamespaceOf = Callable[..., str | None]
+NamespaceOf = Callable[..., Awaitable[str | None]]
 Endpoint = Callable[..., Awaitable[dict[str, Any]]]
 
 
-def _from_header(x_namespace: str | None = NamespaceHeader) -> str | None:
+# async: FastAPI runs a plain `def` dependency in a worker thread, a thread hop per request for nothing.
+async def _from_header(x_namespace: str | None = NamespaceHeader) -> str | None:
     return x_namespace
 
 
-def _from_path(namespace: str) -> str:
+async def _from_path(namespace: str) -> str:
     return namespace
 
 

@@ -1,0 +1,84 @@
+"""REST through the gateway against a bare Starlette endpoint on the same stack, measured with wrk (Debian's
+`wrk`, one thread, 16 connections) in the same run:
+
+    .venv/bin/python bench/rest.py [--seconds 10] [--connections 16]
+
+Both answer `POST /tools/echo_number {"x": 7}` with `{"result": 7}`; the gateway's goes through auth, the
+request edge, the engine, the audit log and a worker. Loopback only; each run is bounded by --seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from run import TOKEN, start_gateway  # noqa: E402
+
+LUA = """wrk.method = "POST"
+wrk.body = '{"x": 7}'
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer %s"
+wrk.headers["X-Namespace"] = "bench"
+"""
+
+
+def wrk(url: str, seconds: int, connections: int, script: Path) -> dict[str, float]:
+    out = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", "-s", str(script), url],
+                         capture_output=True, text=True, timeout=seconds + 30).stdout
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    p50 = re.search(r"50%\s+([\d.]+)(us|ms|s)", out)
+    scale = {"us": 0.001, "ms": 1.0, "s": 1000.0}[p50.group(2)]
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    return {"rate": rate, "p50": float(p50.group(1)) * scale, "errors": int(errors.group(1)) if errors else 0}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--connections", type=int, default=16)
+    args = parser.parse_args()
+    if shutil.which("wrk") is None:
+        raise SystemExit("bench/rest.py needs wrk (Debian: apt-get install wrk)")
+    tmp = Path(tempfile.mkdtemp(prefix="tooldock-rest-"))
+    script = tmp / "post.lua"
+    script.write_text(LUA % TOKEN)
+    console = Console(stderr=True)
+    procs = []
+    try:
+        with open(tmp / "gateway.log", "w") as log:
+            gateway, url = start_gateway(log, env={**os.environ, "TOOLDOCK_LOG_DIR": str(tmp / "audit")})
+        procs.append(gateway)
+        peer = subprocess.Popen([sys.executable, str(HERE / "peer_starlette.py")], stdout=subprocess.PIPE, text=True)
+        procs.append(peer)
+        peer_url = f"http://127.0.0.1:{peer.stdout.readline().strip()}"
+        rows = []
+        for name, base in (("ToolDock REST POST /tools/{name}", url), ("bare Starlette + uvicorn (peer)", peer_url)):
+            console.print(f"[dim]{name}: warm-up, then {args.seconds} s ...[/dim]")
+            wrk(f"{base}/tools/echo_number", 2, args.connections, script)
+            rows.append((name, wrk(f"{base}/tools/echo_number", args.seconds, args.connections, script)))
+    finally:
+        for proc in procs:
+            proc.terminate()
+        shutil.rmtree(tmp, ignore_errors=True)
+    table = Table(title=f"REST, wrk -t1 -c{args.connections} -d{args.seconds}s ({os.cpu_count()} cores)")
+    for column in ("target", "req/s", "p50 ms", "non-2xx"):
+        table.add_column(column, justify="right")
+    for name, r in rows:
+        table.add_row(name, f"{r['rate']:.0f}", f"{r['p50']:.2f}", str(r["errors"]))
+    table.add_row("ratio", f"{rows[0][1]['rate'] / rows[1][1]['rate']:.2f}x", "", "")
+    Console().print(table)
+
+
+if __name__ == "__main__":
+    main()
