@@ -26,7 +26,7 @@ from starlette.types import Receive, Scope, Send
 
 import tooldock
 from tooldock.keys import KeyStore
-from tooldock.manager import tools_files, tools_ops
+from tooldock.manager import context, tools_files, tools_ops
 from tooldock.manager.context import Manager
 from tooldock.manager.gateway import GatewayClient
 from tooldock.manager.rebuild import DockerRebuild
@@ -39,6 +39,7 @@ from tooldock.runtime.backends.environments import Environments
 from tooldock.runtime.http.auth import BearerAuth
 from tooldock.runtime.mcp.legacy import MESSAGES_PATH, LegacySse
 from tooldock.runtime.mcp.server import McpHub
+from tooldock.runtime.observe import AuditLog
 from tooldock.secrets import SecretStore
 
 SYSTEM = "_system"  # the manager's one MCP server; the name no namespace may take
@@ -106,8 +107,11 @@ def create_manager_app(settings: ManagerSettings, cache: Path, host: str = "127.
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok", "service": "tooldock-manager", "version": tooldock.__version__})
 
+    context.AUDIT = audit = AuditLog(settings.runtime.log_dir, settings.runtime.log_retention_days)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        audit.start()
         watcher = None
         if settings.watch:
             watcher = asyncio.ensure_future(watch(settings.tools_dir, manager.reloader, settings.debounce_ms))
@@ -120,6 +124,7 @@ def create_manager_app(settings: ManagerSettings, cache: Path, host: str = "127.
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await watcher
             await manager.gateway.close()
+            audit.close()
 
     routes = [
         Route("/health", health, methods=["GET"]),

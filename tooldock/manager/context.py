@@ -4,6 +4,7 @@ the reloader, and how this backend installs a namespace's dependencies."""
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import functools
 import time
 from collections.abc import Awaitable, Callable
@@ -13,12 +14,13 @@ from typing import Any, ParamSpec, TypeVar
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from tooldock.errors import BuilderError, ManagerError, SecretsError
+from tooldock.errors import BuilderError, ManagerError, RegistryError, SecretsError, ToolDockError
 from tooldock.manager.gateway import GatewayClient
 from tooldock.manager.rebuild import DockerRebuild
 from tooldock.manager.reload import Reloader
 from tooldock.manager.settings import ManagerSettings
 from tooldock.manager.workspace import Workspace
+from tooldock.runtime.observe import AuditLog
 from tooldock.secrets import SecretStore
 
 P = ParamSpec("P")
@@ -40,19 +42,39 @@ class Manager:
     writes: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
+AUDIT = AuditLog(None)  # replaced by the app: the gateway's audit log directory, `front_end: "manager"` lines
+
+
 def edge(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
-    """The one place manager errors become MCP tool errors (`isError` with the message)."""
+    """The one place manager errors become MCP tool errors (`isError` with the message), and where each
+    manager tool call leaves its audit line (the tool and how it ended, never its arguments)."""
 
     @functools.wraps(fn)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        started, status = time.perf_counter(), "error"
         try:
-            return await fn(*args, **kwargs)
-        except ManagerError as err:
+            result = await fn(*args, **kwargs)
+            status = "ok"
+            return result
+        except (ManagerError, ToolDockError) as err:
+            status = err.code
             raise ToolError(f"{err.code}: {err.message}") from None
-        except (BuilderError, SecretsError) as exc:  # the builder or the secrets store refused
+        except (BuilderError, SecretsError, RegistryError) as exc:  # the builder, secrets store or registry refused
             raise ToolError(str(exc)) from None
         except OSError as exc:  # a disk problem: say which operation and why, never a traceback
             raise ToolError(f"filesystem error: {exc.strerror or exc} ({getattr(exc, 'filename', '') or ''})") from None
+        finally:
+            AUDIT.record(
+                {
+                    "time": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
+                    "front_end": "manager",
+                    "namespace": "_system",
+                    "method": "tools/call",
+                    "tool": fn.__name__,
+                    "status": status,
+                    "latency_ms": round((time.perf_counter() - started) * 1000, 2),
+                }
+            )
 
     return wrapper
 

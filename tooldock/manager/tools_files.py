@@ -155,6 +155,16 @@ def register(server: MCPServer, m: Manager) -> None:
             return files.write_tool(ws, namespace, filename, code)
 
     server.add_tool(edge(write_tool), name="write_tool", description=write_doc)
+    generate_doc = (
+        "This is an alias for write_tool, specifically named for the translation workflow. Write a translated "
+        "Python tool file to a namespace. Same validation rules as write_tool apply. See write_tool for full "
+        "details.\n\nParameters: Same as write_tool (namespace, filename, code)\nReturns: Same as write_tool"
+    )
+
+    async def generate_tool(namespace: str, filename: str, code: str) -> JsonObject:
+        return await write_tool(namespace, filename, code)
+
+    server.add_tool(edge(generate_tool), name="generate_tool", description=generate_doc)
 
     @server.tool()
     @edge
