@@ -68,6 +68,8 @@ def leak() -> str:
     raise RuntimeError(f"cannot use {token}")
 '''
 
+# seed 000's manager tools plus ToolDock's; the README's tools table lists each (tests/test_docs.py)
+MANAGER_TOOLS = 19
 WEATHER_VALUE = "weather-token-5c2e8d14aa"  # distinctive: a search for it cannot match by chance
 
 
@@ -257,7 +259,7 @@ def test_manager_auth_health_and_legacy_sse(pair):
 
     names = asyncio.run(legacy())
     assert {"list_namespaces", "write_tool", "reload_core", "test_tool", "check_secrets"} <= set(names)
-    assert len(names) == 18
+    assert len(names) == MANAGER_TOOLS
 
 
 def test_the_watcher_makes_an_edit_live(make_gateway, store):
@@ -296,7 +298,7 @@ def test_the_manager_speaks_every_protocol_version(pair):
                 return client.protocol_version, names, called.structured_content
 
     version, names, called = asyncio.run(modern())
-    assert version == "2026-07-28" and len(names) == 18
+    assert version == "2026-07-28" and len(names) == MANAGER_TOOLS
     assert called == {"namespace": "basic-tool", "packages": []}
 
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -309,7 +311,7 @@ def test_the_manager_speaks_every_protocol_version(pair):
     batch = [{"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
              {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "health", "arguments": {}}}]
     answers = httpx.post(f"{url}/mcp", json=batch, headers=session, timeout=60).json()
-    assert [a["id"] for a in answers] == [2, 3] and len(answers[0]["result"]["tools"]) == 18
+    assert [a["id"] for a in answers] == [2, 3] and len(answers[0]["result"]["tools"]) == MANAGER_TOOLS
     assert answers[1]["result"]["structuredContent"]["core_reachable"] is True
 
 
