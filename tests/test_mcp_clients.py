@@ -29,6 +29,7 @@ import httpx
 import mcp_types as types
 import pytest
 from conftest import STATE_DIR
+from test_manager import MANAGER_TOOLS
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 MODERN = "2026-07-28"
@@ -548,6 +549,6 @@ def test_sdk1_client_drives_the_manager(make_gateway, mcp1_python, transport, pa
     out = run_mcp1(mcp1_python, transport, url + path, {"Authorization": f"Bearer {TOKEN}"},
                    "list_requirements", {"namespace": "async-tool"})
     assert out["sdk_version"].startswith("1.") and out["server_info"]["name"] == "tooldock-manager"
-    assert len(out["tools"]) == 18 and {"write_tool", "reload_core"} <= {t["name"] for t in out["tools"]}
+    assert len(out["tools"]) == MANAGER_TOOLS and {"write_tool", "reload_core"} <= {t["name"] for t in out["tools"]}
     assert out["call"]["isError"] is False
     assert out["call"]["structuredContent"] == {"namespace": "async-tool", "packages": ["httpx>=0.28.0"]}
