@@ -1,0 +1,230 @@
+"""The manager's installer tools driven by the official MCP client (issue 12): `search_registry` against a
+registry on loopback, `install_from_registry(mode="upstream")` putting a registry server behind a namespace
+(secrets prepared, never passed through chat) until its tools answer through the gateway,
+`install_pip_packages` into the manager's own environment from a package index on loopback, and
+`generate_tool` as write_tool's alias."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import functools
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import zipfile
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES, MANAGER_ARGS, manager_url, run_manager, tooldock_cli
+from fixtures.registry_server import FakeRegistry
+from test_upstream_http import UPSTREAM_TOKEN, secrets_set, served  # noqa: F401  (served: a fixture)
+from test_upstream_registry import ENV_SECRET, demo_entry, remote_entry
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> dict[str, str]:
+    env = {
+        "TOOLDOCK_SECRETS_DIR": str(tmp_path / "store"),
+        "TOOLDOCK_AGE_KEY_FILE": str(tmp_path / "age.key"),
+    }
+    tooldock_cli("secrets", "init", env=env)
+    return env
+
+
+def start(make_gateway, env: dict[str, str]):
+    gateway = make_gateway(EXAMPLES, env=env, args=MANAGER_ARGS)
+    return gateway, manager_url(gateway)
+
+
+def test_search_registry_answers_the_seed_shape_and_says_when_the_registry_is_down(make_gateway, store):
+    with FakeRegistry() as fake:
+        gateway, url = start(make_gateway, {**store, "MCP_REGISTRY_URL": fake.url})
+
+        async def flow(call):
+            return await call("search_registry", query="time"), await call("search_registry", query="")
+
+        (error, hits), (bad, refused) = run_manager(url, flow)
+    assert not error and hits and hits[0]["name"] == "io.github.modelcontextprotocol/server-time"
+    assert {"name", "description", "package", "package_type", "source_url", "packages", "remotes"} <= set(hits[0])
+    assert hits[0]["package"] == "mcp-server-time" and hits[0]["package_type"] == "pypi"
+    assert bad and "search query must be 1 to 200 characters" in refused
+
+    async def down(call):
+        return await call("search_registry", query="time")
+
+    error, message = run_manager(url, down)  # the fake registry is gone now
+    assert error and "cannot reach the MCP Registry" in message and "MCP_REGISTRY_URL" in message
+
+
+def test_install_from_registry_upstream_serves_a_remote_server_once_the_user_set_its_secret(
+    make_gateway, store, served, tmp_path  # noqa: F811
+):
+    entry = remote_entry(f"{served.url}/ns/multi-tool/mcp")
+    with FakeRegistry([entry]) as fake:
+        gateway, url = start(make_gateway, {**store, "MCP_REGISTRY_URL": fake.url})
+
+        async def install(call):
+            return await call(
+                "install_from_registry", package="io.github.example/calc-remote", namespace="calc", mode="upstream"
+            )
+
+        error, result = run_manager(url, install)
+        assert not error, result
+        assert result["prefix"] == "calc-remote" and result["runs"] == f"{served.url}/ns/multi-tool/mcp"
+        assert [s["key"] for s in result["secrets"]] == ["TOKEN"] and result["secrets"][0]["status"] == "placeholder"
+        assert "tooldock secrets set TOKEN --namespace calc" in result["next_steps"]
+        toml = (gateway.tools_dir / "calc" / "tools.toml").read_text()
+        assert 'registry = "io.github.example/calc-remote"' in toml and "${secret:TOKEN}" in toml
+        assert UPSTREAM_TOKEN not in toml
+
+        # the user sets the secret in a terminal, then the LLM reloads and calls
+        secrets_set(store, "TOKEN", UPSTREAM_TOKEN, "calc")
+
+        async def use(call):
+            reloaded = await call("reload_core")
+            again = await call(
+                "install_from_registry", package="io.github.example/calc-remote", namespace="calc", mode="upstream"
+            )
+            return reloaded, again
+
+        (error, reloaded), (dup, again) = run_manager(url, use)
+        assert not error and "calc" in reloaded["namespaces"], reloaded
+        gateway.wait_for(lambda: gateway.namespace("calc")["state"] == "ready", what="the upstream to connect")
+        assert gateway.call("calc", "calc-remote_add", a=1, b=2).json()["result"] == 3
+        assert dup and "already a server of namespace 'calc'" in again
+    assert UPSTREAM_TOKEN not in gateway.logs
+
+
+def test_install_from_registry_upstream_asks_for_missing_inputs_and_refuses_tool_namespaces(
+    make_gateway, store, tmp_path
+):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    from test_upstream import DEMO
+
+    (bin_dir / "uvx").write_text(f'#!/bin/sh\nshift\nexec {DEMO} "$@"\n')
+    (bin_dir / "uvx").chmod(0o755)
+    with FakeRegistry([demo_entry()]) as fake:
+        env = {**store, "MCP_REGISTRY_URL": fake.url, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+        gateway, url = start(make_gateway, env)
+
+        async def flow(call):
+            args = {"package": "demo-server", "namespace": "demo", "mode": "upstream"}
+            return (
+                await call("install_from_registry", **args),
+                await call("install_from_registry", **{**args, "namespace": "basic-tool"}, env={"DEMO_MODE": "m"}),
+                await call("install_from_registry", **args, env={"DEMO_MODE": "${secret:X}"}),
+                await call("install_from_registry", **args, env={"DEMO_MODE": "m"}, prefix="d"),
+                await call("install_from_registry", package="demo-server", namespace="demo"),
+            )
+
+        (e1, missing), (e2, tools_ns), (e3, secret_in_env), (e4, ok), (e5, translate) = run_manager(url, flow)
+        assert e5 and "use mode='upstream'" in translate  # the analysis is not in this version
+        assert e1 and "needs values nobody gave: DEMO_MODE (environmentVariables: which mode)" in missing
+        assert 'env={"DEMO_MODE": "..."}' in missing
+        assert e2 and "holds tool files" in tools_ns
+        assert e3 and "secrets are set by the user in a terminal" in secret_in_env
+        assert not e4 and ok["runs"] == "uvx demo-server==1.2.3 --flavor registry" and ok["runtime"] == "uvx"
+        assert [s["key"] for s in ok["secrets"]] == ["SECRET_VALUE"]
+        assert not (gateway.tools_dir / "basic-tool" / "tools.toml").exists()
+        secrets_set(store, "SECRET_VALUE", ENV_SECRET, "demo")
+
+        async def reload(call):
+            return await call("reload_core")
+
+        error, reloaded = run_manager(url, reload)
+        assert not error and "demo" in reloaded["namespaces"], reloaded
+        gateway.wait_for(lambda: gateway.namespace("demo")["state"] == "ready", what="the upstream to start")
+    # (a str result of an SDK server arrives as its structured content, {"result": ...})
+    assert gateway.call("demo", "d_getenv", name="DEMO_MODE").json()["result"] == {"result": "m"}
+    assert gateway.call("demo", "d_getenv", name="SECRET_VALUE").json()["result"] == {"result": ENV_SECRET}
+
+
+def _wheel(folder: Path) -> Path:
+    """A tiny pure-Python wheel, `tdprobe 1.0` (module `tdprobe` with VALUE = 42), made by hand."""
+    name, files = "tdprobe-1.0", {"tdprobe.py": b"VALUE = 42\n"}
+    info = f"{name}.dist-info"
+    files[f"{info}/METADATA"] = b"Metadata-Version: 2.1\nName: tdprobe\nVersion: 1.0\n"
+    files[f"{info}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    record = "".join(
+        f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}\n"
+        for path, data in files.items()
+    )
+    files[f"{info}/RECORD"] = (record + f"{info}/RECORD,,\n").encode()
+    wheel = folder / "files" / f"{name}-py3-none-any.whl"
+    wheel.parent.mkdir(parents=True)
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for path, data in files.items():
+            zf.writestr(path, data)
+    page = folder / "simple" / "tdprobe" / "index.html"
+    page.parent.mkdir(parents=True)
+    page.write_text(f'<html><body><a href="/files/{wheel.name}">{wheel.name}</a></body></html>\n')
+    return wheel
+
+
+@contextlib.contextmanager
+def package_index(root: Path):
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(root))
+    handler.log_message = lambda *a: None  # type: ignore[method-assign]
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/simple"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_install_pip_packages_goes_into_the_managers_own_environment(make_gateway, store, tmp_path):
+    _wheel(tmp_path / "index")
+    with package_index(tmp_path / "index") as index:
+        state = tmp_path / "state"
+        env = {**store, "UV_DEFAULT_INDEX": index, "UV_INDEX_URL": index, "TOOLDOCK_STATE_DIR": str(state)}
+        gateway, url = start(make_gateway, env)
+
+        async def flow(call):
+            return (
+                await call("install_pip_packages", packages=["tdprobe==1.0"]),
+                await call("install_pip_packages", packages=["--index-url=http://evil/simple"]),
+                await call("install_pip_packages", packages=[]),
+            )
+
+        (error, installed), (e2, option), (e3, empty) = run_manager(url, flow)
+    assert not error and installed["installed"] is True and installed["packages"] == ["tdprobe==1.0"]
+    own = Path(installed["environment"])
+    assert own == state / "manager" / "env"
+    probe = subprocess.run([own / "bin" / "python", "-c", "import tdprobe; print(tdprobe.VALUE)"], capture_output=True)
+    assert probe.stdout.strip() == b"42"
+    gateway_python = subprocess.run([sys.executable, "-c", "import tdprobe"], capture_output=True)
+    assert gateway_python.returncode != 0  # the gateway's interpreter never got it
+    assert e2 and "pip options are not accepted" in option
+    assert e3 and "list of 1 to 20 specifiers" in empty
+
+
+def test_generate_tool_is_write_tools_alias_and_manager_calls_are_audited(make_gateway, store, tmp_path):
+    gateway, url = start(make_gateway, {**store, "TOOLDOCK_LOG_DIR": str(tmp_path / "audit")})
+    code = 'from fastmcp.tools import tool\n\n\n@tool\ndef ping() -> str:\n    """Pong."""\n    return "pong"\n'
+
+    async def flow(call):
+        await call("create_namespace", name="translated")
+        return await call("generate_tool", namespace="translated", filename="ping.py", code=code)
+
+    assert run_manager(url, flow) == (False, {"written": True, "filename": "ping.py", "tools_found": ["ping"]})
+    assert (gateway.tools_dir / "translated" / "ping.py").read_text() == code
+    deadline = time.monotonic() + 10
+    lines: list[dict] = []
+    while time.monotonic() < deadline and not any(l.get("tool") == "generate_tool" for l in lines):
+        time.sleep(0.1)
+        lines = [json.loads(l) for f in (tmp_path / "audit").glob("*.jsonl") for l in f.read_text().splitlines()]
+    line = next(l for l in lines if l.get("tool") == "generate_tool")
+    assert line["front_end"] == "manager" and line["status"] == "ok" and "arguments" not in line
+    assert any(l.get("tool") == "create_namespace" for l in lines)
+
