@@ -180,6 +180,7 @@ def test_metrics_for_the_bearer_token_or_the_metrics_token(observed):
     assert 'tooldock_namespace_state{namespace="multi-tool",state="ready"} 1.0' in text
     assert 'tooldock_reload_duration_seconds_count 1.0' in text
     assert "tooldock_mcp_sessions" in text and "tooldock_calls_in_flight" in text
+    assert "tooldock_relay_connections 0.0" in text
     assert httpx.get(f"{observed.url}/metrics").status_code == 401
     # the metrics token opens nothing else
     other = httpx.get(f"{observed.url}/namespaces", headers={"Authorization": f"Bearer {METRICS_TOKEN}"})

@@ -172,6 +172,12 @@ def create_app(
     audit, metrics = observe(engine, registry, hub, settings)
     registry.resource_listeners.append(hub.resource_updated)
     relay_server = RelayServer(relay, RelayMethods(engine, keys))
+    metrics.gauge(
+        "tooldock_relay_connections",
+        "Clients connected to the relay socket",
+        [],
+        lambda: [([], float(relay_server.connections))],
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
