@@ -41,7 +41,9 @@
     ├── InvalidInput                   a bad name, a path that leaves its folder, oversized or non-UTF-8 code
     ├── AlreadyExists                  create_namespace on a name that exists
     ├── Missing                        no such namespace or file
-    └── GatewayError                   the gateway is unreachable or refused the reload signal
+    ├── GatewayError                   the gateway is unreachable or refused the reload signal
+    └── AnalysisError                  analyze_repo / read_repo_file / a package fetch refused (status 400)
+        └── FetchFailed                git, npm or PyPI unreachable or answered something unusable (502)
 
     RegistryError                      the MCP Registry is unreachable, or answered something unusable
 
@@ -247,6 +249,18 @@ class Missing(ManagerError):
 
 class GatewayError(ManagerError):
     code = "gateway_error"
+
+
+class AnalysisError(ManagerError):
+    """Repository analysis refused: a bad URL or path, a limit exceeded, a file that is not text."""
+
+    status, code = 400, "analysis_error"
+
+
+class FetchFailed(AnalysisError):
+    """A clone, `git ls-remote` or package download failed on the remote side (or timed out)."""
+
+    status, code = 502, "fetch_failed"
 
 
 class RegistryError(Exception):
