@@ -4,6 +4,8 @@ running its code. `RepoWorkspace` keeps the clones; `analyze_tree` reads any dir
 unpacks an npm or PyPI package safely."""
 
 from tooldock.errors import AnalysisError, FetchFailed
+from tooldock.manager.analysis.fetch import ENV_VARS, Package, fetch_package
 from tooldock.manager.analysis.tree import analyze_tree
+from tooldock.manager.analysis.workspace import RepoWorkspace
 
-__all__ = ["AnalysisError", "FetchFailed", "analyze_tree"]
+__all__ = ["ENV_VARS", "AnalysisError", "FetchFailed", "Package", "RepoWorkspace", "analyze_tree", "fetch_package"]

@@ -1,0 +1,131 @@
+"""Where analyze_repo keeps its clones: `<root>/<sha256(url)[:24]>/<commit>/`, one per URL and upstream
+commit. A clone is made in a temporary directory beside it and renamed into place, so a half clone is never
+used; re-analyzing the same commit reuses it (`git ls-remote` tells whether upstream moved), a new commit
+gets a new clone and older ones of that URL are removed. `read_file` serves files of the newest clone,
+confined to it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import stat
+import uuid
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from tooldock.errors import AnalysisError
+from tooldock.manager.analysis.git import remote_head, shallow_clone
+from tooldock.manager.analysis.tree import analyze_tree
+from tooldock.manager.analysis.urls import RepoUrl, parse_repo_url
+from tooldock.manager.analysis.walk import is_binary
+
+CLONE_TIMEOUT = 120.0  # seconds for one git clone (ls-remote gets the same)
+MAX_REPO_BYTES = 200 * 1024 * 1024  # a clone's working tree and .git together
+MAX_READ_BYTES = 512 * 1024  # read_repo_file
+CURRENT = "current"  # the file naming the commit read_file serves
+
+
+class RepoWorkspace:
+    def __init__(
+        self,
+        root: Path | str,
+        timeout: float = CLONE_TIMEOUT,
+        max_bytes: int = MAX_REPO_BYTES,
+        max_read_bytes: int = MAX_READ_BYTES,
+    ) -> None:
+        self.root = Path(root)
+        self.timeout, self.max_bytes, self.max_read_bytes = timeout, max_bytes, max_read_bytes
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def analyze(self, repo_url: object) -> dict[str, Any]:
+        """Seed 000's analyze_repo answer, plus `commit`, `path` (the clone) and `reused`."""
+        url = parse_repo_url(repo_url)
+        path, commit, reused = await self.clone(url)
+        result = await asyncio.to_thread(analyze_tree, path, url.given)
+        result.update({"commit": commit, "path": str(path), "reused": reused})
+        return result
+
+    async def clone(self, url: RepoUrl) -> tuple[Path, str, bool]:
+        """(the clone's directory, its commit, whether an existing clone was reused)."""
+        lock = self._locks.setdefault(url.key, asyncio.Lock())
+        async with lock:
+            home = self.root / url.key
+            head = await remote_head(url, self.timeout)
+            target = home / head
+            if (target / ".git").is_dir():
+                self._point(home, head)
+                return target, head, True
+            home.mkdir(parents=True, exist_ok=True)
+            for stale in home.glob(".tmp-*"):  # left by a crash: no clone of this URL runs now
+                shutil.rmtree(stale, ignore_errors=True)
+            staging = home / f".tmp-{uuid.uuid4().hex}"
+            try:
+                commit = await shallow_clone(url, staging, self.timeout, self.max_bytes)
+                target = home / commit
+                if (target / ".git").is_dir():
+                    shutil.rmtree(staging, ignore_errors=True)
+                else:
+                    staging.rename(target)
+            finally:
+                if staging.exists():
+                    shutil.rmtree(staging, ignore_errors=True)
+            self._point(home, commit)
+            for old in home.iterdir():  # one clone per URL: the newest
+                if old.name not in (commit, CURRENT) and not old.name.startswith(".tmp-") and old.is_dir():
+                    shutil.rmtree(old, ignore_errors=True)
+            return target, commit, False
+
+    def _point(self, home: Path, commit: str) -> None:
+        temp = home / f".{CURRENT}.{uuid.uuid4().hex}"
+        temp.write_text(commit + "\n", encoding="utf-8")
+        os.replace(temp, home / CURRENT)
+
+    def clone_dir(self, repo_url: object) -> Path:
+        """The newest clone of `repo_url`; AnalysisError when it was never analyzed."""
+        url = parse_repo_url(repo_url)
+        home = self.root / url.key
+        try:
+            commit = (home / CURRENT).read_text(encoding="utf-8").strip()
+        except OSError:
+            commit = ""
+        target = home / commit
+        if not commit or not (target / ".git").is_dir():
+            raise AnalysisError(f"{url.given} has not been analyzed; call analyze_repo with this repo_url first")
+        return target
+
+    def read_file(self, repo_url: object, path: object) -> dict[str, str]:
+        """`{"path", "content"}` of a text file of the clone. Refused: absolute paths, `..`, `.git`, any
+        symbolic link on the way, non-files, binaries (a NUL byte) and files over `max_read_bytes`."""
+        root = self.clone_dir(repo_url)
+        if not isinstance(path, str) or not path.strip() or "\0" in path:
+            raise AnalysisError("path must be a file path inside the repository, e.g. 'src/index.ts'")
+        rel = PurePosixPath(path.strip().replace("\\", "/"))
+        if rel.is_absolute() or ".." in rel.parts:
+            raise AnalysisError(f"path {path!r} must be relative to the repository and stay inside it (no '..')")
+        parts = [p for p in rel.parts if p not in ("", ".")]
+        shown = "/".join(parts)
+        if not parts or parts[0] == ".git":
+            raise AnalysisError(f"path {path!r} is not a file of the repository")
+        target = root
+        for part in parts:
+            target = target / part
+            try:
+                info = target.lstat()
+            except OSError:
+                raise AnalysisError(f"{shown} is not in the repository; analyze_repo lists its files") from None
+            if stat.S_ISLNK(info.st_mode):
+                raise AnalysisError(f"{shown} is (or is inside) a symbolic link, which is never followed")
+        if not stat.S_ISREG(info.st_mode):
+            raise AnalysisError(f"{shown} is not a regular file (a directory?); pick one from 'files'")
+        if not target.resolve().is_relative_to(root.resolve()):
+            raise AnalysisError(f"{shown} resolves outside the repository")
+        if info.st_size > self.max_read_bytes:
+            raise AnalysisError(
+                f"{shown} is {info.st_size} bytes, over the {self.max_read_bytes}-byte limit of read_repo_file"
+            )
+        with target.open("rb") as fh:
+            data = fh.read(self.max_read_bytes + 1)
+        if is_binary(data) or len(data) > self.max_read_bytes:
+            raise AnalysisError(f"{shown} is a binary file (or grew past the limit); only text is served")
+        return {"path": "/".join(parts), "content": data.decode("utf-8", errors="replace")}
