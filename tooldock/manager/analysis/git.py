@@ -18,6 +18,10 @@ from tooldock.manager.analysis.urls import RepoUrl
 POLL_SECONDS = 0.2
 
 
+def mb(size: int) -> str:
+    return f"{size / (1024 * 1024):.3g} MB"
+
+
 def git_env() -> dict[str, str]:
     env = dict(os.environ)
     env.update(
@@ -87,7 +91,7 @@ async def run_git(
         if time.monotonic() - started > timeout:
             problem = f"{what} of {url.given} took longer than {timeout:g} s and was stopped"
         elif watch is not None and max_bytes and tree_bytes(watch) > max_bytes:
-            problem = f"{what} of {url.given} is larger than {max_bytes // (1024 * 1024)} MB and was stopped"
+            problem = f"{what} of {url.given} grew larger than {mb(max_bytes)} and was stopped"
         if problem:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -116,7 +120,7 @@ async def shallow_clone(url: RepoUrl, dest: Path, timeout: float, max_bytes: int
     await run_git([*args, "--", url.git, str(dest)], url, timeout, dest, max_bytes, what="git clone")
     if max_bytes and tree_bytes(dest) > max_bytes:
         raise AnalysisError(
-            f"git clone of {url.given} is larger than {max_bytes // (1024 * 1024)} MB; analyze a smaller repository"
+            f"git clone of {url.given} is larger than {mb(max_bytes)}; analyze a smaller repository"
         )
     out = await run_git(["-C", str(dest), "rev-parse", "HEAD"], url, timeout, what="git rev-parse")
     return out.decode().strip()

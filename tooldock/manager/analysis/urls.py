@@ -44,10 +44,10 @@ def parse_repo_url(raw: object) -> RepoUrl:
     url = raw.strip()
     if len(url) > MAX_URL:
         raise _refuse(url, f"is longer than {MAX_URL} characters")
-    if any(ord(c) < 32 or ord(c) == 127 for c in url) or " " in url:
-        raise _refuse(url, "contains spaces or control characters")
     if url.startswith("-"):
         raise _refuse(url, "starts with '-' (it would be read as a git option)")
+    if any(ord(c) < 32 or ord(c) == 127 for c in url) or " " in url:
+        raise _refuse(url, "contains spaces or control characters")
     if url.startswith("/"):
         path = Path(url)
         if ".." in path.parts:

@@ -112,6 +112,8 @@ def shape_of(index: JsIndex, js: JsFile, node: Node | None, depth: int = 0) -> d
     js, node = index.resolve(js, node, depth)
     if node is None or depth > MAX_DEPTH:
         return None
+    if node.type == "member_expression" and text(node.child_by_field_name("property")) == "shape":
+        return shape_of(index, js, node.child_by_field_name("object"), depth + 1)  # `Schema.shape`
     if node.type != "object":
         z = zod(index, js, node, depth + 1)
         return z.shape if z is not None else None
