@@ -119,8 +119,6 @@ async def shallow_clone(url: RepoUrl, dest: Path, timeout: float, max_bytes: int
     args = ["clone", "--depth", "1", "--no-tags", "--single-branch", "--no-recurse-submodules", "--quiet"]
     await run_git([*args, "--", url.git, str(dest)], url, timeout, dest, max_bytes, what="git clone")
     if max_bytes and tree_bytes(dest) > max_bytes:
-        raise AnalysisError(
-            f"git clone of {url.given} is larger than {mb(max_bytes)}; analyze a smaller repository"
-        )
+        raise AnalysisError(f"git clone of {url.given} is larger than {mb(max_bytes)}; analyze a smaller repository")
     out = await run_git(["-C", str(dest), "rev-parse", "HEAD"], url, timeout, what="git rev-parse")
     return out.decode().strip()
