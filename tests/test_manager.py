@@ -69,7 +69,7 @@ def leak() -> str:
 '''
 
 # seed 000's manager tools plus ToolDock's; the README's tools table lists each (tests/test_docs.py)
-MANAGER_TOOLS = 22
+MANAGER_TOOLS = 25
 WEATHER_VALUE = "weather-token-5c2e8d14aa"  # distinctive: a search for it cannot match by chance
 
 

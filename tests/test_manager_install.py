@@ -7,6 +7,7 @@ registry on loopback, `install_from_registry(mode="upstream")` putting a registr
 from __future__ import annotations
 
 import base64
+import copy
 import contextlib
 import functools
 import hashlib
@@ -123,11 +124,9 @@ def test_install_from_registry_upstream_asks_for_missing_inputs_and_refuses_tool
                 await call("install_from_registry", **{**args, "namespace": "basic-tool"}, env={"DEMO_MODE": "m"}),
                 await call("install_from_registry", **args, env={"DEMO_MODE": "${secret:X}"}),
                 await call("install_from_registry", **args, env={"DEMO_MODE": "m"}, prefix="d"),
-                await call("install_from_registry", package="demo-server", namespace="demo"),
             )
 
-        (e1, missing), (e2, tools_ns), (e3, secret_in_env), (e4, ok), (e5, translate) = run_manager(url, flow)
-        assert e5 and "use mode='upstream'" in translate  # the analysis is not in this version
+        (e1, missing), (e2, tools_ns), (e3, secret_in_env), (e4, ok) = run_manager(url, flow)
         assert e1 and "needs values nobody gave: DEMO_MODE (environmentVariables: which mode)" in missing
         assert 'env={"DEMO_MODE": "..."}' in missing
         assert e2 and "holds tool files" in tools_ns
@@ -228,3 +227,122 @@ def test_generate_tool_is_write_tools_alias_and_manager_calls_are_audited(make_g
     assert line["front_end"] == "manager" and line["status"] == "ok" and "arguments" not in line
     assert any(l.get("tool") == "create_namespace" for l in lines)
 
+
+
+TS_SERVER = """import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { z } from "zod";
+
+const server = new McpServer({ name: "weather", version: "1.0.0" });
+
+server.tool(
+  "celsius_to_fahrenheit",
+  "Convert a temperature from Celsius to Fahrenheit",
+  { celsius: z.number().describe("Temperature in Celsius") },
+  async ({ celsius }) => ({ content: [{ type: "text", text: String(celsius * 9 / 5 + 32) }] }),
+);
+
+server.tool(
+  "forecast",
+  "Get the forecast for a city",
+  { city: z.string().describe("City name"), days: z.number().optional() },
+  async ({ city, days }) => {
+    const res = await fetch(`https://api.weatherapi.io/v1/forecast?q=${city}`, {
+      headers: { Authorization: `Bearer ${process.env.WEATHER_API_KEY}` },
+    });
+    return { content: [{ type: "text", text: await res.text() }] };
+  },
+);
+"""
+
+TRANSLATED = '''"""Weather tools, translated from the TypeScript server."""
+from fastmcp.tools import tool
+import six
+
+
+@tool
+def celsius_to_fahrenheit(celsius: float) -> float:
+    """Convert a temperature from Celsius to Fahrenheit.
+
+    Args:
+        celsius: Temperature in Celsius.
+    """
+    return celsius * 9 / 5 + 32
+'''
+
+
+def git_repo(folder: Path, files: dict[str, str]) -> str:
+    folder.mkdir(parents=True)
+    for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "server"]):
+        subprocess.run(["git", *args], cwd=folder, check=True, env=env)
+    return f"file://{folder}"
+
+
+def test_the_seeds_translation_workflow_end_to_end(make_gateway, store, tmp_path):
+    """Seed 000's ten steps, with pre-written Python standing in for the LLM's translation."""
+    url_of_repo = git_repo(tmp_path / "weather-server", {
+        "package.json": '{"name": "weather", "dependencies": {"@modelcontextprotocol/sdk": "^1.0.0", "zod": "^3"}}',
+        "src/index.ts": TS_SERVER,
+    })
+    gateway, url = start(make_gateway, store)
+
+    async def flow(call):
+        steps = {"analyze": await call("install_from_repo", repo_url=url_of_repo, namespace="weather")}
+        steps["read"] = await call("read_repo_file", repo_url=url_of_repo, path="src/index.ts")
+        steps["create"] = await call("create_namespace", name="weather")
+        steps["req"] = await call("add_requirement", namespace="weather", package="six==1.16.0")
+        steps["write"] = await call("generate_tool", namespace="weather", filename="convert.py", code=TRANSLATED)
+        steps["install"] = await call("install_requirements", namespace="weather")
+        steps["reload"] = await call("reload_core")
+        steps["test"] = await call("test_tool", namespace="weather", tool_name="celsius_to_fahrenheit",
+                                   input={"celsius": 100})
+        steps["secrets"] = await call("check_secrets", namespace="weather")
+        return steps
+
+    steps = run_manager(url, flow)
+    error, analysis = steps["analyze"]
+    assert not error, analysis
+    assert analysis["language"] == "typescript" and analysis["namespace"] == "weather"
+    found = {t["name"]: t for t in analysis["tools_found"]}
+    assert set(found) == {"celsius_to_fahrenheit", "forecast"}
+    assert [p["name"] for p in found["forecast"]["parameters"]] == ["city", "days"]
+    assert "api.weatherapi.io" in analysis["apis_called"]
+    assert "WEATHER_API_KEY" in analysis["secrets_needed"]
+    assert steps["read"] == (False, {"path": "src/index.ts", "content": TS_SERVER})
+    for step in ("create", "req", "write", "install", "reload", "secrets"):
+        assert not steps[step][0], (step, steps[step])
+    assert steps["test"] == (False, {"success": True, "result": 212.0})
+    assert gateway.call("weather", "celsius_to_fahrenheit", celsius=0).json() == {"result": 32.0}
+
+
+def test_install_from_registry_translate_analyzes_the_published_package(make_gateway, store, tmp_path):
+    """The seed's mode: the npm package's tarball (from a registry on loopback, NPM_REGISTRY_URL) is unpacked,
+    never run, and analyzed; read_repo_file reads it by the repo_url the analysis answered."""
+    from test_analysis_fetch import SERVER_TS, Registry, tgz
+
+    npm = Registry()
+    npm.npm("@acme/hello-server", "1.0.0", tgz([("package/package.json", None, '{"name": "@acme/hello-server"}'),
+                                                 ("package/src/index.ts", None, SERVER_TS)]))
+    entry = copy.deepcopy(demo_entry())
+    entry["server"].update(name="io.github.acme/hello", version="1.0.0")
+    entry["server"]["packages"] = [{"registryType": "npm", "identifier": "@acme/hello-server", "version": "1.0.0",
+                                    "transport": {"type": "stdio"}}]
+    with FakeRegistry([entry]) as fake:
+        gateway, url = start(make_gateway, {**store, "MCP_REGISTRY_URL": fake.url, "NPM_REGISTRY_URL": npm.url})
+
+        async def flow(call):
+            analysis = await call("install_from_registry", package="@acme/hello-server", namespace="hello")
+            read = await call("read_repo_file", repo_url=analysis[1].get("repo_url", ""), path="src/index.ts")
+            return analysis, read
+
+        (error, analysis), (read_error, read) = run_manager(url, flow)
+    assert not error, analysis
+    assert analysis["namespace"] == "hello" and analysis["source"]["kind"] == "npm"
+    assert analysis["repo_url"] == "npm:@acme/hello-server@1.0.0" and analysis["language"] == "typescript"
+    assert [t["name"] for t in analysis["tools_found"]] == ["hello"]
+    assert not read_error and read == {"path": "src/index.ts", "content": SERVER_TS}
+    assert not (gateway.tools_dir / "hello").exists()  # translation starts; nothing is written yet

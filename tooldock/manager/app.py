@@ -26,7 +26,7 @@ from starlette.types import Receive, Scope, Send
 
 import tooldock
 from tooldock.keys import KeyStore
-from tooldock.manager import context, tools_files, tools_install, tools_ops
+from tooldock.manager import context, tools_builder, tools_files, tools_install, tools_ops
 from tooldock.manager.context import Manager
 from tooldock.manager.gateway import GatewayClient
 from tooldock.manager.rebuild import DockerRebuild
@@ -48,8 +48,8 @@ INSTRUCTIONS = (
     "create_namespace -> write_tool (follow its pattern exactly) -> add_requirement if the code imports "
     "third-party packages -> check_secrets (prepare_secret + ask the user to run the command it gives; never "
     "ask for secret values in chat) -> reload_core -> test_tool. Fix failures with write_tool and repeat. To "
-    "serve an existing MCP server as it is: search_registry -> install_from_registry(mode='upstream') -> "
-    "reload_core."
+    "translate an existing server: analyze_repo / install_from_registry -> read_repo_file -> the same steps; "
+    "to serve one as it is: search_registry -> install_from_registry(mode='upstream') -> reload_core."
 )
 
 
@@ -89,7 +89,7 @@ def mcp_server(manager: Manager) -> MCPServer:
     server = MCPServer("tooldock-manager", version=tooldock.__version__, instructions=INSTRUCTIONS)
     tools_files.register(server, manager)
     tools_ops.register(server, manager)
-    tools_install.register(server, manager)
+    tools_install.register(server, manager, tools_builder.register(server, manager))
     return server
 
 
