@@ -11,6 +11,7 @@ from tooldock.keys import ENV_VARS as KEYS_ENV_VARS
 from tooldock.runtime.relay.config import ENV_VARS as RELAY_ENV_VARS
 from tooldock.cli import main
 from tooldock.manager.settings import ENV_VARS as MANAGER_ENV_VARS
+from tooldock.manager.analysis import ENV_VARS as ANALYSIS_ENV_VARS
 from tooldock.runtime.settings import ENV_VARS
 from tooldock.secrets import ENV_VARS as SECRETS_ENV_VARS
 
@@ -35,7 +36,7 @@ def test_cli_commands_and_options_are_documented(command, option):
 
 
 @pytest.mark.parametrize("variable", ENV_VARS + BUILD_ENV_VARS + SECRETS_ENV_VARS + MANAGER_ENV_VARS + KEYS_ENV_VARS
-                         + RELAY_ENV_VARS + RELAY_CLIENT_ENV_VARS)
+                         + RELAY_ENV_VARS + RELAY_CLIENT_ENV_VARS + ANALYSIS_ENV_VARS)
 def test_settings_are_documented(variable):
     assert f"`{variable}`" in README
 
