@@ -72,6 +72,7 @@ def test_soak_under_crashes_and_a_reload(make_gateway):
     async def mcp_client(stop: float) -> None:
         nonlocal slowest
         while time.monotonic() < stop:  # sessions come and go: each must be gone at the end
+            outcomes["sessions opened"] += 1
             async with httpx2.AsyncClient(headers=headers, timeout=CALL_TIMEOUT + 20) as http:
                 async with streamable_http_client(f"{gw.url}/mcp", http_client=http) as (read, write):
                     async with ClientSession(read, write) as session:
@@ -130,6 +131,8 @@ def test_soak_under_crashes_and_a_reload(make_gateway):
     assert len(killed) >= 2 and outcomes["ok"] > 100
     assert slowest < CALL_TIMEOUT + 5
     assert after[1] <= before[1] + 8, figures
-    assert after[2] <= before[2], figures
+    # A closed session leaves the count once its objects are collected: at most one per MCP client may still
+    # be waiting for that, never one per session opened (there are dozens).
+    assert outcomes["sessions opened"] > 8 and after[2] <= before[2] + 4, figures
     assert after[0] < before[0] * 1.5 + 20_000, figures
     assert gw.call("multi-tool", "add", a=1, b=2).json() == {"result": 3}
