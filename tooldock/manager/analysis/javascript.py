@@ -19,6 +19,7 @@ from tooldock.manager.analysis.zod import Zod, shape_of
 
 FUNCTIONS = {"arrow_function", "function_expression", "function", "function_declaration", "identifier"}
 TO_JSON_SCHEMA = ("zodToJsonSchema", "toJSONSchema", "toJsonSchema", "zodToJSONSchema")
+MAX_FOLLOWED, MAX_TABLE_NODES = 200, 500_000  # declarations followed from a tools/list handler, nodes read
 FRAMEWORK_IMPORTS = {"@modelcontextprotocol/sdk": "mcp-sdk", "fastmcp": "fastmcp"}
 
 
@@ -101,7 +102,9 @@ def _table(index: JsIndex, js: JsFile, handler: Node) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     queue: list[tuple[JsFile, Node]] = [(js, handler)]
     seen: set[int] = set()
-    while queue and len(seen) < 500:
+    followed = 0
+    while queue and followed < MAX_FOLLOWED and len(seen) < MAX_TABLE_NODES:
+        followed += 1
         where, root = queue.pop(0)
         stack = [root]
         while stack:
@@ -200,6 +203,6 @@ def file_facts(index: JsIndex, js: JsFile, with_tools: bool) -> Facts:
 def analyze_javascript(sources: list[tuple[SourceFile, str]]) -> dict[str, Facts]:
     index = JsIndex()
     for src, source in sources:
-        index.files[src.rel] = index_file(src.rel, parse(src.rel, source))
+        index.add(index_file(src.rel, parse(src.rel, source)))
     tests = {src.rel for src, _ in sources if src.is_test}
     return {rel: file_facts(index, js, rel not in tests) for rel, js in index.files.items()}

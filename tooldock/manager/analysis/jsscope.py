@@ -90,22 +90,23 @@ def index_file(rel: str, root: Node) -> JsFile:
 @dataclass
 class JsIndex:
     files: dict[str, JsFile] = field(default_factory=dict)
+    _names: dict[str, JsFile] = field(default_factory=dict)  # name -> the first file declaring it
+    _members: dict[str, JsFile] = field(default_factory=dict)
+
+    def add(self, js: JsFile) -> None:
+        self.files[js.rel] = js
+        for name in js.names:
+            self._names.setdefault(name, js)
+        for name in js.members:
+            self._members.setdefault(name, js)
 
     def lookup(self, js: JsFile, name: str) -> tuple[JsFile, Node] | None:
-        if name in js.names:
-            return js, js.names[name]
-        for other in self.files.values():
-            if other is not js and name in other.names:
-                return other, other.names[name]
-        return None
+        where = js if name in js.names else self._names.get(name)
+        return (where, where.names[name]) if where is not None else None
 
     def members(self, js: JsFile, name: str) -> tuple[JsFile, dict[str, Node]] | None:
-        if name in js.members:
-            return js, js.members[name]
-        for other in self.files.values():
-            if name in other.members:
-                return other, other.members[name]
-        return None
+        where = js if name in js.members else self._members.get(name)
+        return (where, where.members[name]) if where is not None else None
 
     def resolve(self, js: JsFile, node: Node | None, depth: int = 0) -> tuple[JsFile, Node | None]:
         """Follow identifiers (and wrappers) to the expression they name."""

@@ -24,12 +24,13 @@ class Module:
     names: dict[str, ast.expr] = field(default_factory=dict)  # module-level first, then nested assignments
     classes: dict[str, ast.ClassDef] = field(default_factory=dict)
     functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = field(default_factory=dict)
+    nodes: list[ast.AST] = field(default_factory=list)  # every node, walked once
 
 
 def index_module(rel: str, tree: ast.Module) -> Module:
-    mod = Module(rel, tree)
+    mod = Module(rel, tree, nodes=list(ast.walk(tree)))
     nested: dict[str, ast.expr] = {}
-    for node in ast.walk(tree):
+    for node in mod.nodes:
         if isinstance(node, ast.ClassDef):
             mod.classes.setdefault(node.name, node)
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -48,25 +49,27 @@ def index_module(rel: str, tree: ast.Module) -> Module:
 
 @dataclass
 class PyIndex:
-    """Every module of the tree; lookups try the module itself first, then any other module."""
+    """Every module of the tree; lookups try the module itself first, then any other module (the first
+    that defines the name, in the order the modules were added)."""
 
     modules: dict[str, Module] = field(default_factory=dict)
+    _names: dict[str, Module] = field(default_factory=dict)
+    _classes: dict[str, Module] = field(default_factory=dict)
+
+    def add(self, mod: Module) -> None:
+        self.modules[mod.rel] = mod
+        for name in mod.names:
+            self._names.setdefault(name, mod)
+        for name in mod.classes:
+            self._classes.setdefault(name, mod)
 
     def name(self, mod: Module, name: str) -> tuple[Module, ast.expr] | None:
-        if name in mod.names:
-            return mod, mod.names[name]
-        for other in self.modules.values():
-            if name in other.names and other is not mod:
-                return other, other.names[name]
-        return None
+        where = mod if name in mod.names else self._names.get(name)
+        return (where, where.names[name]) if where is not None else None
 
     def cls(self, mod: Module, name: str) -> tuple[Module, ast.ClassDef] | None:
-        if name in mod.classes:
-            return mod, mod.classes[name]
-        for other in self.modules.values():
-            if name in other.classes:
-                return other, other.classes[name]
-        return None
+        where = mod if name in mod.classes else self._classes.get(name)
+        return (where, where.classes[name]) if where is not None else None
 
     def function(self, mod: Module, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
         return mod.functions.get(name)

@@ -102,7 +102,7 @@ def _table_tools(index: PyIndex, mod: Module, fn: FunctionNode) -> list[dict[str
 
 def _tools(index: PyIndex, mod: Module) -> list[dict[str, Any]]:
     out = []
-    for node in ast.walk(mod.tree):
+    for node in mod.nodes:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             for deco in node.decorator_list:
                 func, name = _callee(deco)
@@ -118,34 +118,44 @@ def _tools(index: PyIndex, mod: Module) -> list[dict[str, Any]]:
     return out
 
 
+def _is_environ(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == "environ") or (
+        isinstance(node, ast.Name) and node.id == "environ"
+    )
+
+
 def _env_read(index: PyIndex, mod: Module, node: ast.AST) -> str | None:
     if isinstance(node, ast.Call):
+        last = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        if last not in ("getenv", "get"):
+            return None
         func = ast.unparse(node.func)
         if func in ("os.getenv", "getenv", "os.environ.get", "environ.get") and node.args:
             return env_name(index.eval(mod, node.args[0]))
-    if isinstance(node, ast.Subscript) and ast.unparse(node.value) in ("os.environ", "environ"):
+    if isinstance(node, ast.Subscript) and _is_environ(node.value):
         return env_name(index.eval(mod, node.slice))
     if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.In):
-        if ast.unparse(node.comparators[0]) in ("os.environ", "environ"):
+        if _is_environ(node.comparators[0]):
             return env_name(index.eval(mod, node.left))
     return None
 
 
-def _docstrings(tree: ast.Module) -> set[int]:
+def _not_requests(mod: Module) -> set[int]:
+    """Strings that are never a request: bare string statements (docstrings included), and the parts of
+    f-strings (judged with their f-string)."""
     ids = set()
-    for node in ast.walk(tree):
+    for node in mod.nodes:
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant | ast.JoinedStr):
-            ids.add(id(node.value))  # a bare string statement (docstrings included) is never a request
+            ids.add(id(node.value))
+        elif isinstance(node, ast.JoinedStr):
+            ids.update(id(v) for v in node.values)
     return ids
 
 
 def file_facts(index: PyIndex, mod: Module, with_tools: bool) -> Facts:
     facts = Facts(tools=_tools(index, mod) if with_tools else [])
-    skip = _docstrings(mod.tree)
-    for node in ast.walk(mod.tree):  # f-string parts are judged with their f-string, below
-        if isinstance(node, ast.JoinedStr):
-            skip.update(id(v) for v in node.values)
-    for node in ast.walk(mod.tree):
+    skip = _not_requests(mod)
+    for node in mod.nodes:
         if isinstance(node, ast.Import | ast.ImportFrom):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
             for top in (n.split(".")[0] for n in names):
@@ -174,7 +184,7 @@ def analyze_python(sources: list[tuple[SourceFile, str]]) -> dict[str, Facts]:
     index = PyIndex()
     for src, text in sources:
         try:
-            index.modules[src.rel] = index_module(src.rel, ast.parse(text, filename=src.rel))
+            index.add(index_module(src.rel, ast.parse(text, filename=src.rel)))
         except (SyntaxError, ValueError, RecursionError):
             continue
     tests = {src.rel for src, _ in sources if src.is_test}

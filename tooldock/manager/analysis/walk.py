@@ -44,7 +44,18 @@ MANIFESTS = {
     "Cargo.toml": "rust",
 }
 # Dependency, cache and VCS folders are never read; build output only when the tree also has sources.
-ALWAYS_SKIPPED = {".git", "node_modules", "vendor", "__pycache__", ".venv", "venv", ".tox", ".mypy_cache", ".hg"}
+ALWAYS_SKIPPED = {
+    ".git",
+    ".hg",
+    "node_modules",
+    "vendor",
+    "__pycache__",
+    ".venv",
+    "venv",
+    "site-packages",
+    ".tox",
+    ".mypy_cache",
+}
 BUILD_DIRS = {"dist", "build", "out", "lib"}
 TEST_DIRS = {"test", "tests", "__tests__", "testdata", "spec", "e2e", "fixtures", "__mocks__"}
 
