@@ -84,20 +84,23 @@ async def run_git(
         raise AnalysisError(f"cannot run git ({exc.strerror}); install git on the manager's machine") from None
     output = asyncio.ensure_future(proc.communicate())
     started, problem = time.monotonic(), ""
-    while not output.done():
-        await asyncio.wait({output}, timeout=POLL_SECONDS)
-        if output.done():
-            break
-        if time.monotonic() - started > timeout:
-            problem = f"{what} of {url.given} took longer than {timeout:g} s and was stopped"
-        elif watch is not None and max_bytes and tree_bytes(watch) > max_bytes:
-            problem = f"{what} of {url.given} grew larger than {mb(max_bytes)} and was stopped"
-        if problem:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            with contextlib.suppress(Exception):
-                await output
-            raise AnalysisError(problem + "; analyze a smaller repository or ask the operator to raise the limit")
+    try:
+        while not output.done():
+            await asyncio.wait({output}, timeout=POLL_SECONDS)
+            if output.done():
+                break
+            if time.monotonic() - started > timeout:
+                problem = f"{what} of {url.given} took longer than {timeout:g} s and was stopped"
+            elif watch is not None and max_bytes and tree_bytes(watch) > max_bytes:
+                problem = f"{what} of {url.given} grew larger than {mb(max_bytes)} and was stopped"
+            if problem:
+                raise AnalysisError(problem + "; analyze a smaller repository or ask the operator to raise the limit")
+    except BaseException:  # a limit, or the call was cancelled: git and its children go too
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(BaseException):
+            await asyncio.shield(output)
+        raise
     stdout, stderr = output.result()
     if proc.returncode != 0:
         raise FetchFailed(f"{what} of {url.given} failed: {_last_lines(stderr)}")
