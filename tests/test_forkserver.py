@@ -80,5 +80,15 @@ def test_a_forked_worker_shares_the_framework_and_nothing_is_left_at_shutdown(ma
     forked = private_mb(pid)
     assert forked < 40, f"a forked worker holds {forked:.1f} MB of private memory"  # spawned: ~75 MB
     gw.stop()
-    for gone in (pid, server):
-        assert not Path(f"/proc/{gone}").exists() or "zombie" in Path(f"/proc/{gone}/status").read_text()
+
+    def gone(pid: int) -> bool:
+        try:
+            return "zombie" in Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            return True
+
+    # stopped with the gateway, or at the latest by their parent watch (which looks once a second)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and not (gone(pid) and gone(server)):
+        time.sleep(0.1)
+    assert gone(pid) and gone(server)
