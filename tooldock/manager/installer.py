@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import tomllib
+from pathlib import Path
 from typing import Any
 
 from tooldock.errors import AlreadyExists, InvalidInput, Missing, RegistryError
@@ -72,7 +73,7 @@ def default_prefix(entry: dict[str, Any]) -> str:
     return prefix if PREFIX_RE.fullmatch(prefix) else "server"
 
 
-def _env(env: object) -> dict[str, str]:
+def env_values(env: object) -> dict[str, str]:
     if env is None:
         return {}
     if not isinstance(env, dict) or len(env) > MAX_ENV:
@@ -108,7 +109,7 @@ def install_upstream(
     prefix = default_prefix(entry) if prefix in (None, "") else prefix
     if not isinstance(prefix, str) or not PREFIX_RE.fullmatch(prefix):
         raise InvalidInput(f"prefix {prefix!r} must be letters, digits, '_' or '-', e.g. 'github'")
-    values = _env(env)
+    values = env_values(env)
     spec = to_upstream(entry, prefix)  # refuses entries that cannot run (oci, nothing runnable)
     needs = requirements(entry)
     remote = bool(spec.url)
@@ -131,26 +132,8 @@ def install_upstream(
     # what carries a secret is written as a reference; the rest comes from the entry when the gateway resolves it
     pairs = spec.headers if remote else spec.env
     refs = {("headers" if remote else "env"): {k: v for k, v in pairs if SECRET_REF_RE.search(v)}}
-    if folder.exists() and any(p.suffix == ".py" for p in folder.iterdir()):
-        raise InvalidInput(
-            f"namespace {name!r} holds tool files; a namespace serves tool files or upstream servers, not both: "
-            "choose a new namespace name"
-        )
-    path = folder / TOOLS_FILE
-    before = path.read_text(encoding="utf-8") if path.is_file() else ""
-    text = _activated(before, f"{prefix}_*") + _table(prefix, entry, values, refs)
-    try:
-        parsed = parse_tools_file(tomllib.loads(text))
-    except (ToolsFileError, ValueError) as exc:
-        raise InvalidInput(f"{TOOLS_FILE} would not be valid: {exc}") from None
-    if f"{prefix}_*" not in parsed.active_toolsets:
-        raise InvalidInput(f"cannot add {prefix}_* to active_toolsets in {path}: ask the user to edit it by hand")
-    if any(s.registry == needs["name"] and s.namespace == prefix for s in parsed.servers[:-1]):
-        raise AlreadyExists(f"{needs['name']} is already a server of namespace {name!r} with prefix {prefix!r}")
-    folder.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, text.encode())
     names = sorted({ref for v in refs[next(iter(refs))].values() for ref in SECRET_REF_RE.findall(v)})
-    prepared = [secrets.prepare_secret(ws, store, key, name) for key in names]
+    written = add_server(ws, store, folder, prefix, _table(prefix, entry, values, refs), names)
     return {
         "namespace": name,
         "mode": "upstream",
@@ -159,6 +142,38 @@ def install_upstream(
         "prefix": prefix,
         "runs": spec.url or spec.command,
         "runtime": needs["runtime"],
+        **written,
+    }
+
+
+def add_server(
+    ws: Workspace, store: SecretStore, folder: Path, prefix: str, table: str, secret_names: list[str]
+) -> dict[str, Any]:
+    """Append a `[[servers]]` table to the namespace's tools.toml (atomically), activate `<prefix>_*`, and
+    prepare a placeholder for each secret it references: "tools_toml", "secrets" and "next_steps"."""
+    name = folder.name
+    if folder.exists() and any(p.suffix == ".py" for p in folder.iterdir()):
+        raise InvalidInput(
+            f"namespace {name!r} holds tool files; a namespace serves tool files or upstream servers, not both: "
+            "choose a new namespace name"
+        )
+    path = folder / TOOLS_FILE
+    before = path.read_text(encoding="utf-8") if path.is_file() else ""
+    text = _activated(before, f"{prefix}_*") + table
+    try:
+        parsed = parse_tools_file(tomllib.loads(text))
+    except (ToolsFileError, ValueError) as exc:
+        raise InvalidInput(f"{TOOLS_FILE} would not be valid: {exc}") from None
+    if f"{prefix}_*" not in parsed.active_toolsets:
+        raise InvalidInput(f"cannot add {prefix}_* to active_toolsets in {path}: ask the user to edit it by hand")
+    new = parsed.servers[-1]
+    same = (new.registry, new.command, new.namespace)
+    if any((s.registry, s.command, s.namespace) == same for s in parsed.servers[:-1]):
+        raise AlreadyExists(f"{new.label} is already a server of namespace {name!r}")
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, text.encode())
+    prepared = [secrets.prepare_secret(ws, store, key, name) for key in secret_names]
+    return {
         "tools_toml": str(path),
         "secrets": [{k: p[k] for k in ("key", "status", "instructions")} for p in prepared],
         "next_steps": _next(name, prepared),

@@ -12,9 +12,11 @@ from typing import Any
 from mcp.server.mcpserver import MCPServer
 
 from tooldock.errors import InvalidInput
+from tooldock.manager import installer
 from tooldock.manager.analysis import RepoWorkspace, analyze_tree, fetch_package
 from tooldock.manager.context import JsonObject, Manager, edge
-from tooldock.manager.tools_install import Translate
+from tooldock.manager.repo_runner import install_repo_upstream
+from tooldock.manager.tools_install import Mode, Translate
 
 NEXT = (
     "Next: follow the translation workflow: read_repo_file for each file that defines tools -> create_namespace "
@@ -68,19 +70,47 @@ def register(server: MCPServer, m: Manager) -> Translate:
 
     @server.tool()
     @edge
-    async def install_from_repo(repo_url: str, namespace: str) -> JsonObject:
+    async def install_from_repo(
+        repo_url: str,
+        namespace: str,
+        mode: Mode = "translate",
+        prefix: str | None = None,
+        env: dict[str, str] | None = None,
+        secrets: list[str] | None = None,
+    ) -> JsonObject:
         """Begin the translation process for a git repository URL. Clones the repo and runs analyze_repo. Same
         as install_from_registry but takes a URL instead of a package name.
+
+        ToolDock's mode="upstream" instead serves the repository's MCP server as it is, behind the namespace:
+        it adds a server to the namespace's tools.toml that runs the analyzed commit (package.json "bin" with
+        npx, pyproject.toml [project.scripts] with uvx), so after reload_core() its tools work at once
+        (prefixed "<prefix>_") and translation can follow later. The namespace must be new or already hold
+        upstream servers (not tool files).
 
         Args:
             repo_url: Git URL. Example: "https://github.com/someone/my-tools"
             namespace: Target namespace name.
+            mode: "translate" (default, the seed's behaviour) or "upstream".
+            prefix: upstream mode: the prefix of its tool names (default: from the repository's name).
+            env: upstream mode: non-secret environment values the server needs, e.g. {"ROOT_DIR": "/data"}.
+            secrets: upstream mode: names from the analysis' secrets_needed that the server must get as
+                secrets, e.g. ["GITHUB_TOKEN"]: a placeholder is prepared for each and the user sets the
+                value in a terminal. Never put a secret's value anywhere.
 
-        Returns: Same as analyze_repo (plus "namespace" and "next_steps").
+        Returns: Same as analyze_repo (plus "namespace" and "next_steps"); upstream: {"namespace", "mode",
+        "repo_url", "commit", "prefix", "runs", "runtime", "secrets_needed", "tools_toml", "secrets",
+        "next_steps"}.
 
         Next steps: Follow the translation workflow."""
+        if mode not in ("translate", "upstream"):
+            raise InvalidInput(f"mode must be 'translate' or 'upstream', got {mode!r}")
         name = ws.namespace_name(namespace)
-        return {**await repos.analyze(repo_url), "namespace": name, "next_steps": NEXT}
+        if mode == "translate":
+            return {**await repos.analyze(repo_url), "namespace": name, "next_steps": NEXT}
+        values = installer.env_values(env)
+        analysis = await repos.analyze(repo_url)
+        async with m.writes:
+            return install_repo_upstream(ws, m.store, analysis, namespace, prefix, values, secrets)
 
     async def translate(entry: dict[str, Any]) -> JsonObject:
         source, analysis = await _fetch_and_analyze(repos, entry, data)

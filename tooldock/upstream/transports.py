@@ -41,6 +41,11 @@ INHERITED = (
     "UV_CACHE_DIR",
     "npm_config_cache",
     "NODE_PATH",
+    # package mirrors, for servers npx / uvx fetch at start (install_from_repo / install_from_registry)
+    "npm_config_registry",
+    "npm_config_update_notifier",
+    "UV_DEFAULT_INDEX",
+    "UV_INDEX_URL",
 )
 
 

@@ -1,0 +1,149 @@
+"""`install_from_repo(mode="upstream")`: serve a repository's MCP server as it is, behind a namespace.
+
+The repository says how it runs in its own manifest: a `package.json` with `bin` runs with `npx` from the
+git URL, a `pyproject.toml` with `[project.scripts]` with `uvx --from git+...`. Both are pinned to the
+commit that was analyzed, so the server that runs is the code the LLM read, and `npm` / `uv` fetch and build
+it when the namespace starts (never the manager: a repository's code is not run here). Anything else
+(Go, Rust, a monorepo, a script with no entry point) is refused with what to do instead.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tooldock.errors import InvalidInput
+from tooldock.manager.analysis.urls import parse_repo_url
+from tooldock.manager.installer import add_server, default_prefix
+from tooldock.manager.workspace import Workspace
+from tooldock.namespace.toolsfile import ENV_NAME_RE, PREFIX_RE
+from tooldock.secrets import SecretStore
+
+SCP_LIKE = re.compile(r"(?P<user>[^@/:]+)@(?P<host>[^:/]+):(?P<path>.+)")
+MAX_MANIFEST = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Runner:
+    command: str  # the tools.toml `command`
+    runtime: str  # "npx" or "uvx"
+    program: str  # the entry point it runs
+
+
+def vcs_url(git: str) -> str:
+    """The URL npm and uv take for a git repository: `git+https://`, `git+ssh://`, `git+file://`."""
+    match = SCP_LIKE.fullmatch(git)
+    if match is not None and "://" not in git:  # git@github.com:owner/repo.git
+        return f"git+ssh://{match['user']}@{match['host']}/{match['path']}"
+    return git if git.startswith("git+") else "git+" + git
+
+
+def _manifest(clone: Path, name: str) -> Any:
+    path = clone / name
+    if not path.is_file() or path.is_symlink() or path.stat().st_size > MAX_MANIFEST:
+        return None
+    try:
+        text = path.read_text(encoding="utf-8")
+        return json.loads(text) if name.endswith(".json") else tomllib.loads(text)
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def _pick(programs: list[str], package: str, where: str) -> str:
+    if not programs:
+        raise InvalidInput(f"{where} declares no program to run")
+    short = package.rsplit("/", 1)[-1]
+    if len(programs) == 1 or short in programs:
+        return programs[0] if len(programs) == 1 else short
+    raise InvalidInput(
+        f"{where} declares several programs ({', '.join(sorted(programs))}) and none is named like the package "
+        f"{package!r}: ask the user which one is the MCP server and to write its command into tools.toml"
+    )
+
+
+def runner_for(clone: Path, git: str, commit: str) -> Runner:
+    """How the repository at `clone` (cloned from `git` at `commit`) runs as a stdio MCP server."""
+    source = vcs_url(git)
+    package = _manifest(clone, "package.json")
+    if isinstance(package, dict) and package.get("bin"):
+        name, bins = str(package.get("name") or ""), package["bin"]
+        programs = [name.rsplit("/", 1)[-1]] if isinstance(bins, str) else [str(b) for b in bins]
+        program = _pick(programs, name, "package.json 'bin'")
+        spec = f"{source}#{commit}"
+        single = isinstance(bins, str) or len(programs) == 1
+        argv = ["npx", "-y", spec] if single else ["npx", "-y", "-p", spec, program]
+        return Runner(shlex.join(argv), "npx", program)
+    project = _manifest(clone, "pyproject.toml")
+    scripts = project.get("project", {}).get("scripts") if isinstance(project, dict) else None
+    if isinstance(scripts, dict) and scripts:
+        program = _pick([str(s) for s in scripts], str(project["project"].get("name") or ""), "[project.scripts]")
+        return Runner(shlex.join(["uvx", "--from", f"{source}@{commit}", program]), "uvx", program)
+    raise InvalidInput(
+        "cannot tell how to run this repository: its root has no package.json with 'bin' and no pyproject.toml "
+        "with [project.scripts] (Go, Rust and monorepos are not run from a repository); translate it instead "
+        "(mode='translate'), or ask the user to write its command into tools.toml"
+    )
+
+
+def _table(prefix: str, runner: Runner, env: dict[str, str], secrets: list[str]) -> str:
+    pairs = env | {name: f"${{secret:{name}}}" for name in secrets}
+    lines = ["", "[[servers]]", f"namespace = {json.dumps(prefix)}", f"command = {json.dumps(runner.command)}"]
+    if pairs:
+        lines.append("env = { " + ", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in pairs.items()) + " }")
+    return "\n".join(lines) + "\n"
+
+
+def _secret_names(raw: object, needed: list[str]) -> list[str]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or len(raw) > 32 or not all(isinstance(n, str) for n in raw):
+        raise InvalidInput('secrets must be a list of environment variable names, e.g. ["GITHUB_TOKEN"]')
+    for name in raw:
+        if not ENV_NAME_RE.fullmatch(name):
+            raise InvalidInput(f"secrets: {name!r} is not an environment variable name")
+    unknown = [n for n in raw if n not in needed]
+    if unknown and needed:
+        reads = ", ".join(needed)
+        raise InvalidInput(f"secrets: the analysis found no {', '.join(unknown)} in the code (it reads {reads})")
+    return list(dict.fromkeys(raw))
+
+
+def install_repo_upstream(
+    ws: Workspace,
+    store: SecretStore,
+    analysis: dict[str, Any],
+    namespace: object,
+    prefix: object,
+    env: dict[str, str],
+    secret_names: object,
+) -> dict[str, Any]:
+    """The analyzed repository as an upstream server of `namespace` (analysis: RepoWorkspace.analyze's answer)."""
+    folder = ws.namespace_dir(namespace, must_exist=False)
+    url = parse_repo_url(analysis["repo_url"])
+    runner = runner_for(Path(analysis["path"]), url.git, analysis["commit"])
+    if prefix in (None, ""):
+        repo = url.git.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git")
+        prefix = default_prefix({"server": {"name": repo}})
+    if not isinstance(prefix, str) or not PREFIX_RE.fullmatch(prefix):
+        raise InvalidInput(f"prefix {prefix!r} must be letters, digits, '_' or '-', e.g. 'github'")
+    names = _secret_names(secret_names, list(analysis.get("secrets_needed") or []))
+    clash = sorted(set(names) & set(env))
+    if clash:
+        raise InvalidInput(f"{', '.join(clash)}: given both in env and in secrets; a secret is set by the user only")
+    written = add_server(ws, store, folder, prefix, _table(prefix, runner, env, names), names)
+    return {
+        "namespace": folder.name,
+        "mode": "upstream",
+        "repo_url": analysis["repo_url"],
+        "commit": analysis["commit"],
+        "prefix": prefix,
+        "runs": runner.command,
+        "runtime": runner.runtime,
+        "secrets_needed": analysis.get("secrets_needed") or [],
+        **written,
+    }
