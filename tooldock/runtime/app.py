@@ -34,7 +34,7 @@ from tooldock.runtime.http.responses import error_response
 from tooldock.runtime.http.rest import create_router
 from tooldock.runtime.mcp.legacy import MESSAGES_PATH, LegacySse
 from tooldock.runtime.mcp.server import McpHub
-from tooldock.runtime.observe import AuditLog, Metrics
+from tooldock.runtime.observe import AuditLog, Metrics, tracing
 from tooldock.runtime.registry import Registry
 from tooldock.runtime.relay.config import RelayConfig
 from tooldock.runtime.relay.methods import RelayMethods
@@ -193,6 +193,7 @@ def create_app(
         _watch(backend, registry)
         await relay_server.start()
         audit.start()
+        tracing.setup()  # when OTEL_* asks for traces and the OpenTelemetry SDK is installed
         if url:
             print(f"tooldock: ready on {url} (MCP at {url}/mcp, REST at {url}/tools)", file=sys.stderr, flush=True)
         try:
@@ -203,6 +204,7 @@ def create_app(
             await registry.close()
             await backend.close()
             audit.close()
+            tracing.shutdown()
 
     app = FastAPI(
         title="ToolDock",

@@ -36,7 +36,7 @@ from tooldock.runtime import requestid
 from tooldock.runtime.access import restricted
 from tooldock.runtime.admission import Admission
 from tooldock.runtime.backend import SessionViews
-from tooldock.runtime.observe import AuditLog, Metrics, current_call
+from tooldock.runtime.observe import AuditLog, Metrics, current_call, tracing
 from tooldock.runtime.registry import NamespaceEntry, Registry
 from tooldock.runtime.settings import Settings
 from tooldock.upstream.catalog import ACTIVATE
@@ -204,26 +204,29 @@ class Engine:
     async def _observed(
         self, namespace: str | None, method: str, name: str, arguments: Any, work: Any, key: ApiKey | None = None
     ) -> Any:
-        """Run `work`, then count it and write its audit line (never failing or delaying the call)."""
-        if self.audit is None and self.metrics is None:
+        """Run `work`, then count it and write its audit line (never failing or delaying the call); its span
+        when tracing is on."""
+        if self.audit is None and self.metrics is None and not tracing.enabled():
             return await work
         entry = self.registry.snapshot.entries.get(namespace or "")
         ns = namespace if entry is not None and namespace else "-"
         started, status = time.perf_counter(), "error"
         if self.metrics is not None:
             self.metrics.in_flight.labels(ns).inc()
-        try:
-            result = await work
-            status = "tool_error" if isinstance(result, dict) and result.get("isError") else "ok"
-            return result
-        except ToolDockError as err:
-            status = err.code
-            raise
-        except asyncio.CancelledError:
-            status = "cancelled"
-            raise
-        finally:
-            self._record(entry, ns, method, name, status, time.perf_counter() - started, arguments, key)
+        with tracing.call_span(method, name, ns, current_call().front_end) as span:
+            try:
+                result = await work
+                status = "tool_error" if isinstance(result, dict) and result.get("isError") else "ok"
+                return result
+            except ToolDockError as err:
+                status = err.code
+                raise
+            except asyncio.CancelledError:
+                status = "cancelled"
+                raise
+            finally:
+                tracing.finish(span, status)
+                self._record(entry, ns, method, name, status, time.perf_counter() - started, arguments, key)
 
     def _record(
         self,
@@ -268,7 +271,8 @@ class Engine:
             async with asyncio.timeout(timeout):
                 try:
                     async with self._semaphore(entry):
-                        return await work(entry.worker)
+                        with tracing.worker_span(what, entry.source.name, self.registry.snapshot.generation):
+                            return await work(entry.worker)
                 except WorkerRetired:
                     # Swapped between our lookup and the call: the snapshot now has the new worker.
                     fresh = self.namespace(entry.source.name)

@@ -21,6 +21,8 @@ MAX_LENGTH = 128
 _SAFE = re.compile(rf"^[A-Za-z0-9._:@/+=-]{{1,{MAX_LENGTH}}}$")
 
 current: ContextVar[str | None] = ContextVar("tooldock_request_id", default=None)
+# The W3C `traceparent` of the gateway's span for the hop to a worker (set while tracing is on), sent with it.
+traceparent: ContextVar[str | None] = ContextVar("tooldock_traceparent", default=None)
 
 
 def new() -> str:

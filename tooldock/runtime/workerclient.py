@@ -165,6 +165,9 @@ class WorkerConnection:
             request_id = requestid.current.get()  # the HTTP request's, for the worker's log lines
             if request_id is not None:
                 fields["request_id"] = request_id
+            parent = requestid.traceparent.get()
+            if parent is not None:
+                fields["traceparent"] = parent
             async with self._write_lock:
                 self._writer.write(protocol.encode({"id": rid, "op": op, **fields}))
                 await self._writer.drain()

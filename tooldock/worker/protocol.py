@@ -9,7 +9,8 @@ Requests carry an id and may be multiplexed on one connection; responses come ba
 Ops: tools.list, tools.get_schema, tools.call, ping, shutdown, and `cancel` ({"op": "cancel", "target": "7"},
 no reply) which cancels an in-flight call whose caller gave up.
 A request may carry `request_id`, the gateway's id of the client request it serves (`X-Request-Id`), which
-the worker names in its log lines about the call.
+the worker names in its log lines about the call, and `traceparent` (W3C trace context) when the gateway
+traces calls with OpenTelemetry: the worker names its trace id there too.
 
 Protocol 2 adds the rest of MCP. The handshake also lists `resources`, `resourceTemplates` and `prompts`;
 new ops `resources.read` {"uri"}, `prompts.get` {"name", "arguments"} and `completion.complete` {"ref",

@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from tooldock.errors import ToolDockError
 from tooldock.runtime import requestid
 from tooldock.runtime.http.responses import error_response
+from tooldock.runtime.observe import tracing
 
 log = logging.getLogger("tooldock.http")
 # The SDK logs its own traceback when a client leaves while it reads a POST; this layer says it once, quietly.
@@ -86,7 +87,8 @@ class RequestEdge:
             await send(message)
 
         try:
-            await self.app(scope, receiving, sending)
+            with tracing.incoming(scope["headers"]):
+                await self.app(scope, receiving, sending)
         except Exception as exc:
             if _is_disconnect(exc):
                 seen["gone"] = True
