@@ -26,6 +26,7 @@ KNOWN_KEYS = {
     "idle_timeout",
     "audit",
     "tools",
+    "tasks",
 }
 
 
@@ -88,6 +89,23 @@ def _globs(raw: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return lists[0], lists[1]
 
 
+def _tasks(raw: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """`tasks: {optional: [globs], required: [globs]}`: which tools run as MCP tasks (a list: optional)."""
+    if raw is None:
+        return (), ()
+    if isinstance(raw, list):
+        raw = {"optional": raw}
+    if not isinstance(raw, dict) or set(raw) - {"optional", "required"}:
+        raise ConfigError("'tasks' must be a mapping like {optional: ['report_*'], required: ['rebuild_index']}")
+    lists = []
+    for which in ("optional", "required"):
+        globs = raw.get(which) or []
+        if not isinstance(globs, list) or not all(isinstance(g, str) and g and len(g) <= 200 for g in globs):
+            raise ConfigError(f"'tasks.{which}' must be a list of tool-name globs, e.g. ['report_*']")
+        lists.append(tuple(globs))
+    return lists[0], lists[1]
+
+
 def parse_config(data: Any) -> NamespaceConfig:
     if data is None:
         return NamespaceConfig()
@@ -122,7 +140,10 @@ def parse_config(data: Any) -> NamespaceConfig:
     if not isinstance(audit, dict) or set(audit) - {"arguments"} or not isinstance(audit.get("arguments", False), bool):
         raise ConfigError("'audit' must be a mapping like {arguments: true} (log call arguments, secrets masked)")
     allow, deny = _globs(data.get("tools"))
+    optional, required = _tasks(data.get("tasks"))
     return NamespaceConfig(
+        tasks_optional=optional,
+        tasks_required=required,
         tools_allow=allow,
         tools_deny=deny,
         idle_timeout=float(idle) if idle is not None else None,
@@ -159,6 +180,8 @@ def config_to_dict(cfg: NamespaceConfig) -> dict[str, Any]:
         data["audit"] = {"arguments": True}
     if cfg.tools_allow or cfg.tools_deny:
         data["tools"] = {"allow": list(cfg.tools_allow), "deny": list(cfg.tools_deny)}
+    if cfg.tasks_optional or cfg.tasks_required:
+        data["tasks"] = {"optional": list(cfg.tasks_optional), "required": list(cfg.tasks_required)}
     return data
 
 

@@ -24,8 +24,9 @@ from fastmcp.utilities.types import find_kwarg_by_type
 
 from tooldock.namespace.models import Problem
 
-# The fields of an MCP `Tool` that ToolDock pre-extracts and serves (seed 000, "Tools method compliance").
-DESCRIPTOR_FIELDS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations", "icons")
+# The fields of an MCP `Tool` that ToolDock pre-extracts and serves (seed 000, "Tools method compliance");
+# `execution.taskSupport` is fastmcp's `@tool(task=...)`, which the gateway's tasks extension reads.
+DESCRIPTOR_FIELDS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations", "icons", "execution")
 
 
 @dataclass

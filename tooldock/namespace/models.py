@@ -52,6 +52,9 @@ class NamespaceConfig:
     tools_allow: tuple[str, ...] = ()  # `tools.allow` globs: only these tools are exposed (empty: all)
     tools_deny: tuple[str, ...] = ()  # `tools.deny` globs: these are never exposed
     audit_arguments: bool = False  # `audit: {arguments: true}`: audit lines carry the arguments (secrets masked)
+    # `tasks: {optional: [globs], required: [globs]}`: tools run as MCP tasks (besides fastmcp's `@tool(task=...)`)
+    tasks_optional: tuple[str, ...] = ()
+    tasks_required: tuple[str, ...] = ()
 
 
 def exposes(config: NamespaceConfig, tool: str) -> bool:

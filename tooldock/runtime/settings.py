@@ -31,6 +31,8 @@ ENV_VARS = (
     "MCP_EVENT_BUFFER",
     "MCP_SSE_RETRY_MS",
     "MCP_ALLOWED_ORIGINS",
+    "MCP_TASK_TTL_SECONDS",
+    "MCP_MAX_TASKS",
     "CORS_ORIGINS",
     "TOOLDOCK_LOG_FORMAT",
     "TOOLDOCK_ACCESS_LOG",
@@ -148,6 +150,8 @@ class Settings:
     event_buffer: int = 100  # SSE events kept per stream for Last-Event-ID replay
     sse_retry_ms: int = 1000  # the SSE `retry:` field clients wait before reconnecting
     allowed_origins: tuple[str, ...] = ()  # empty: no Origin allowlist (loopback binds keep their own)
+    task_ttl: float = 3600.0  # seconds an MCP task stays readable after it was created (its `ttlMs`)
+    max_tasks: int = 1000  # MCP tasks held per namespace (finished ones make room first)
     cors_origins: tuple[str, ...] = ()  # browser origins CORS lets read answers; empty: no CORS headers
     log_format: str = "text"  # text | json (one JSON object per line on stderr)
     access_log: bool = False  # uvicorn's line per request
@@ -190,6 +194,8 @@ class Settings:
             event_buffer=int(env_number(env, "MCP_EVENT_BUFFER", 100, int)),
             sse_retry_ms=int(env_number(env, "MCP_SSE_RETRY_MS", 1000, int)),
             allowed_origins=_origins(env.get("MCP_ALLOWED_ORIGINS", "")),
+            task_ttl=env_number(env, "MCP_TASK_TTL_SECONDS", 3600.0),
+            max_tasks=int(env_number(env, "MCP_MAX_TASKS", 1000, int)),
             cors_origins=_origins(env.get("CORS_ORIGINS", ""), "CORS_ORIGINS", star=True),
             log_format=_choice(env, "TOOLDOCK_LOG_FORMAT", ("text", "json")),
             access_log=env_bool(env, "TOOLDOCK_ACCESS_LOG", False),

@@ -24,6 +24,7 @@ from typing import Any
 import mcp_types as types
 from fastmcp import FastMCP
 from fastmcp.client.transports.memory import FastMCPTransport
+from fastmcp.utilities.tasks import TaskConfig
 from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 
@@ -96,7 +97,9 @@ class Bridge:
         self.loaded = loaded
         self.server: FastMCP[Any] = FastMCP(namespace)
         for tool in loaded.tools.values():
-            self.server.add_tool(tool)
+            # The gateway runs tasks (runtime/mcp/tasks.py); in here every call is a plain one, and fastmcp
+            # refuses to serve `task=True` tools without a tasks extension of its own.
+            self.server.add_tool(tool.model_copy(update={"task_config": TaskConfig(mode="forbidden")}))
         for resource in loaded.resources.values():
             self.server.add_resource(resource)
         for template in loaded.templates.values():

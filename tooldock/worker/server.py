@@ -35,6 +35,9 @@ def _error_for(exc: Exception) -> tuple[str, str, dict[str, Any] | None]:
         return "dependency_error", f"{type(exc).__name__}: {exc}", {"exception": type(exc).__name__}
     if isinstance(exc, TimeoutError):
         return "execution_timeout", f"the tool timed out: {exc}", None
+    if isinstance(exc, MCPError):  # the tool chose a JSON-RPC error: a task fails with it (runtime/mcp/tasks.py)
+        data = {"exception": "MCPError", "rpc_code": exc.error.code, "rpc_message": exc.error.message}
+        return "internal_error", exc.error.message, data
     if isinstance(exc, ToolError):
         return "internal_error", str(exc), {"exception": type(exc).__name__}
     return "internal_error", f"{type(exc).__name__}: {exc}", {"exception": type(exc).__name__}

@@ -50,6 +50,7 @@ from tooldock.runtime.mcp.caller import calling
 from tooldock.runtime.mcp.events import MemoryEventStore, ScopedSessionManager
 from tooldock.runtime.mcp.relay import McpRelay
 from tooldock.runtime.mcp.rules import precheck
+from tooldock.runtime.mcp.tasks import TasksExtension, install_tasks
 from tooldock.runtime.settings import Settings
 from tooldock.upstream.catalog import ACTIVATE
 
@@ -80,8 +81,7 @@ class _Server(Server[Any]):
 
 
 def _connection(ctx: Any) -> Any:
-    """The connection behind a request. SDK 2.x hands handlers a per-request `ServerSession`; change
-    notifications must go to the connection-scoped object it wraps (no public accessor yet)."""
+    """The connection-scoped object a handler's per-request session wraps (SDK 2.x; no public accessor)."""
     return getattr(ctx.session, "_connection", ctx.session)
 
 
@@ -110,8 +110,7 @@ def upstream_error(err: UpstreamError) -> MCPError:
 
 @contextlib.contextmanager
 def request_id_of(ctx: Any) -> Iterator[None]:
-    """The HTTP request's id (the edge's) for what this handler does: the SDK runs handlers in its own
-    tasks, which do not inherit it."""
+    """The HTTP request's id for what a handler does (the SDK's handler tasks do not inherit it)."""
     token = requestid.current.set(requestid.of_scope(getattr(ctx, "request", None)))
     try:
         yield
@@ -312,7 +311,8 @@ class McpHub:
                 self._servers[namespace] = self._make(namespace)
             else:
                 assert self.engine is not None, "a hub without an engine needs a `servers` factory"
-                self._servers[namespace] = _server_for(namespace, self.engine, sessions, bus)
+                server = self._servers[namespace] = _server_for(namespace, self.engine, sessions, bus)
+                install_tasks(server, TasksExtension(namespace, self.engine, session_key))  # runtime/mcp/tasks.py
         return self._servers[namespace]
 
     @property

@@ -1,0 +1,385 @@
+"""The MCP tasks extension (`io.modelcontextprotocol/tasks`) through a real gateway, with the official SDK 2.x
+client on protocol 2026-07-28: tools opted in by fastmcp's `@tool(task=...)` and by tooldock.yaml, create,
+poll, update (input requests), cancel, a client that goes away, the namespace's time limit, bad task ids.
+
+The fixture is tests/fixtures/tasks/jobs (the same namespace the conformance suite's tasks scenarios use).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+import mcp_types as types
+import pytest
+from mcp_types import RequestParams, Result
+from pydantic import ConfigDict, Field, TypeAdapter
+
+FIXTURE = Path(__file__).parent / "fixtures" / "tasks"
+TASKS = "io.modelcontextprotocol/tasks"
+TERMINAL = ("completed", "failed", "cancelled")
+RAW = TypeAdapter(dict[str, Any])  # the `tasks/update` and `tasks/cancel` acks, as the wire has them
+
+
+# --- the client side of the extension, as an SDK 2.x user writes it -------------------------------------
+
+
+class _TaskFields(Result):
+    model_config = ConfigDict(populate_by_name=True)
+    task_id: str = Field(alias="taskId")
+    status: str
+    created_at: str = Field(alias="createdAt")
+    last_updated_at: str = Field(alias="lastUpdatedAt")
+    ttl_ms: int | None = Field(default=None, alias="ttlMs")
+    poll_interval_ms: int | None = Field(default=None, alias="pollIntervalMs")
+    status_message: str | None = Field(default=None, alias="statusMessage")
+
+
+class CreatedTask(_TaskFields):
+    result_type: Literal["task"] = Field(alias="resultType")
+
+
+class DetailedTask(_TaskFields):
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    pending: dict[str, Any] | None = Field(default=None, alias="inputRequests")
+
+
+class TaskIdParams(RequestParams):
+    model_config = ConfigDict(populate_by_name=True)
+    task_id: str = Field(serialization_alias="taskId")
+
+
+class UpdateParams(TaskIdParams):
+    input_responses: dict[str, Any] = Field(serialization_alias="inputResponses")
+
+
+class GetTask(types.Request[TaskIdParams, Literal["tasks/get"]]):
+    method: Literal["tasks/get"] = "tasks/get"
+    params: TaskIdParams
+    name_param = "taskId"
+
+
+class CancelTask(types.Request[TaskIdParams, Literal["tasks/cancel"]]):
+    method: Literal["tasks/cancel"] = "tasks/cancel"
+    params: TaskIdParams
+    name_param = "taskId"
+
+
+class UpdateTask(types.Request[UpdateParams, Literal["tasks/update"]]):
+    method: Literal["tasks/update"] = "tasks/update"
+    params: UpdateParams
+    name_param = "taskId"
+
+
+def tasks_extension():
+    """The client extension: declares the capability and finishes a task by polling `tasks/get`."""
+    from mcp.client import ClientExtension, ResultClaim
+
+    async def resolve(created: CreatedTask, ctx) -> types.CallToolResult:
+        while True:
+            found = await ctx.session.send_request(GetTask(params=TaskIdParams(task_id=created.task_id)), DetailedTask)
+            if found.status == "completed":
+                return types.CallToolResult.model_validate(found.result)
+            if found.status in TERMINAL:
+                raise RuntimeError(f"task {found.status}: {found.error}")
+            await asyncio.sleep((found.poll_interval_ms or 500) / 1000)
+
+    class Tasks(ClientExtension):
+        identifier = TASKS
+
+        def claims(self):
+            return [ResultClaim(result_type="task", model=CreatedTask, resolve=resolve)]
+
+    return Tasks()
+
+
+class Session:
+    """One SDK 2.x client on the gateway's `jobs` namespace, with the task methods spelled out."""
+
+    def __init__(self, client) -> None:
+        self.client = client
+
+    async def start(self, tool: str, **arguments: Any) -> CreatedTask:
+        created = await self.client.session.call_tool(tool, arguments, allow_claimed=True)
+        assert isinstance(created, CreatedTask), created
+        return created
+
+    async def get(self, task_id: str) -> DetailedTask:
+        return await self.client.session.send_request(GetTask(params=TaskIdParams(task_id=task_id)), DetailedTask)
+
+    async def cancel(self, task_id: str) -> dict[str, Any]:
+        return await self.client.session.send_request(CancelTask(params=TaskIdParams(task_id=task_id)), RAW)
+
+    async def update(self, task_id: str, responses: dict[str, Any]) -> Any:
+        params = UpdateParams(task_id=task_id, input_responses=responses)
+        return await self.client.session.send_request(UpdateTask(params=params), RAW)
+
+    async def until(self, task_id: str, *statuses: str, timeout: float = 20) -> DetailedTask:
+        deadline = time.monotonic() + timeout
+        while True:
+            found = await self.get(task_id)
+            if found.status in statuses or found.status in TERMINAL:
+                return found
+            assert time.monotonic() < deadline, f"task still {found.status} after {timeout}s"
+            await asyncio.sleep(0.1)
+
+
+def bare(result: dict[str, Any]) -> dict[str, Any]:
+    """A result's own fields (without the `_meta` stamp every 2026-07-28 result carries)."""
+    return {k: v for k, v in result.items() if k != "_meta"}
+
+
+def audit(gateway, tool: str) -> list[dict[str, Any]]:
+    lines = [json.loads(line) for path in gateway.audit_dir.glob("*.jsonl") for line in path.read_text().splitlines()]
+    return [line for line in lines if line.get("tool") == tool]
+
+
+def run(gateway, body, *, extension: bool = True, elicitation: Any = None, mode: str = "auto") -> Any:
+    import httpx2
+    from mcp.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def main() -> Any:
+        headers = gateway.headers("jobs")
+        async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+            transport = streamable_http_client(gateway.url + "/mcp", http_client=http)
+            kwargs: dict[str, Any] = {"extensions": [tasks_extension()] if extension else []}
+            if elicitation is not None:
+                kwargs["elicitation_callback"] = elicitation
+            async with Client(transport, mode=mode, **kwargs) as client:  # "auto" probes server/discover
+                return await body(Session(client))
+
+    return asyncio.run(main())
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory):
+    from conftest import Gateway
+
+    tmp = tmp_path_factory.mktemp("tasks")
+    shutil.copytree(FIXTURE, tmp / "tools", ignore=shutil.ignore_patterns("__pycache__"))
+    gw = Gateway(tmp / "tools", tmp / "gateway.log", env={"TOOLDOCK_LOG_DIR": str(tmp / "audit")}).start()
+    gw.audit_dir = tmp / "audit"
+    assert gw.namespace("jobs")["state"] == "ready", gw.logs
+    yield gw
+    gw.stop()
+
+
+# --- tests ------------------------------------------------------------------------------------------------
+
+
+def test_the_extension_is_advertised_and_a_task_runs_to_its_result(gateway):
+    async def body(s: Session) -> Any:
+        caps = s.client.server_capabilities
+        created = await s.start("slow_compute", seconds=1, label="first")
+        right_after = await s.get(created.task_id)  # created durably before the answer came
+        done = await s.until(created.task_id)
+        resolved = await s.client.call_tool("slow_compute", {"seconds": 0.2, "label": "resolved"})
+        return caps, created, right_after, done, resolved
+
+    caps, created, right_after, done, resolved = run(gateway, body)
+    assert TASKS in (caps.extensions or {})
+    assert created.status == "working" and created.ttl_ms == 3_600_000 and created.poll_interval_ms == 500
+    assert right_after.task_id == created.task_id and right_after.status == "working"
+    assert right_after.result is None and right_after.error is None
+    assert done.status == "completed", done
+    assert done.result["content"][0]["text"] == "computed first after 1s"
+    assert done.result["structuredContent"] == {"result": "computed first after 1s"}
+    assert done.last_updated_at >= done.created_at
+    assert resolved.content[0].text == "computed resolved after 0.2s"  # the SDK's claim resolver polled it
+
+
+def test_plain_tools_and_clients_without_the_extension_get_plain_results(gateway):
+    from mcp.shared.exceptions import MCPError
+
+    async def with_extension(s: Session) -> Any:
+        return await s.client.session.call_tool("greet", {"name": "Ada"}, allow_claimed=True)
+
+    async def without(s: Session) -> Any:
+        plain = await s.client.call_tool("slow_compute", {"seconds": 0, "label": "sync"})
+        try:
+            await s.client.call_tool("failing_job", {})
+        except MCPError as err:
+            required = err
+        try:
+            await s.get("anything")
+        except MCPError as err:
+            gated = err
+        return plain, required, gated
+
+    greeting = run(gateway, with_extension)
+    assert isinstance(greeting, types.CallToolResult) and greeting.content[0].text == "Hello, Ada!"
+    plain, required, gated = run(gateway, without, extension=False)
+    assert isinstance(plain, types.CallToolResult) and plain.content[0].text == "computed sync after 0s"
+    assert required.error.code == -32021 and "runs only as a task" in required.error.message
+    assert required.error.data == {"requiredCapabilities": {"extensions": {TASKS: {}}}}
+    assert gated.error.code == -32021
+
+
+def test_tooldock_yaml_makes_a_plain_sync_tool_a_task(gateway):
+    async def body(s: Session) -> Any:
+        created = await s.start("nightly_report", rows=7, seconds=0.3)
+        return await s.until(created.task_id)
+
+    done = run(gateway, body)
+    assert done.status == "completed" and done.result["content"][0]["text"] == "report of 7 rows"
+
+
+def test_tool_errors_complete_with_is_error_and_protocol_errors_fail(gateway):
+    async def body(s: Session) -> Any:
+        failing = await s.start("failing_job")
+        broken = await s.start("protocol_error_job")
+        return await s.until(failing.task_id), await s.until(broken.task_id)
+
+    failing, broken = run(gateway, body)
+    assert failing.status == "completed" and failing.result["isError"] is True
+    assert "the job found nothing to do" in failing.result["content"][0]["text"]
+    assert broken.status == "failed" and broken.result is None
+    assert broken.error["code"] == -32603 and broken.error["message"] == "the job's backend is down"
+
+
+def test_input_requests_park_the_task_until_tasks_update_answers_them(gateway):
+    from mcp.shared.exceptions import MCPError
+
+    async def body(s: Session) -> Any:
+        created = await s.start("confirm_delete", filename="notes.txt")
+        parked = await s.until(created.task_id, "input_required")
+        key = next(iter(parked.pending))
+        try:
+            await s.update(created.task_id, {key: {"action": "maybe"}})
+        except MCPError as err:
+            bad_answer = err
+        ack = await s.update(created.task_id, {key: {"action": "accept", "content": {"confirm": True}}})
+        done = await s.until(created.task_id)
+
+        several = await s.start("multi_input")
+        deadline = time.monotonic() + 20
+        while len((both := await s.get(several.task_id)).pending or {}) < 2:
+            assert time.monotonic() < deadline, both
+            await asyncio.sleep(0.1)
+        first, second = list(both.pending)
+        await s.update(several.task_id, {first: {"action": "accept", "content": {"name": "Ada", "confirm": True}}})
+        half = await s.get(several.task_id)
+        await s.update(several.task_id, {second: {"action": "accept", "content": {"name": "Bob", "confirm": True}}})
+        return parked, key, bad_answer, ack, done, half, second, await s.until(several.task_id)
+
+    async def never(context, params):  # declares elicitation; a task's questions come through tasks/get
+        raise AssertionError("a task's input request reached the callback")
+
+    parked, key, bad_answer, ack, done, half, second, finished = run(gateway, body, elicitation=never)
+    assert parked.status == "input_required"
+    request = parked.pending[key]
+    assert request["method"] == "elicitation/create" and request["params"]["message"] == "Delete notes.txt?"
+    assert bad_answer.error.code == -32602 and "is not a elicitation/create result" in bad_answer.error.message
+    assert bare(ack) == {"resultType": "complete"}
+    assert done.status == "completed" and done.result["content"][0]["text"] == "deleted notes.txt"
+    assert half.status == "input_required" and list(half.pending) == [second]
+    assert finished.status == "completed" and finished.result["content"][0]["text"] == "names: Ada, Bob"
+
+
+def test_cancel_stops_the_tool_and_is_idempotent(gateway):
+    async def body(s: Session) -> Any:
+        created = await s.start("slow_compute", seconds=60, label="long")
+        await asyncio.sleep(0.5)
+        ack = await s.cancel(created.task_id)
+        after = await s.get(created.task_id)
+        again = await s.cancel(created.task_id)
+        finished = await s.start("slow_compute", seconds=0, label="quick")
+        await s.until(finished.task_id)
+        late = await s.cancel(finished.task_id)
+        return ack, after, again, late, await s.get(finished.task_id)
+
+    started = time.monotonic()
+    ack, after, again, late, finished = run(gateway, body)
+    assert time.monotonic() - started < 20
+    assert bare(ack) == {"resultType": "complete"}
+    assert after.status == "cancelled" and after.result is None
+    assert bare(again) == bare(late) == {"resultType": "complete"}
+    assert finished.status == "completed"  # a cancel after the end changes nothing
+    # The tool's call was stopped, not left running: the audit log records it as cancelled.
+    gateway.wait_for(lambda: any(line["status"] == "cancelled" for line in audit(gateway, "slow_compute")),
+                     timeout=10, what="the cancelled call in the audit log")
+
+
+def test_a_task_outlives_the_client_that_started_it(gateway):
+    async def start(s: Session) -> str:
+        return (await s.start("slow_compute", seconds=2, label="orphan")).task_id
+
+    task_id = run(gateway, start)  # the client is gone: its HTTP connections are closed
+
+    async def later(s: Session) -> Any:
+        return await s.get(task_id), await s.until(task_id)
+
+    while_running, done = run(gateway, later)
+    assert while_running.status == "working"
+    assert done.status == "completed" and done.result["content"][0]["text"] == "computed orphan after 2s"
+
+
+def test_unknown_and_foreign_task_ids_are_clear_errors(gateway):
+    from mcp.shared.exceptions import MCPError
+
+    async def body(s: Session) -> Any:
+        errors = []
+        for task_id in ("no-such-task", "x" * 200):
+            try:
+                await s.get(task_id)
+            except MCPError as err:
+                errors.append(err.error)
+        for call in (s.cancel("no-such-task"), s.update("no-such-task", {})):
+            try:
+                await call
+            except MCPError as err:
+                errors.append(err.error)
+        return errors
+
+    errors = run(gateway, body)
+    assert [e.code for e in errors] == [-32602] * 4
+    assert "unknown task 'no-such-task' in namespace 'jobs'" in errors[0].message
+
+
+def test_a_task_past_the_namespace_timeout_fails(make_gateway, tmp_path):
+    tools = tmp_path / "src"
+    shutil.copytree(FIXTURE, tools, ignore=shutil.ignore_patterns("__pycache__"))
+    config = tools / "jobs" / "tooldock.yaml"
+    config.write_text(config.read_text().replace("timeout: 30", "timeout: 2"))
+    gw = make_gateway(tools, env={"MCP_TASK_TTL_SECONDS": "120"})
+
+    async def body(s: Session) -> Any:
+        created = await s.start("slow_compute", seconds=30, label="too long")
+        return created, await s.until(created.task_id, timeout=15)
+
+    started = time.monotonic()
+    created, done = run(gw, body)
+    assert time.monotonic() - started < 12
+    assert created.ttl_ms == 120_000
+    assert done.status == "failed" and done.result is None
+    assert done.error["code"] == -32001 and "did not finish within 2s" in done.error["message"]
+
+
+def test_removed_methods_and_older_protocol_versions_get_method_not_found(gateway):
+    from mcp.shared.exceptions import MCPError
+
+    class ListTasks(types.Request[RequestParams, Literal["tasks/list"]]):
+        method: Literal["tasks/list"] = "tasks/list"
+        params: RequestParams
+
+    async def probe(s: Session) -> list[Any]:
+        codes = []
+        for request in (ListTasks(params=RequestParams()), GetTask(params=TaskIdParams(task_id="any"))):
+            try:
+                await s.client.session.send_request(request, RAW)
+            except MCPError as err:
+                codes.append(err.error.code)
+        plain = await s.client.call_tool("slow_compute", {"seconds": 0, "label": "legacy"})
+        return codes, s.client.protocol_version, plain
+
+    modern, _, _ = run(gateway, probe)
+    assert modern[0] == -32601  # tasks/list left the extension
+    legacy, version, plain = run(gateway, probe, mode="legacy")
+    assert version == "2025-11-25" and legacy == [-32601, -32601]
+    assert plain.content[0].text == "computed legacy after 0s"  # older clients get plain calls

@@ -1,0 +1,292 @@
+"""The MCP tasks extension (`io.modelcontextprotocol/tasks`, SEP-2663) for 2026-07-28 clients, on the SDK's
+extension machinery (`mcp.server.extension`): `tasks/get`, `tasks/update` and `tasks/cancel` as its methods,
+and its `tools/call` interceptor turning a call into a task.
+
+Which tools run as tasks: fastmcp's `@tool(task=True)` (`"optional"`) or `@tool(task=TaskConfig(mode="required"))`,
+seen in the tool's `execution.taskSupport`, or the namespace's `tooldock.yaml` (`tasks: {optional: [globs],
+required: [globs]}`); the stronger of the two wins. A client that declared the extension (for the connection
+or in this request's `_meta`) gets a `CreateTaskResult` at once for such a tool; one that did not gets a plain
+result from an optional tool and -32021 from a required one.
+
+The task runs in the gateway, not in the request that started it: the same engine call as a plain
+`tools/call`, so the namespace's time limit and concurrency bound it. A Context tool that asks for
+elicitation, sampling or roots parks the task in `input_required` with the request in `inputRequests`
+until `tasks/update` answers it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from fnmatch import fnmatchcase
+from typing import Any
+
+import mcp_types as types
+from mcp.server.extension import Extension, MethodBinding
+from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, RequestParams
+from mcp_types.jsonrpc import HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, REQUEST_TIMEOUT
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import Field, ValidationError
+
+from tooldock.errors import (
+    DependencyError,
+    ExecutionTimeout,
+    InvalidArguments,
+    ToolDockError,
+    ToolFailed,
+    UpstreamError,
+)
+from tooldock.runtime import jsonin, requestid
+from tooldock.runtime.access import key_of_request
+from tooldock.runtime.engine import Engine
+from tooldock.runtime.mcp.caller import calling
+from tooldock.runtime.mcp.taskstore import Task, TaskStore, TooManyTasks
+
+log = logging.getLogger(__name__)
+
+TASKS = "io.modelcontextprotocol/tasks"
+MODES = ("forbidden", "optional", "required")
+# What a task may ask its client for, and the answer each takes (checked at `tasks/update`).
+_ANSWERS: dict[str, Any] = {
+    "elicitation/create": types.ElicitResult,
+    "sampling/createMessage": types.CreateMessageResult,  # or CreateMessageResultWithTools
+    "roots/list": types.ListRootsResult,
+}
+
+
+class TaskParams(RequestParams):
+    task_id: str = Field(alias="taskId", min_length=1, max_length=200)
+
+
+class UpdateParams(TaskParams):
+    input_responses: dict[str, dict[str, Any]] = Field(alias="inputResponses")
+
+
+def mode_of(tool: dict[str, Any], config: Any) -> str:
+    """`forbidden`, `optional` or `required`: the tool's own declaration or the namespace's, the stronger."""
+    declared = (tool.get("execution") or {}).get("taskSupport")
+    found = MODES.index(declared) if declared in MODES else 0
+    name = str(tool.get("name"))
+    if any(fnmatchcase(name, g) for g in config.tasks_required):
+        found = 2
+    elif any(fnmatchcase(name, g) for g in config.tasks_optional):
+        found = max(found, 1)
+    return MODES[found]
+
+
+def declared(ctx: Any) -> bool:
+    """Whether this request's client declared the tasks extension (for its connection, or in `_meta`)."""
+    if getattr(ctx, "protocol_version", None) not in MODERN_PROTOCOL_VERSIONS:
+        return False  # the extension's results are 2026-07-28 vocabulary: older clients cannot read them
+    caps = getattr(ctx.session, "client_capabilities", None)
+    if caps is not None and TASKS in (caps.extensions or {}):
+        return True
+    meta = ctx.meta if isinstance(ctx.meta, dict) else {}
+    extensions = (meta.get(CLIENT_CAPABILITIES_META_KEY) or {}).get("extensions") or {}
+    return isinstance(extensions, dict) and TASKS in extensions
+
+
+def missing_extension(what: str) -> MCPError:
+    return MCPError(
+        MISSING_REQUIRED_CLIENT_CAPABILITY,
+        f"{what} needs the {TASKS} extension: declare it in the client's capabilities.extensions",
+        {"requiredCapabilities": {"extensions": {TASKS: {}}}},
+    )
+
+
+def _rpc_error(code: int, message: str, data: Any = None) -> dict[str, Any]:
+    return {"code": code, "message": message, **({"data": data} if data is not None else {})}
+
+
+def outcome(err: ToolDockError) -> tuple[str, dict[str, Any]]:
+    """How a failed call ends its task: the tool's own failure is `completed` with an `isError` result (as a
+    plain call answers); the gateway not getting a result (time limit, crash, unavailable, a JSON-RPC error
+    from an upstream server or raised by the tool as `MCPError`) is `failed` with a JSON-RPC error."""
+    details = err.details or {}
+    if isinstance(err, UpstreamError) or "rpc_code" in details:
+        code = details.get("rpc_code")
+        message = str(details.get("rpc_message") or err.message)
+        return "failed", _rpc_error(
+            code if isinstance(code, int) else types.INTERNAL_ERROR, message, details.get("rpc_data")
+        )
+    if isinstance(err, ExecutionTimeout):
+        return "failed", _rpc_error(REQUEST_TIMEOUT, err.message, err.to_dict())
+    if isinstance(err, (ToolFailed, InvalidArguments, DependencyError)):
+        text = types.TextContent(type="text", text=f"{err.code}: {err.message}")
+        result = types.CallToolResult(content=[text], structured_content={"error": err.to_dict()}, is_error=True)
+        return "completed", result.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return "failed", _rpc_error(types.INTERNAL_ERROR, f"{err.code}: {err.message}", err.to_dict())
+
+
+class TaskRelay:
+    """A task's end of a Context tool (what `McpRelay` is for a plain call): progress messages become the
+    task's `statusMessage`, log messages are dropped, and requests to the client wait in `inputRequests`."""
+
+    def __init__(self, store: TaskStore, task: Task, client: dict[str, bool], session_key: Any) -> None:
+        self.store, self.task, self.client, self.session_key = store, task, client, session_key
+
+    def call_fields(self) -> dict[str, Any]:
+        return {"client": self.client, "progress": True, "logLevel": None}
+
+    async def handle(self, message: dict[str, Any]) -> dict[str, Any] | None:
+        if message.get("op") == "event":
+            data = message.get("data") or {}
+            if message.get("event") == "progress":
+                total = f"/{data['total']:g}" if isinstance(data.get("total"), (int, float)) else ""
+                done = data.get("progress") or 0
+                note = f"{done:g}{total}" if isinstance(done, (int, float)) else ""
+                self.store.note(self.task, f"{note} {data.get('message') or ''}".strip())
+            return None
+        method, params = str(message.get("method")), message.get("params") or {}
+        if method not in _ANSWERS:
+            raise LookupError(f"a tool may not ask the client for {method!r}")
+        return await self.store.ask(self.task, {"method": method, **({"params": params} if params else {})})
+
+
+class TasksExtension(Extension):
+    identifier = TASKS
+
+    def __init__(self, namespace: str, engine: Engine, session_key: Callable[[Any], Any]) -> None:
+        self.namespace, self.engine, self.session_key = namespace, engine, session_key
+        settings = engine.settings
+        self.store = TaskStore(settings.task_ttl, settings.max_tasks)
+        self._runners: set[asyncio.Task[None]] = set()
+
+    def methods(self) -> Sequence[MethodBinding]:
+        versions = frozenset(MODERN_PROTOCOL_VERSIONS)
+        return (
+            MethodBinding("tasks/get", TaskParams, self.get, versions),
+            MethodBinding("tasks/update", UpdateParams, self.update, versions),
+            MethodBinding("tasks/cancel", TaskParams, self.cancel, versions),
+        )
+
+    def _task(self, ctx: Any, params: TaskParams) -> Task:
+        """The caller's task, after the checks every `tasks/*` method makes (SEP-2663, SEP-2243)."""
+        if not declared(ctx):
+            raise missing_extension(f"{ctx.method}")
+        headers = getattr(getattr(ctx, "request", None), "headers", None)
+        name = headers.get(MCP_NAME_HEADER) if headers is not None else None
+        if name is not None and decode_header_value(name) != params.task_id:
+            raise MCPError(HEADER_MISMATCH, f"{MCP_NAME_HEADER} header does not match the request body's 'taskId'")
+        key = key_of_request(getattr(ctx, "request", None))
+        task = self.store.get(params.task_id, key.id if key is not None else None)
+        if task is None:
+            raise MCPError(
+                types.INVALID_PARAMS,
+                f"unknown task {params.task_id!r} in namespace {self.namespace!r}: never created here, "
+                f"created by another caller, or finished more than {self.store.ttl:g}s after it started",
+            )
+        return task
+
+    async def get(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
+        return self._task(ctx, params).detailed()
+
+    async def update(self, ctx: Any, params: UpdateParams) -> dict[str, Any]:
+        task = self._task(ctx, params)
+        for key, response in params.input_responses.items():
+            method = self.store.waiting_for(task, key)
+            if method is None:
+                continue  # answered already, or never asked: nothing waits for it
+            try:
+                _check(method, response)
+            except ValidationError as err:
+                problem = err.errors()[0]
+                where = ".".join(str(p) for p in problem["loc"])
+                raise MCPError(
+                    types.INVALID_PARAMS, f"inputResponses[{key!r}] is not a {method} result: {where} {problem['msg']}"
+                ) from None
+        self.store.answer(task, params.input_responses)
+        return {"resultType": "complete"}
+
+    async def cancel(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
+        self.store.cancel(self._task(ctx, params))
+        return {"resultType": "complete"}
+
+    async def intercept_tool_call(self, params: types.CallToolRequestParams, ctx: Any, call_next: Any) -> Any:
+        session, key = self.session_key(ctx), key_of_request(getattr(ctx, "request", None))
+        try:
+            tool = self.engine.get_tool(self.namespace, params.name, session, key)
+            entry = self.engine.namespace(self.namespace, key)
+        except ToolDockError:
+            return await call_next(ctx)  # the plain path says what is wrong, as it always does
+        mode = mode_of(tool, entry.source.config)
+        if mode == "forbidden" or jsonin.problem(params.arguments or {}, "arguments") is not None:
+            return await call_next(ctx)
+        if not declared(ctx):
+            if mode == "required":
+                raise missing_extension(f"tool {params.name!r} runs only as a task: it")
+            return await call_next(ctx)
+        try:
+            task = self.store.create(key.id if key is not None else None, params.name)
+        except TooManyTasks as err:
+            raise MCPError(types.INTERNAL_ERROR, str(err)) from None
+        caps = ctx.session.client_capabilities
+        client = {
+            "elicitation": caps is not None and caps.elicitation is not None,
+            "sampling": caps is not None and caps.sampling is not None,
+            "roots": caps is not None and caps.roots is not None,
+        }
+        relay = TaskRelay(self.store, task, client, session)
+        runner = asyncio.create_task(self._run(task, ctx, params, relay, key), name=f"mcp task {task.id}")
+        task.runner = runner
+        self._runners.add(runner)
+        runner.add_done_callback(self._runners.discard)
+        return task.created_result()
+
+    async def _run(self, task: Task, ctx: Any, params: types.CallToolRequestParams, relay: TaskRelay, key: Any) -> None:
+        requestid.current.set(requestid.of_scope(getattr(ctx, "request", None)))
+        arguments = params.arguments or {}
+        try:
+            with calling(ctx):
+                result = await self.engine.call_tool(
+                    self.namespace, params.name, arguments, relay, session=relay.session_key, key=key
+                )
+            body = types.CallToolResult.model_validate(result).model_dump(mode="json", by_alias=True, exclude_none=True)
+            self.store.finish(task, "completed", result=body)
+        except asyncio.CancelledError:
+            self.store.finish(task, "cancelled")
+        except ToolDockError as err:
+            status, value = outcome(err)
+            if status == "completed":
+                self.store.finish(task, "completed", result=value)
+            else:
+                self.store.finish(task, "failed", error=value)
+        except Exception:  # never lose a task to a gateway bug: it fails, and the log has the traceback
+            log.exception("task %s (%s/%s) failed", task.id, self.namespace, params.name)
+            self.store.finish(task, "failed", error=_rpc_error(types.INTERNAL_ERROR, "internal error"))
+
+
+def _check(method: str, response: dict[str, Any]) -> None:
+    if method == "sampling/createMessage":
+        try:
+            types.CreateMessageResult.model_validate(response, by_name=False)
+        except ValidationError:
+            types.CreateMessageResultWithTools.model_validate(response, by_name=False)
+        return
+    _ANSWERS[method].model_validate(response, by_name=False)
+
+
+def install_tasks(server: Any, extension: TasksExtension) -> None:
+    """Apply the extension to a low-level server the way `MCPServer(extensions=[...])` does: its methods
+    (refused at older protocol versions), its `tools/call` interceptor, its capability advertisement."""
+    from mcp.server.extension import compose_tool_call_handler
+
+    for method in extension.methods():
+        server.add_request_handler(method.method, method.params_type, _gated(method))
+    call = server.get_request_handler("tools/call")
+    server.add_request_handler("tools/call", call.params_type, compose_tool_call_handler([extension], call.handler))
+    server.extensions[extension.identifier] = extension.settings()
+
+
+def _gated(method: MethodBinding) -> Any:
+    versions = method.protocol_versions or frozenset()
+
+    async def handler(ctx: Any, params: Any) -> Any:
+        if ctx.protocol_version not in versions:
+            raise MCPError(types.METHOD_NOT_FOUND, "Method not found", method.method)
+        return await method.handler(ctx, params)
+
+    return handler

@@ -1,0 +1,171 @@
+"""The tasks a namespace's MCP server holds (the tasks extension, `runtime/mcp/tasks.py`): their state,
+the client input they wait for, and how long they are kept.
+
+A task belongs to whoever created it (the API key, or the bearer token): another caller asking for its id
+is told the id is unknown. Finished tasks are kept until `ttl` seconds after they were created (the
+`ttlMs` clients are promised) and dropped after that; a running task is never dropped, since the
+namespace's time limit ends it. At most `max_tasks` are held: the oldest finished ones make room, and
+when all of them are still running a new one is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+Status = Literal["working", "input_required", "completed", "failed", "cancelled"]
+TERMINAL: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
+POLL_INTERVAL_MS = 500  # what clients are told to wait between `tasks/get` polls
+
+
+class TooManyTasks(Exception):
+    pass
+
+
+def _iso(stamp: float) -> str:
+    return datetime.fromtimestamp(stamp, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass
+class Task:
+    id: str
+    owner: str | None  # the creating API key's id; None for the bearer token
+    tool: str
+    ttl_ms: int
+    status: Status = "working"
+    created: float = field(default_factory=time.time)
+    updated: float = field(default_factory=time.time)
+    status_message: str | None = None
+    result: dict[str, Any] | None = None  # the tool's CallToolResult, once completed
+    error: dict[str, Any] | None = None  # a JSON-RPC error object, once failed
+    # Client input the tool waits for: key -> (the embedded request, the future its answer resolves).
+    pending: dict[str, tuple[dict[str, Any], asyncio.Future[dict[str, Any]]]] = field(default_factory=dict)
+    runner: asyncio.Task[None] | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.status in TERMINAL
+
+    def _fields(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "taskId": self.id,
+            "status": self.status,
+            "createdAt": _iso(self.created),
+            "lastUpdatedAt": _iso(self.updated),
+            "ttlMs": self.ttl_ms,
+            "pollIntervalMs": POLL_INTERVAL_MS,
+        }
+        if self.status_message:
+            body["statusMessage"] = self.status_message
+        return body
+
+    def created_result(self) -> dict[str, Any]:
+        """The `tools/call` answer that started it: a flat `CreateTaskResult`."""
+        return {"resultType": "task", **self._fields()}
+
+    def detailed(self) -> dict[str, Any]:
+        """The `tasks/get` answer: the task, with its result, error or pending input requests."""
+        body = {"resultType": "complete", **self._fields()}
+        if self.status == "completed" and self.result is not None:
+            body["result"] = self.result
+        elif self.status == "failed" and self.error is not None:
+            body["error"] = self.error
+        elif self.status == "input_required":
+            body["inputRequests"] = {key: request for key, (request, _) in self.pending.items()}
+        return body
+
+
+class TaskStore:
+    def __init__(self, ttl: float, max_tasks: int, clock: Callable[[], float] = time.time) -> None:
+        self.ttl, self.max_tasks, self._clock = ttl, max_tasks, clock
+        self._tasks: dict[str, Task] = {}
+        self._input_ids = itertools.count(1)
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def _expire(self) -> None:
+        now = self._clock()
+        for task in [t for t in self._tasks.values() if t.done and now >= t.created + self.ttl]:
+            del self._tasks[task.id]
+
+    def create(self, owner: str | None, tool: str) -> Task:
+        self._expire()
+        if len(self._tasks) >= self.max_tasks:
+            finished = sorted((t for t in self._tasks.values() if t.done), key=lambda t: t.updated)
+            for task in finished[: len(self._tasks) - self.max_tasks + 1]:
+                del self._tasks[task.id]
+        if len(self._tasks) >= self.max_tasks:
+            raise TooManyTasks(f"{self.max_tasks} tasks are running in this namespace (MCP_MAX_TASKS); retry later")
+        now = self._clock()
+        task = Task(secrets.token_urlsafe(18), owner, tool, int(self.ttl * 1000), created=now, updated=now)
+        self._tasks[task.id] = task
+        return task
+
+    def get(self, task_id: str, owner: str | None) -> Task | None:
+        """The caller's task, or None: unknown, expired, or someone else's (all three look the same)."""
+        self._expire()
+        task = self._tasks.get(task_id)
+        return task if task is not None and task.owner == owner else None
+
+    def _touch(self, task: Task, status: Status) -> None:
+        task.status, task.updated = status, self._clock()
+
+    def finish(self, task: Task, status: Status, result: Any = None, error: Any = None) -> None:
+        if task.done:  # cancelled first: what the tool did afterwards is not reported
+            return
+        task.result, task.error = result, error
+        for _, waiting in task.pending.values():
+            waiting.cancel()
+        task.pending.clear()
+        self._touch(task, status)
+
+    def cancel(self, task: Task) -> None:
+        """Cancelled at once (a finished task stays as it was); the tool's run is stopped behind it."""
+        if task.done:
+            return
+        self.finish(task, "cancelled")
+        if task.runner is not None:
+            task.runner.cancel()
+
+    def note(self, task: Task, message: str) -> None:
+        if not task.done:
+            task.status_message, task.updated = message, self._clock()
+
+    async def ask(self, task: Task, request: dict[str, Any]) -> dict[str, Any]:
+        """Park the task until the client answers `request` through `tasks/update`."""
+        key = f"input-{next(self._input_ids)}"
+        answer: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        task.pending[key] = (request, answer)
+        self._touch(task, "input_required")
+        try:
+            return await answer
+        finally:
+            task.pending.pop(key, None)
+            if not task.pending and not task.done:
+                self._touch(task, "working")
+
+    def answer(self, task: Task, responses: dict[str, dict[str, Any]]) -> None:
+        """Hand each answer to the input it is for (keys the task is not waiting for are ignored)."""
+        for key, response in responses.items():
+            found = task.pending.get(key)
+            if found is not None and not found[1].done():
+                found[1].set_result(response)
+                del task.pending[key]
+        if not task.pending and task.status == "input_required":
+            self._touch(task, "working")
+
+    def waiting_for(self, task: Task, key: str) -> str | None:
+        """The method of the input request `key` (None when the task is not waiting for it)."""
+        found = task.pending.get(key)
+        return str(found[0].get("method")) if found is not None else None
+
+    def cancel_all(self) -> None:
+        for task in list(self._tasks.values()):
+            self.cancel(task)
