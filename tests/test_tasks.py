@@ -375,11 +375,16 @@ def test_removed_methods_and_older_protocol_versions_get_method_not_found(gatewa
                 await s.client.session.send_request(request, RAW)
             except MCPError as err:
                 codes.append(err.error.code)
+        if s.client.protocol_version == "2026-07-28":
+            return codes, None, None
         plain = await s.client.call_tool("slow_compute", {"seconds": 0, "label": "legacy"})
-        return codes, s.client.protocol_version, plain
+        required = await s.client.call_tool("failing_job", {})
+        return codes, plain, required
 
     modern, _, _ = run(gateway, probe)
     assert modern[0] == -32601  # tasks/list left the extension
-    legacy, version, plain = run(gateway, probe, mode="legacy")
-    assert version == "2025-11-25" and legacy == [-32601, -32601]
-    assert plain.content[0].text == "computed legacy after 0s"  # older clients get plain calls
+    legacy, plain, required = run(gateway, probe, mode="legacy")
+    assert legacy == [-32601, -32601]
+    # Older clients get plain calls, of required task tools too.
+    assert plain.content[0].text == "computed legacy after 0s"
+    assert required.is_error and "the job found nothing to do" in required.content[0].text

@@ -4,9 +4,10 @@ and its `tools/call` interceptor turning a call into a task.
 
 Which tools run as tasks: fastmcp's `@tool(task=True)` (`"optional"`) or `@tool(task=TaskConfig(mode="required"))`,
 seen in the tool's `execution.taskSupport`, or the namespace's `tooldock.yaml` (`tasks: {optional: [globs],
-required: [globs]}`); the stronger of the two wins. A client that declared the extension (for the connection
-or in this request's `_meta`) gets a `CreateTaskResult` at once for such a tool; one that did not gets a plain
-result from an optional tool and -32021 from a required one.
+required: [globs]}`); the stronger of the two wins. A 2026-07-28 client that declared the extension (for the
+connection or in this request's `_meta`) gets a `CreateTaskResult` at once for such a tool; one that did not
+gets a plain result from an optional tool and -32021 from a required one. Older clients cannot read tasks:
+they get plain calls (as the lean path, runtime/mcp/lean.py, answers them too).
 
 The task runs in the gateway, not in the request that started it: the same engine call as a plain
 `tools/call`, so the namespace's time limit and concurrency bound it. A Context tool that asks for
@@ -206,6 +207,8 @@ class TasksExtension(Extension):
         return {"resultType": "complete"}
 
     async def intercept_tool_call(self, params: types.CallToolRequestParams, ctx: Any, call_next: Any) -> Any:
+        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            return await call_next(ctx)  # older clients cannot read tasks: every tool is a plain call for them
         session, key = self.session_key(ctx), key_of_request(getattr(ctx, "request", None))
         try:
             tool = self.engine.get_tool(self.namespace, params.name, session, key)
