@@ -139,13 +139,16 @@ def audit(gateway, tool: str) -> list[dict[str, Any]]:
     return [line for line in lines if line.get("tool") == tool]
 
 
-def run(gateway, body, *, extension: bool = True, elicitation: Any = None, mode: str = "auto") -> Any:
+def run(gateway, body, *, extension: bool = True, elicitation: Any = None, mode: str = "auto",
+        token: str | None = None) -> Any:
     import httpx2
     from mcp.client import Client
     from mcp.client.streamable_http import streamable_http_client
 
     async def main() -> Any:
         headers = gateway.headers("jobs")
+        if token is not None:  # an API key instead of the bearer token
+            headers["Authorization"] = f"Bearer {token}"
         async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
             transport = streamable_http_client(gateway.url + "/mcp", http_client=http)
             kwargs: dict[str, Any] = {"extensions": [tasks_extension()] if extension else []}
@@ -163,8 +166,9 @@ def gateway(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("tasks")
     shutil.copytree(FIXTURE, tmp / "tools", ignore=shutil.ignore_patterns("__pycache__"))
-    gw = Gateway(tmp / "tools", tmp / "gateway.log", env={"TOOLDOCK_LOG_DIR": str(tmp / "audit")}).start()
-    gw.audit_dir = tmp / "audit"
+    env = {"TOOLDOCK_LOG_DIR": str(tmp / "audit"), "TOOLDOCK_KEYS_DIR": str(tmp / "keys")}
+    gw = Gateway(tmp / "tools", tmp / "gateway.log", env=env).start()
+    gw.audit_dir, gw.keys_env = tmp / "audit", {"TOOLDOCK_KEYS_DIR": str(tmp / "keys")}
     assert gw.namespace("jobs")["state"] == "ready", gw.logs
     yield gw
     gw.stop()
@@ -388,3 +392,29 @@ def test_removed_methods_and_older_protocol_versions_get_method_not_found(gatewa
     # Older clients get plain calls, of required task tools too.
     assert plain.content[0].text == "computed legacy after 0s"
     assert required.is_error and "the job found nothing to do" in required.content[0].text
+
+
+def test_a_task_belongs_to_the_key_that_created_it(gateway):
+    from conftest import tooldock_cli
+    from mcp.shared.exceptions import MCPError
+
+    alice, bob = (
+        tooldock_cli("keys", "create", "--name", name, "--scope", "write", env=gateway.keys_env).stdout.strip()
+        for name in ("alice", "bob")
+    )
+
+    async def start(s: Session) -> str:
+        return (await s.start("slow_compute", seconds=0.5, label="alice's")).task_id
+
+    task_id = run(gateway, start, token=alice)
+
+    async def look(s: Session) -> Any:
+        try:
+            return await s.until(task_id)
+        except MCPError as err:
+            return err.error
+
+    assert run(gateway, look, token=alice).status == "completed"
+    for other in (bob, None):  # another key, and the bearer token: as if the task did not exist
+        refused = run(gateway, look, token=other)
+        assert refused.code == -32602 and f"unknown task {task_id!r}" in refused.message
