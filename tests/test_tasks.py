@@ -418,3 +418,24 @@ def test_a_task_belongs_to_the_key_that_created_it(gateway):
     for other in (bob, None):  # another key, and the bearer token: as if the task did not exist
         refused = run(gateway, look, token=other)
         assert refused.code == -32602 and f"unknown task {task_id!r}" in refused.message
+
+
+def test_the_store_keeps_tasks_for_their_ttl_and_makes_room_with_finished_ones():
+    from tooldock.runtime.mcp.taskstore import TaskStore, TooManyTasks
+
+    now = [1000.0]
+    store = TaskStore(ttl=60, max_tasks=2, clock=lambda: now[0])
+    first, second = store.create(None, "a"), store.create("key1", "b")
+    assert store.get(first.id, None) is first and store.get(second.id, None) is None  # owner-bound
+    with pytest.raises(TooManyTasks, match="2 tasks are running"):
+        store.create(None, "c")  # both still running: nothing to drop
+    store.finish(first, "completed", result={"content": []})
+    third = store.create(None, "c")  # the finished one made room
+    assert store.get(first.id, None) is None and len(store) == 2
+    store.finish(third, "completed", result={"content": []})
+    now[0] += 59
+    assert store.get(third.id, None) is third  # kept for its whole ttl...
+    now[0] += 2
+    assert store.get(third.id, None) is None  # ...and dropped after it
+    assert store.get(second.id, "key1") is second  # a running task is never dropped
+    assert third.created_result()["ttlMs"] == 60_000
