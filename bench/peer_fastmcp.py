@@ -1,11 +1,13 @@
 """The benchmark's peer: the same tool file served directly by FastMCP over streamable HTTP.
 
-Prints the port it listens on (127.0.0.1 only), then serves until killed.
+Prints the port it listens on (127.0.0.1 only), then serves until killed. `--json` answers POSTs with JSON
+instead of an SSE stream (FastMCP's `json_response`, its fastest setting for plain tools).
 """
 
 import asyncio
 import importlib.util
 import socket
+import sys
 from pathlib import Path
 
 from fastmcp import FastMCP
@@ -24,4 +26,5 @@ sock = socket.socket()
 sock.bind(("127.0.0.1", 0))
 sock.listen(1024)
 print(sock.getsockname()[1], flush=True)
-asyncio.run(server.run_http_async(show_banner=False, host="127.0.0.1", log_level="warning", sockets=[sock]))
+asyncio.run(server.run_http_async(show_banner=False, host="127.0.0.1", log_level="warning", sockets=[sock],
+                                  json_response="--json" in sys.argv))

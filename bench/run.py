@@ -66,8 +66,8 @@ def start_gateway(log, args: list[str] | None = None, env: dict[str, str] | None
     raise SystemExit("gateway did not start within 300 s")
 
 
-def start_peer() -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, str(HERE / "peer_fastmcp.py")], stdout=subprocess.PIPE,
+def start_peer(*args: str) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([sys.executable, str(HERE / "peer_fastmcp.py"), *args], stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True)
     port = proc.stdout.readline().strip()
     if not port.isdigit():

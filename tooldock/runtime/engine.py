@@ -78,6 +78,11 @@ class Engine:
         key = restricted(key)
         return sorted(n for n in self.registry.snapshot.entries if key is None or key.allows_namespace(n))
 
+    def plain_tool(self, namespace: str, tool: str) -> bool:
+        """Whether the namespace's worker said `tool` takes no Context (sends no progress, logs or requests)."""
+        entry = self.registry.snapshot.entries.get(namespace)
+        return entry is not None and tool in getattr(entry.worker, "plain_tools", ())
+
     def visible(self, namespace: str, tools: list[dict[str, Any]], key: ApiKey | None) -> list[dict[str, Any]]:
         """`tools` of `namespace` narrowed to what its `tools: {allow, deny}` exposes and `key` may see."""
         entry = self.registry.snapshot.entries.get(namespace)

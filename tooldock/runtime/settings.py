@@ -142,6 +142,7 @@ class Settings:
     drain_timeout: float = 30.0
     restart_backoff: float = 0.5
     fork_workers: bool = True  # process backend: fork workers from a warm interpreter per environment
+    lean_mcp: bool = True  # MCP tools/call of plain tools, tools/list and ping answered without the SDK's machinery
     socket_dir: Path | None = None  # docker backend: where worker containers' sockets live on the host
     dns_rebinding_protection: bool = True
     enable_legacy_mcp: bool = True
@@ -184,6 +185,7 @@ class Settings:
             drain_timeout=env_number(env, "TOOLDOCK_DRAIN_TIMEOUT", 30.0),
             restart_backoff=env_number(env, "TOOLDOCK_RESTART_BACKOFF", 0.5),
             fork_workers=env_bool(env, "TOOLDOCK_FORK_WORKERS", True),
+            lean_mcp=env_bool(env, "TOOLDOCK_LEAN_MCP", True),
             socket_dir=Path(env["TOOLDOCK_SOCKET_DIR"]).expanduser().absolute()
             if env.get("TOOLDOCK_SOCKET_DIR")
             else None,

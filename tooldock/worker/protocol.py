@@ -12,7 +12,8 @@ A request may carry `request_id`, the gateway's id of the client request it serv
 the worker names in its log lines about the call, and `traceparent` (W3C trace context) when the gateway
 traces calls with OpenTelemetry: the worker names its trace id there too.
 
-Protocol 2 adds the rest of MCP. The handshake also lists `resources`, `resourceTemplates` and `prompts`;
+Protocol 2 adds the rest of MCP. The handshake also lists `resources`, `resourceTemplates` and `prompts`,
+and `plain_tools`: the tools that take no fastmcp `Context` (the gateway's lean MCP path serves only those);
 new ops `resources.read` {"uri"}, `prompts.get` {"name", "arguments"} and `completion.complete` {"ref",
 "argument"} answer with the MCP result object. A `tools.call` may say what the calling client supports,
 {"client": {"sampling": true, "elicitation": true, "roots": false}, "progress": true, "logLevel": "info"};

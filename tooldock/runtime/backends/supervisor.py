@@ -57,6 +57,7 @@ class SupervisedWorker:
         # resources, resourceTemplates, prompts: from the last handshake (kept while the worker sleeps)
         self.surface: dict[str, list[dict[str, Any]]] = {}
         self.failed_files: list[dict[str, Any]] = []
+        self.plain_tools: frozenset[str] = frozenset()  # tools that take no Context (the lean MCP path's)
         self.deps_synced = False
         self.restarts = 0
         self.last_error: str | None = None
@@ -194,6 +195,7 @@ class SupervisedWorker:
         self.tools = list(handshake.get("tools") or [])
         self.surface = {key: list(handshake.get(key) or []) for key in protocol.SURFACE_KINDS}
         self.failed_files = list(handshake.get("failed_files") or [])
+        self.plain_tools = frozenset(n for n in handshake.get("plain_tools") or () if isinstance(n, str))
 
     def _deliverable(self) -> SecretEnv | None:
         """The secrets to hand a worker that asks for them; None when another supervisor of the same

@@ -48,7 +48,9 @@ from tooldock.runtime.engine import Engine
 from tooldock.runtime.mcp import compat as mcp_compat
 from tooldock.runtime.mcp.caller import calling
 from tooldock.runtime.mcp.events import MemoryEventStore, ScopedSessionManager
+from tooldock.runtime.mcp.lean import LeanPath
 from tooldock.runtime.mcp.relay import McpRelay
+from tooldock.runtime.mcp.results import error_result, upstream_error
 from tooldock.runtime.mcp.rules import precheck
 from tooldock.runtime.mcp.tasks import TasksExtension, install_tasks
 from tooldock.runtime.settings import Settings
@@ -60,18 +62,8 @@ EVENT_STREAMS_KEPT = 100  # a namespace's event store holds MCP_EVENT_BUFFER x t
 EVENT_BYTES_KEPT = 64 * 1024 * 1024  # and at most about this many bytes of messages
 
 
-def error_result(err: ToolDockError) -> types.CallToolResult:
-    """A tool-level failure as MCP sees it: `isError` with the message as text and the error as data."""
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=f"{err.code}: {err.message}")],
-        structured_content={"error": err.to_dict()},
-        is_error=True,
-    )
-
-
 class _Server(Server[Any]):
-    """Advertises `listChanged` for tools, resources and prompts: ToolDock tells open sessions when a
-    namespace's lists change (a rebuild or reload), and `resources/updated` for subscribed URIs."""
+    """Advertises `listChanged` for tools, resources and prompts, and sends `resources/updated` (reloads)."""
 
     def create_initialization_options(
         self, notification_options: NotificationOptions | None = None, *args: Any, **kwargs: Any
@@ -86,8 +78,7 @@ def _connection(ctx: Any) -> Any:
 
 
 RESOURCE_NOT_FOUND = -32002  # MCP's code for an unknown resource URI
-# The view of MCP 2026-07-28 callers in an upstream namespace: that revision has no sessions, so their
-# `toolman_activate` changes are kept in one view they share (distinct from REST's fixed defaults).
+# 2026-07-28 callers of an upstream namespace share one `toolman_activate` view (no sessions; not REST's).
 STATELESS_SESSION = "mcp-stateless"
 
 
@@ -96,16 +87,6 @@ def session_key(ctx: Any) -> Any:
     if getattr(ctx, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS:
         return STATELESS_SESSION
     return _connection(ctx)
-
-
-def upstream_error(err: UpstreamError) -> MCPError:
-    """An upstream server's JSON-RPC error, relayed as it sent it (seed 001: no wrapping)."""
-    code = err.details.get("rpc_code")
-    return MCPError(
-        code if isinstance(code, int) else types.INTERNAL_ERROR,
-        str(err.details.get("rpc_message") or err.message),
-        err.details.get("rpc_data"),
-    )
 
 
 @contextlib.contextmanager
@@ -127,13 +108,18 @@ class SessionState:
 
 
 def _server_for(
-    namespace: str, engine: Engine, sessions: weakref.WeakKeyDictionary, bus: InMemorySubscriptionBus
+    namespace: str,
+    engine: Engine,
+    sessions: weakref.WeakKeyDictionary,
+    bus: InMemorySubscriptionBus,
+    seen: Callable[[Any], None],
 ) -> Server[Any]:
     def state(ctx: Any) -> SessionState:
         conn = _connection(ctx)
         found = sessions.get(conn)
         if found is None:
             found = sessions[conn] = SessionState()
+            seen(ctx)  # the lean path may take this session's next lists and calls
         return found
 
     def entry() -> Any:
@@ -292,6 +278,8 @@ class McpHub:
                 allowed_origins=list(settings.allowed_origins or LOOPBACK_ORIGINS),
             )
         self._security = security
+        # tools/call of plain tools, tools/list and ping on established sessions, answered without the SDK
+        self.lean = LeanPath(engine, settings.max_body_bytes, security) if engine and settings.lean_mcp else None
 
     @contextlib.asynccontextmanager
     async def run(self) -> AsyncIterator[McpHub]:
@@ -311,7 +299,8 @@ class McpHub:
                 self._servers[namespace] = self._make(namespace)
             else:
                 assert self.engine is not None, "a hub without an engine needs a `servers` factory"
-                server = self._servers[namespace] = _server_for(namespace, self.engine, sessions, bus)
+                seen = self.lean.seen if self.lean is not None else (lambda ctx: None)
+                server = self._servers[namespace] = _server_for(namespace, self.engine, sessions, bus, seen)
                 install_tasks(server, TasksExtension(namespace, self.engine, session_key))  # runtime/mcp/tasks.py
         return self._servers[namespace]
 
@@ -397,4 +386,8 @@ class McpHub:
             await refused(scope, receive, send)
             return
         manager = await self._manager(namespace)
+        if self.lean is not None:
+            receive = await self.lean.handle(namespace, manager, scope, receive, send)  # type: ignore[assignment]
+            if receive is None:
+                return
         await mcp_compat.serve(manager.handle_request, scope, receive, send, self.settings.max_body_bytes)

@@ -1,0 +1,188 @@
+"""MCP `tools/call` through the gateway against FastMCP serving the same tool file directly, with a raw-HTTP
+load generator (not the SDK's client): one MCP session per target (2025-11-25), N connections sending on it
+at once, each keeping one request in flight; responses read as JSON or as an SSE stream, chunked or not.
+
+    .venv/bin/python bench/mcp_raw.py [--calls 3000] [--concurrency 1 16] [--seconds 30]
+
+Every target is measured in the same run on 127.0.0.1, bounded by a call count and a time limit. The table
+shows the load generator's own CPU per call, so it can be seen not to be the bottleneck.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).parent))
+from run import TOKEN, start_gateway, start_peer  # noqa: E402
+
+TOOL = "echo_number"
+
+
+@dataclass
+class Outcome:
+    target: str
+    concurrency: int
+    calls: int
+    errors: int
+    wall: float
+    cpu: float  # the load generator's CPU seconds
+    latencies: list[float]
+
+    @property
+    def rate(self) -> float:
+        return self.calls / self.wall if self.wall else 0.0
+
+    def pct(self, q: float) -> float:
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000 if ordered else float("nan")
+
+
+class Connection:
+    """One keep-alive HTTP/1.1 connection that sends a POST and reads its whole answer."""
+
+    def __init__(self, host: str, port: int, path: str, headers: dict[str, str]) -> None:
+        self.host, self.port, self.path = host, port, path
+        self.head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+
+    async def open(self) -> None:
+        self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+
+    async def post(self, body: bytes, extra: str = "") -> tuple[int, dict[str, str], bytes]:
+        request = (
+            f"POST {self.path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n{self.head}{extra}"
+            f"Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        ).encode() + body
+        self.writer.write(request)
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split()[1])
+        headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:] if line)}
+        if headers.get("transfer-encoding") == "chunked":
+            parts = []
+            while True:
+                size = int((await self.reader.readline()).strip().split(b";")[0], 16)
+                if size == 0:
+                    await self.reader.readline()
+                    break
+                parts.append(await self.reader.readexactly(size))
+                await self.reader.readline()
+            data = b"".join(parts)
+        else:
+            data = await self.reader.readexactly(int(headers.get("content-length", "0")))
+        return status, headers, data
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def answer_of(headers: dict[str, str], data: bytes) -> dict:
+    if headers.get("content-type", "").startswith("text/event-stream"):
+        for line in data.decode().splitlines():
+            if line.startswith("data:") and '"id"' in line:
+                return json.loads(line[5:])
+        raise ValueError("no answer in the SSE stream")
+    return json.loads(data)
+
+
+async def measure(target: str, url: str, headers: dict[str, str], calls: int, concurrency: int, seconds: float) -> Outcome:
+    host_port, _, path = url.removeprefix("http://").partition("/")
+    host, _, port = host_port.partition(":")
+    first = Connection(host, int(port), "/" + path, headers)
+    await first.open()
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}}
+    _, got, _ = await first.post(json.dumps(init).encode())
+    session = {"Mcp-Session-Id": got["mcp-session-id"], "MCP-Protocol-Version": "2025-11-25"}
+    extra = "".join(f"{k}: {v}\r\n" for k, v in session.items())
+    await first.post(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode(), extra)
+    await first.post(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode(), extra)
+    first.close()
+    conns = [Connection(host, int(port), "/" + path, headers) for _ in range(concurrency)]
+    for conn in conns:
+        await conn.open()
+    latencies: list[float] = []
+    errors, remaining, ids = 0, calls, iter(range(2, 10**9))
+    deadline = time.monotonic() + seconds
+
+    async def one(conn: Connection, x: int) -> bool:
+        message = {"jsonrpc": "2.0", "id": next(ids), "method": "tools/call",
+                   "params": {"name": TOOL, "arguments": {"x": x}}}
+        status, got, data = await conn.post(json.dumps(message).encode(), extra)
+        answer = answer_of(got, data)
+        return status == 200 and answer.get("result", {}).get("structuredContent") == {"result": x}
+
+    async def loop(conn: Connection, index: int) -> None:
+        nonlocal remaining, errors
+        for _ in range(20):  # warm-up, not measured
+            await one(conn, index)
+        await barrier.wait()
+        while remaining > 0 and time.monotonic() < deadline:
+            remaining -= 1
+            started = time.perf_counter()
+            if await one(conn, index):
+                latencies.append(time.perf_counter() - started)
+            else:
+                errors += 1
+
+    barrier = asyncio.Barrier(concurrency + 1)
+    tasks = [asyncio.create_task(loop(c, i)) for i, c in enumerate(conns)]
+    await barrier.wait()
+    cpu0, started = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    await asyncio.gather(*tasks)
+    wall, cpu1 = time.perf_counter() - started, resource.getrusage(resource.RUSAGE_SELF)
+    for conn in conns:
+        conn.close()
+    cpu = (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime)
+    return Outcome(target, concurrency, len(latencies), errors, wall, cpu, latencies)
+
+
+async def main(calls: int, levels: list[int], seconds: float) -> list[tuple[Outcome, Outcome, Outcome]]:
+    rows = []
+    with tempfile.NamedTemporaryFile("w+b", suffix=".log") as log, tempfile.NamedTemporaryFile("w+b") as log2:
+        gateway, gw_url = start_gateway(log)
+        sdk_only, sdk_url = start_gateway(log2, env={**os.environ, "TOOLDOCK_LEAN_MCP": "false"})
+        peer, peer_url = start_peer("--json")  # FastMCP's fastest setting: JSON answers, no SSE stream
+        try:
+            auth = {"Authorization": f"Bearer {TOKEN}"}
+            for level in levels:
+                rows.append((
+                    await measure("ToolDock MCP (lean path)", gw_url + "/ns/bench/mcp", auth, calls, level, seconds),
+                    await measure("ToolDock MCP (SDK path)", sdk_url + "/ns/bench/mcp", auth, calls, level, seconds),
+                    await measure("FastMCP direct, JSON answers (peer)", peer_url + "/mcp", {}, calls, level, seconds),
+                ))
+        finally:
+            for proc in (gateway, sdk_only, peer):
+                proc.terminate()
+                proc.wait(20)
+    return rows
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=3000, help="measured calls per target and concurrency")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16], help="connections on the session")
+    parser.add_argument("--seconds", type=float, default=30, help="time limit per target")
+    args = parser.parse_args()
+    rows = asyncio.run(main(args.calls, args.concurrency, args.seconds))
+    table = Table(title=f"MCP tools/call {TOOL}, one session, raw HTTP/1.1 keep-alive, loopback ({os.cpu_count()} CPUs)")
+    for column in ("target", "concurrent", "calls/s", "p50 ms", "p99 ms", "errors", "vs peer", "loadgen CPU µs/call"):
+        table.add_column(column, justify="left" if column == "target" else "right")
+    for row in rows:
+        peer = row[2]
+        for r in row:
+            table.add_row(r.target, str(r.concurrency), f"{r.rate:.0f}", f"{r.pct(0.5):.2f}", f"{r.pct(0.99):.2f}",
+                          str(r.errors), f"{r.rate / peer.rate:.2f}x", f"{r.cpu / max(r.calls, 1) * 1e6:.0f}")
+    Console(width=150).print(table)

@@ -1,0 +1,243 @@
+"""The lean MCP path: `tools/call` of a plain tool, `tools/list` and `ping` on an established streamable
+HTTP session, answered as one JSON response without the SDK's per-message machinery (pydantic models in and
+out, memory streams between the HTTP task and the session task, an SSE stream per request).
+
+Hand-written on purpose, and narrow: it serves only what has one obvious answer, and hands everything else
+to the SDK, unread or with the body replayed. A request is taken here only when
+- it is a POST on a session the SDK opened and still holds, whose list or call the SDK has served once (so
+  ToolDock knows it for change notices and the audit log), with no owner check in play;
+- its headers are what the SDK would accept (protocol version of the session era, JSON content type, an
+  Accept for JSON and SSE, and the SDK's own DNS-rebinding checks);
+- the body is a single JSON-RPC request for one of the three methods, with nothing the SDK would have to
+  act on (pagination cursors, task augmentation, other parameters), and for `tools/call` a tool that takes
+  no fastmcp `Context` (it sends no progress, logs or client requests, so JSON carries all of it) in a
+  namespace served by a worker (not upstream servers, whose views are per session).
+The answers are the SDK's: the same result objects, the same JSON-RPC errors, -32800 for a request the
+client cancelled with `notifications/cancelled` (taken here for the calls this path runs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from mcp_types.methods import serialize_server_result
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.types import Message, Receive, Scope, Send
+
+from tooldock.errors import NotInScope, ToolDockError, ToolNotFound
+from tooldock.runtime import jsonin
+from tooldock.runtime.access import key_of
+from tooldock.runtime.engine import Engine
+from tooldock.runtime.mcp.caller import caller_of
+from tooldock.runtime.mcp.results import error_payload
+from tooldock.runtime.observe import call_info
+
+log = logging.getLogger("tooldock.mcp")
+SESSION = b"mcp-session-id"
+METHODS = ("tools/call", "tools/list", "ping")
+CANCELLED = "notifications/cancelled"
+REQUEST_CANCELLED = -32800
+CANCEL_ANSWER = {"code": REQUEST_CANCELLED, "message": "Request cancelled"}  # the SDK's, for the 2025 era
+KNOWN_LIMIT = 100_000  # sessions remembered; the oldest are forgotten first (they fall back to the SDK)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A `receive` that hands the body already read to the SDK, then the real channel."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+async def _answer(send: Send, sid: bytes, status: int, payload: dict[str, Any] | None) -> None:
+    body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode() if payload is not None else b""
+    headers = [(SESSION, sid), (b"content-length", str(len(body)).encode())]
+    if payload is not None:
+        headers.append((b"content-type", b"application/json"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class _Hold:
+    """A request in flight on a session: its idle countdown stops until the last one is done (the SDK
+    transport's own bookkeeping, `StreamableHTTPServerTransport.handle_request`)."""
+
+    def __init__(self, transport: Any) -> None:
+        self.transport = transport
+        self.held = transport.idle_scope is not None and getattr(transport, "_idle_timeout", None) is not None
+        if self.held:
+            transport._requests_in_flight += 1
+            transport.idle_scope.deadline = math.inf
+
+    def release(self) -> None:
+        if self.held:
+            self.held, transport = False, self.transport
+            transport._requests_in_flight -= 1
+            if not transport._requests_in_flight:
+                transport.idle_scope.deadline = anyio.current_time() + transport._idle_timeout
+
+
+class LeanPath:
+    def __init__(self, engine: Engine, max_body: int, security: TransportSecuritySettings | None) -> None:
+        self.engine, self.max_body = engine, max_body
+        self._security = TransportSecurityMiddleware(security) if security is not None else None
+        self._known: dict[str, dict[str, Any]] = {}  # session id -> the caller fields of its audit lines
+        self._running: dict[tuple[str, Any], asyncio.Task[Any]] = {}  # (session, request id) -> its call
+
+    def seen(self, ctx: Any) -> None:
+        """The SDK served a list or call of this session: the lean path may take its next ones."""
+        request = getattr(ctx, "request", None)
+        sid = request.headers.get("mcp-session-id") if request is not None else None
+        caller = caller_of(ctx)
+        if sid and sid not in self._known and caller["protocol"] in HANDSHAKE_PROTOCOL_VERSIONS:
+            if len(self._known) >= KNOWN_LIMIT:
+                self._known.pop(next(iter(self._known)))
+            self._known[sid] = caller
+
+    async def handle(self, namespace: str, manager: Any, scope: Scope, receive: Receive, send: Send) -> Receive | None:
+        """Answer the request here (None), or give the `receive` the SDK must read it from."""
+        if scope["method"] != "POST":
+            return receive
+        sid_raw = accept = ctype = version = b""
+        for name, value in scope["headers"]:
+            if name == SESSION:
+                sid_raw = value
+            elif name == b"accept":
+                accept = value
+            elif name == b"content-type":
+                ctype = value
+            elif name == b"mcp-protocol-version":
+                version = value
+        sid = sid_raw.decode("latin-1")
+        caller = self._known.get(sid)
+        transport = manager._server_instances.get(sid) if caller is not None else None
+        if transport is None or caller is None:
+            self._known.pop(sid, None)
+            return receive
+        if (
+            transport.is_terminated
+            or (transport.idle_scope is not None and transport.idle_scope.cancel_called)
+            or getattr(manager, "_session_owners", {}).get(sid) is not None
+            or scope.get("user") is not None
+            or (version and version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS)
+            or not ctype.startswith(b"application/json")
+            or not (b"application/json" in accept and b"text/event-stream" in accept)
+        ):
+            return receive
+        if self._security is not None and await self._security.validate_request(Request(scope), is_post=True):
+            return receive  # the SDK answers it (421 / 403 / 400)
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.max_body or not message.get("more_body"):
+                break
+        body = b"".join(chunks)
+        if size > self.max_body:
+            return _replay(body, receive)
+        try:
+            msg = json.loads(body)
+        except (ValueError, RecursionError):
+            return _replay(body, receive)
+        plan = self._plan(namespace, msg)
+        if plan is None:
+            return _replay(body, receive)
+        rid = msg.get("id")
+        if plan == CANCELLED:
+            task = self._running.get((sid, msg["params"]["requestId"]))
+            if task is None:
+                return _replay(body, receive)
+            task.cancel()
+            await _answer(send, sid_raw, 202, None)
+            return None
+        caller = {**caller, "client": (scope.get("client") or (None,))[0]}
+        task = asyncio.ensure_future(self._run(namespace, plan, msg.get("params") or {}, key_of(scope), caller))
+        self._running[(sid, rid)] = task
+        idle = _Hold(transport)  # the session's idle countdown waits for this request, as the SDK's would
+        try:
+            result = await task
+            payload = {"jsonrpc": "2.0", "id": rid, **result}
+        except asyncio.CancelledError:
+            if not task.cancelled():  # our own request was cancelled (shutdown): pass it on
+                raise
+            payload = {
+                "jsonrpc": "2.0",
+                "id": rid,
+                "error": {"code": REQUEST_CANCELLED, "message": "Request cancelled"},
+            }
+        finally:
+            self._running.pop((sid, rid), None)
+            idle.release()
+        await _answer(send, sid_raw, 200, payload)
+        return None
+
+    def _plan(self, namespace: str, msg: Any) -> str | None:
+        """The method this path serves for `msg`, or None for the SDK."""
+        if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
+            return None
+        method, params = msg.get("method"), msg.get("params")
+        if method == CANCELLED and "id" not in msg and isinstance(params, dict):
+            target = params.get("requestId")
+            return CANCELLED if isinstance(target, (str, int)) and not isinstance(target, bool) else None
+        rid = msg.get("id")
+        if method not in METHODS or not isinstance(rid, (str, int)) or isinstance(rid, bool):
+            return None
+        if params is not None and not isinstance(params, dict):
+            return None
+        params = params or {}
+        entry = self.engine.registry.snapshot.entries.get(namespace)
+        if entry is None or entry.source.is_upstream:
+            return None
+        if method == "tools/call":
+            if set(params) - {"name", "arguments", "_meta"} or not isinstance(params.get("arguments", {}), dict):
+                return None
+            name = params.get("name")
+            if not isinstance(name, str) or not self.engine.plain_tool(namespace, name):
+                return None
+        elif set(params) - {"_meta"}:
+            return None  # a cursor, or something newer than this path knows
+        return str(method)
+
+    async def _run(self, namespace: str, method: str, params: dict[str, Any], key: Any, caller: dict[str, Any]) -> Any:
+        if method == "ping":
+            return {"result": {}}
+        with call_info(**caller):
+            try:
+                if method == "tools/list":
+                    result: dict[str, Any] = {"tools": self.engine.list_tools(namespace, None, key)}
+                else:
+                    arguments = params.get("arguments") or {}
+                    found = jsonin.problem(arguments, "arguments")
+                    if found is not None:  # NaN and infinities are not JSON numbers
+                        return {"error": {"code": types.INVALID_PARAMS, "message": f"invalid arguments: {found}"}}
+                    called = await self.engine.call_tool(namespace, params["name"], arguments, None, key=key)
+                    result = {k: v for k, v in called.items() if v is not None}
+            except (ToolNotFound, NotInScope) as err:
+                return {"error": {"code": types.INVALID_PARAMS, "message": err.message}}
+            except ToolDockError as err:
+                if method == "tools/list":
+                    return {"error": {"code": types.INVALID_REQUEST, "message": err.message}}
+                result = error_payload(err)
+        try:  # the result shaped for the session's protocol version, as the SDK sends it
+            return {"result": serialize_server_result(method, caller["protocol"], result)}
+        except ValidationError:
+            log.exception("the %s result of namespace %r is not valid MCP", method, namespace)
+            return {"error": {"code": types.INTERNAL_ERROR, "message": "Handler returned an invalid result"}}

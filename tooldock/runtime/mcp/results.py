@@ -1,0 +1,30 @@
+"""ToolDock's errors as MCP answers, in one place for the SDK path (server.py) and the lean path (lean.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp_types as types
+from mcp.shared.exceptions import MCPError
+
+from tooldock.errors import ToolDockError, UpstreamError
+
+
+def error_payload(err: ToolDockError) -> dict[str, Any]:
+    """A tool-level failure as MCP sees it: `isError` with the message as text and the error as data."""
+    text = {"type": "text", "text": f"{err.code}: {err.message}"}
+    return {"content": [text], "structuredContent": {"error": err.to_dict()}, "isError": True}
+
+
+def error_result(err: ToolDockError) -> types.CallToolResult:
+    return types.CallToolResult.model_validate(error_payload(err))
+
+
+def upstream_error(err: UpstreamError) -> MCPError:
+    """An upstream server's JSON-RPC error, relayed as it sent it (seed 001: no wrapping)."""
+    code = err.details.get("rpc_code")
+    return MCPError(
+        code if isinstance(code, int) else types.INTERNAL_ERROR,
+        str(err.details.get("rpc_message") or err.message),
+        err.details.get("rpc_data"),
+    )
