@@ -39,6 +39,8 @@ ENV_VARS = (
     "TOOLDOCK_LOG_DIR",
     "LOG_RETENTION_DAYS",
     "METRICS_TOKEN",
+    "TOOLDOCK_STATE_KEY",
+    "TOOLDOCK_STATE_TTL_SECONDS",
 )
 
 
@@ -61,6 +63,22 @@ def _metrics_token(env: dict[str, str]) -> str | None:
     if token is not None and len(token) < 8:
         raise SettingsError("METRICS_TOKEN must be at least 8 characters long")
     return token
+
+
+def _state_keys(env: dict[str, str]) -> tuple[str, ...]:
+    """TOOLDOCK_STATE_KEY: one secret, or several separated by commas (the first seals; all open, for rotation)."""
+    raw = env.get("TOOLDOCK_STATE_KEY", "").strip()
+    if not raw:
+        return (secrets.token_urlsafe(32),)  # this run only: state minted here is refused by other processes
+    keys = tuple(k.strip() for k in raw.split(","))
+    if len(set(keys)) != len(keys):
+        raise SettingsError("TOOLDOCK_STATE_KEY lists the same key twice")
+    if any(len(k.encode()) < 32 for k in keys):
+        raise SettingsError(
+            "TOOLDOCK_STATE_KEY: each key must be at least 32 bytes of secret randomness; "
+            'generate one with: python -c "import secrets; print(secrets.token_urlsafe(32))"'
+        )
+    return keys
 
 
 def env_number(env: dict[str, str], name: str, default: float, kind: type = float) -> float:
@@ -159,6 +177,10 @@ class Settings:
     log_dir: Path | None = None  # the audit log's directory (TOOLDOCK_LOG_DIR; default <state>/logs, "off": none)
     log_retention_days: int = 30
     metrics_token: str | None = None  # also admits GET /metrics (besides the bearer token)
+    # MCP 2026-07-28 `requestState` keys (the first seals, all open; shared by replicas) and lifetime in seconds.
+    state_keys: tuple[str, ...] = field(default_factory=lambda: (secrets.token_urlsafe(32),))
+    state_key_generated: bool = True
+    state_ttl: float = 600.0
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -204,6 +226,9 @@ class Settings:
             log_dir=_log_dir(env),
             log_retention_days=int(env_number(env, "LOG_RETENTION_DAYS", 30, int)),
             metrics_token=_metrics_token(env),
+            state_keys=_state_keys(env),
+            state_key_generated=not env.get("TOOLDOCK_STATE_KEY", "").strip(),
+            state_ttl=env_number(env, "TOOLDOCK_STATE_TTL_SECONDS", 600.0),
         )
 
     @property

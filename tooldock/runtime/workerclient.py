@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import itertools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -13,6 +14,11 @@ from typing import Any
 from tooldock.errors import ToolDockError, WorkerCrashed, from_worker
 from tooldock.runtime import requestid
 from tooldock.worker import protocol
+
+# Fields that the MCP request being served adds to its worker request: a guard's `inputResponses` and
+# `requestState` (runtime/mcp/inputreq.py), for the ops that may answer `input_required`.
+round_fields: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("round_fields", default=None)
+ROUND_OPS = ("tools.call", "prompts.get", "resources.read")
 
 
 class ProtocolMismatch(ToolDockError):
@@ -154,6 +160,9 @@ class WorkerConnection:
     ) -> Any:
         """Send one request and wait for its reply; raises the typed error the worker reported.
         `on_message` receives the call's `event` messages and answers its `ask` messages."""
+        extra = round_fields.get()
+        if extra and op in ROUND_OPS:
+            fields.update(extra)
         if self.closed.is_set():
             raise WorkerCrashed(f"the worker for namespace {self.namespace!r} is not connected")
         rid = str(next(self._ids))

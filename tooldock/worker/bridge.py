@@ -29,6 +29,8 @@ from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 
 from tooldock.namespace.extract import LoadedNamespace
+from tooldock.worker.guard import GuardServer
+from tooldock.worker.protocol import INPUT_REQUIRED
 
 Ask = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 Event = Callable[[str, dict[str, Any]], Awaitable[None]]
@@ -40,6 +42,7 @@ class Relay:
     def __init__(self, event: Event, ask: Ask, client: dict[str, Any]) -> None:
         self.event, self.ask = event, ask
         self.client = client  # what the calling MCP client supports: {"sampling": bool, "elicitation": bool, ...}
+        self.rounds: dict[str, Any] = {}  # a guard's input_responses / request_state (guard.round_fields)
 
     def session_kwargs(self) -> dict[str, Any]:
         async def on_log(params: types.LoggingMessageNotificationParams) -> None:
@@ -95,7 +98,7 @@ def _result(model: Any) -> dict[str, Any]:
 class Bridge:
     def __init__(self, namespace: str, loaded: LoadedNamespace) -> None:
         self.loaded = loaded
-        self.server: FastMCP[Any] = FastMCP(namespace)
+        self.server: FastMCP[Any] = GuardServer(namespace)
         for tool in loaded.tools.values():
             # The gateway runs tasks (runtime/mcp/tasks.py); in here every call is a plain one, and fastmcp
             # refuses to serve `task=True` tools without a tasks extension of its own.
@@ -122,18 +125,21 @@ class Bridge:
         async with self.session(**relay.session_kwargs()) as session:
             if log_level:
                 await session.set_logging_level(log_level)  # type: ignore[arg-type]
-            result = await session.call_tool(name, arguments, progress_callback=on_progress if progress else None)
+            on = on_progress if progress else None
+            result = await session.call_tool(name, arguments, progress_callback=on, **relay.rounds)
         body = _result(result)
-        body.pop("_meta", None)  # fastmcp's own bookkeeping (`wrap_result`), not the tool's
+        meta = body.pop("_meta", None) or {}  # fastmcp's own bookkeeping (`wrap_result`), not the tool's
+        if INPUT_REQUIRED in meta:  # a guard asked for input (guard.py)
+            body.update({"_meta": {INPUT_REQUIRED: meta[INPUT_REQUIRED]}, "isError": False})
         return body
 
-    async def read_resource(self, uri: str) -> dict[str, Any]:
+    async def read_resource(self, uri: str, **rounds: Any) -> dict[str, Any]:
         async with self.session() as session:
-            return _result(await session.read_resource(uri))
+            return _result(await session.read_resource(uri, **rounds))
 
-    async def get_prompt(self, name: str, arguments: dict[str, str] | None) -> dict[str, Any]:
+    async def get_prompt(self, name: str, arguments: dict[str, str] | None, **rounds: Any) -> dict[str, Any]:
         async with self.session() as session:
-            return _result(await session.get_prompt(name, arguments))
+            return _result(await session.get_prompt(name, arguments, **rounds))
 
     def complete(self, ref: dict[str, Any], argument: dict[str, Any]) -> dict[str, Any]:
         """Suggestions for a prompt argument or a template variable, from its type: the values of a

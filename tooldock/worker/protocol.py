@@ -32,6 +32,10 @@ import json
 from typing import Any
 
 PROTOCOL_VERSION = 2
+# A `tools.call`, `prompts.get` or `resources.read` may carry `inputResponses` and `requestState` (a guard's
+# next round, MCP 2026-07-28); a guard asking for input answers an empty result whose `_meta` holds its
+# InputRequiredResult under this key (worker/guard.py, runtime/mcp/inputreq.py).
+INPUT_REQUIRED = "io.tooldock/inputRequired"
 MAX_LINE_BYTES = 16 * 1024 * 1024
 
 OPS = frozenset(

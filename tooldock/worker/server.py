@@ -23,6 +23,7 @@ from mcp.shared.exceptions import MCPError
 from tooldock.namespace.extract import LoadedNamespace
 from tooldock.worker import protocol
 from tooldock.worker.bridge import Bridge, Relay
+from tooldock.worker.guard import round_fields
 from tooldock.worker.secretenv import Masker
 
 MAX_TRACEBACK = 8000  # characters of a failed call's traceback kept (the end, where the tool's own frames are)
@@ -37,6 +38,8 @@ def _error_for(exc: Exception) -> tuple[str, str, dict[str, Any] | None]:
         return "execution_timeout", f"the tool timed out: {exc}", None
     if isinstance(exc, MCPError):  # the tool chose a JSON-RPC error: a task fails with it (runtime/mcp/tasks.py)
         data = {"exception": "MCPError", "rpc_code": exc.error.code, "rpc_message": exc.error.message}
+        if exc.error.data is not None:
+            data["rpc_data"] = exc.error.data
         return "internal_error", exc.error.message, data
     if isinstance(exc, ToolError):
         return "internal_error", str(exc), {"exception": type(exc).__name__}
@@ -133,15 +136,16 @@ class WorkerServer:
     async def call_context_tool(self, request: dict[str, Any], send: Any, started: float) -> dict[str, Any]:
         rid, name = request.get("id"), str(request.get("tool"))
         relay = self.relay(rid, send, request.get("client"))
+        relay.rounds = round_fields(request)
         level = request.get("logLevel") if isinstance(request.get("logLevel"), str) else None
         try:
             body = await self.bridge.call_tool(
                 name, request.get("arguments") or {}, relay, bool(request.get("progress")), level
             )
-        except MCPError as err:
-            return protocol.error(
-                rid, "invalid_arguments" if err.error.code == -32602 else "internal_error", err.error.message
-            )
+        except MCPError as err:  # the tool raised it (as fastmcp would send it), or the session refused
+            _, message, data = _error_for(err)
+            code = "invalid_arguments" if err.error.code == -32602 else "internal_error"
+            return protocol.error(rid, code, message, data)
         except Exception as exc:  # the session itself failed: report, never crash the worker
             code, message, details = _error_for(_innermost(exc))
             print(f"[{self.namespace}] tool {name!r} failed{_for(request)}:", file=sys.stderr, flush=True)
@@ -161,14 +165,14 @@ class WorkerServer:
                 uri = request.get("uri")
                 if not isinstance(uri, str) or not uri:
                     return protocol.error(rid, "invalid_arguments", "resources.read needs a 'uri' string")
-                return protocol.ok(rid, await self.bridge.read_resource(uri))
+                return protocol.ok(rid, await self.bridge.read_resource(uri, **round_fields(request)))
             if op == "prompts.get":
                 name, arguments = request.get("name"), request.get("arguments")
                 if not isinstance(name, str) or name not in self.loaded.prompts:
                     return protocol.error(rid, "not_found", f"no prompt named {name!r} in namespace {self.namespace!r}")
                 if arguments is not None and not isinstance(arguments, dict):
                     return protocol.error(rid, "invalid_arguments", "prompt arguments must be a JSON object of strings")
-                return protocol.ok(rid, await self.bridge.get_prompt(name, arguments))
+                return protocol.ok(rid, await self.bridge.get_prompt(name, arguments, **round_fields(request)))
             ref, argument = request.get("ref"), request.get("argument")
             if not isinstance(ref, dict) or not isinstance(argument, dict):
                 return protocol.error(

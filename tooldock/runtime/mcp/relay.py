@@ -7,6 +7,9 @@ worker's `ask` messages become server-to-client requests (`sampling/createMessag
 `elicitation/create`, `roots/list`) sent in the context of the original request. A client that did
 not declare a capability is never asked for it: the worker's session does not offer it either, so
 fastmcp answers the tool with its usual "client does not support" error.
+
+A 2026-07-28 client has no session to ask over: its questions are answered from the request's recorded
+answers, or end the round with an `input_required` result (see inputreq.py).
 """
 
 from __future__ import annotations
@@ -14,7 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 import mcp_types as types
+from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
+
+from tooldock.runtime.mcp import inputreq
 
 LOG_LEVELS: tuple[str, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
@@ -34,12 +40,13 @@ class McpRelay:
     def __init__(self, ctx: Any, log_level: str | None) -> None:
         self.ctx, self.log_level = ctx, log_level
         self.session_key: Any = None  # whose activation an upstream namespace applies (mcp.server.session_key)
+        self.round = inputreq.current.get()  # a 2026-07-28 request's input rounds (set by inputreq.InputRounds)
 
     def call_fields(self) -> dict[str, Any]:
         """What the worker needs to know about the caller: its capabilities, progress, log level."""
         session = self.ctx.session
         caps = session.client_capabilities
-        can_ask = bool(getattr(session, "can_send_request", True)) and caps is not None
+        can_ask = caps is not None and (self.round is not None or bool(getattr(session, "can_send_request", True)))
         meta = self.ctx.meta
         token = None
         if isinstance(meta, dict):  # the SDK's RequestParamsMeta is a TypedDict with snake_case keys
@@ -75,6 +82,8 @@ class McpRelay:
     async def _ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         if method not in _ASKS:
             raise LookupError(f"a tool may not ask the client for {method!r}")
+        if self.round is not None:
+            return await self.round.ask(method, params)
         request_model, result_model = _ASKS[method]
         request = request_model.model_validate({"method": method, **({"params": params} if params else {})})
         if method == "sampling/createMessage" and params.get("tools"):
@@ -83,3 +92,14 @@ class McpRelay:
             request, result_model, metadata=ServerMessageMetadata(related_request_id=self.ctx.request_id)
         )
         return _dump(result)
+
+
+async def ask_client(ctx: Any, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """A guard's question to a 2025-11-25 client, over its session (see inputreq.py): refused when the
+    client did not declare the capability it needs."""
+    relay = McpRelay(ctx, None)
+    relay.round = None
+    capability = {"sampling/createMessage": "sampling", "elicitation/create": "elicitation", "roots/list": "roots"}
+    if not relay.call_fields()["client"].get(capability.get(method, ""), False):
+        raise MCPError(types.INVALID_REQUEST, f"the tool asked this client for {method!r}, which it did not declare")
+    return await relay._ask(method, params)

@@ -46,6 +46,7 @@ from tooldock.runtime import jsonin, requestid
 from tooldock.runtime.access import key_of_request
 from tooldock.runtime.engine import Engine
 from tooldock.runtime.mcp import compat as mcp_compat
+from tooldock.runtime.mcp import inputreq
 from tooldock.runtime.mcp.caller import calling
 from tooldock.runtime.mcp.events import MemoryEventStore, ScopedSessionManager
 from tooldock.runtime.mcp.lean import LeanPath
@@ -302,6 +303,7 @@ class McpHub:
                 seen = self.lean.seen if self.lean is not None else (lambda ctx: None)
                 server = self._servers[namespace] = _server_for(namespace, self.engine, sessions, bus, seen)
                 install_tasks(server, TasksExtension(namespace, self.engine, session_key))  # runtime/mcp/tasks.py
+                inputreq.install(server, self.settings, namespace)  # requestState, input_required rounds
         return self._servers[namespace]
 
     @property

@@ -1,0 +1,226 @@
+"""Input-required results (MCP 2026-07-28, SEP-2322) for `tools/call`, `prompts/get` and `resources/read`.
+
+A 2026-07-28 client has no session the server could send `elicitation/create`, `sampling/createMessage`
+or `roots/list` over. Instead the server answers `{"resultType": "input_required", "inputRequests",
+"requestState"}` and the client retries the same request with `inputResponses` and the `requestState`.
+`InputRounds` (server middleware, inside the SDK's `RequestStateBoundary`, see state.py) does it for
+both ways a tool can ask:
+
+* a guard (fastmcp's pattern) returns an `InputRequiredResult` and reads `ctx.input_responses` /
+  `ctx.request_state` on the next round. The worker hands the result over in `_meta` (worker/guard.py);
+  here it becomes the `input_required` answer, with the guard's own `requestState` kept inside ours.
+* an imperative tool awaits `ctx.elicit()`, `ctx.sample()` or `ctx.list_roots()`. Its question reaches
+  the gateway's relay, which answers from the answers recorded in `requestState`, in order; the first
+  question without an answer stops the call (the worker is told to cancel it) and becomes the
+  `input_required` answer under the key `tooldock.ask.<n>`. The retry runs the tool again from the start
+  with one more recorded answer: a tool that asks N questions runs N + 1 times, and what it does before a
+  question is done again on every round (put side effects after the questions).
+
+For a 2025-11-25 client imperative questions go over its session as before (relay.py), and a guard's
+`input_required` is answered by asking that client over its session, then running the next round here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import mcp_types as types
+from mcp.shared.exceptions import MCPError
+from mcp_types.methods import INPUT_REQUIRED_METHODS
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import TypeAdapter, ValidationError
+
+from tooldock.runtime.workerclient import round_fields
+from tooldock.worker.protocol import INPUT_REQUIRED
+
+ASK_PREFIX = "tooldock.ask."  # the inputRequests key of a recorded (imperative) question: tooldock.ask.<n>
+MAX_ANSWERS = 50  # questions one request may ask before it is refused
+MAX_STATE_BYTES = 512 * 1024  # the plaintext requestState (recorded answers) of one request
+MAX_LEGACY_ROUNDS = 20  # guard rounds run for a 2025-11-25 client before giving up
+RESULTS: dict[str, Any] = {  # what answers each question, to validate inputResponses
+    "elicitation/create": types.ElicitResult,
+    "sampling/createMessage": types.CreateMessageResult | types.CreateMessageResultWithTools,
+    "roots/list": types.ListRootsResult,
+}
+
+
+@dataclass
+class Round:
+    """One 2026-07-28 request's imperative questions: the recorded answers, and the first one missing."""
+
+    answers: list[dict[str, Any]] = field(default_factory=list)
+    cursor: int = 0
+    needed: dict[str, Any] | None = None
+    asked: asyncio.Event = field(default_factory=asyncio.Event)
+    over: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """The recorded answer to the call's next question, or (none yet) stop the call to ask the client."""
+        index, self.cursor = self.cursor, self.cursor + 1
+        if index < len(self.answers) and self.answers[index]["method"] == method and self.needed is None:
+            return dict(self.answers[index]["result"])
+        if self.needed is None:
+            del self.answers[index:]  # the tool asked something else this time: what followed no longer applies
+            self.needed = {"method": method, **({"params": params} if params else {})}
+            self.asked.set()
+        await self.over.wait()  # the call is being cancelled
+        raise MCPError(types.INVALID_REQUEST, "the client is being asked; the call runs again on its retry")
+
+
+current: contextvars.ContextVar[Round | None] = contextvars.ContextVar("input_round", default=None)
+
+
+def _invalid(message: str) -> MCPError:
+    return MCPError(types.INVALID_PARAMS, message)
+
+
+def _state_of(plain: Any) -> dict[str, Any]:
+    """Our requestState (already opened by the SDK's boundary, so it is one we minted)."""
+    if plain is None:
+        return {}
+    try:
+        state = json.loads(plain) if isinstance(plain, str) else None
+    except ValueError:
+        state = None
+    if not isinstance(state, dict) or state.get("v") != 1 or not isinstance(state.get("answers", []), list):
+        raise _invalid("Invalid or expired requestState")
+    return state
+
+
+def _answer(key: str, method: str, response: Any) -> dict[str, Any]:
+    try:
+        model = TypeAdapter(RESULTS[method]).validate_python(response) if method in RESULTS else None
+    except ValidationError as err:
+        raise _invalid(f"inputResponses[{key!r}] is not a valid {method} result: {err.errors()[0]['msg']}") from None
+    if model is None:
+        raise _invalid(f"inputResponses[{key!r}] answers an unknown request")
+    return {"method": method, "result": model.model_dump(mode="json", by_alias=True, exclude_none=True)}
+
+
+def _carried(result: Any) -> dict[str, Any] | None:
+    """A guard's InputRequiredResult, handed over by the worker in the result's `_meta` (worker/guard.py)."""
+    meta = result.get("_meta") if isinstance(result, dict) else None
+    carried = meta.get(INPUT_REQUIRED) if isinstance(meta, dict) else None
+    return carried if isinstance(carried, dict) else None
+
+
+def _capability_error(ctx: Any, result: Any) -> MCPError | None:
+    """A tool that raised MCPError(-32021, data={"requiredCapabilities": ...}) because the client did not
+    declare what it needs: that JSON-RPC error (HTTP 400), as FastMCP sends it, not a failed result."""
+    if ctx.method != "tools/call" or not isinstance(result, dict) or not result.get("isError"):
+        return None
+    error = (result.get("structuredContent") or {}).get("error") or {}
+    details = error.get("details") if isinstance(error, dict) else None
+    if not isinstance(details, dict) or details.get("rpc_code") != types.MISSING_REQUIRED_CLIENT_CAPABILITY:
+        return None
+    return MCPError(types.MISSING_REQUIRED_CLIENT_CAPABILITY, str(details.get("rpc_message")), details.get("rpc_data"))
+
+
+def _input_required(requests: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+    plain = json.dumps(state, separators=(",", ":"))
+    if len(plain) > MAX_STATE_BYTES:
+        raise MCPError(types.INVALID_REQUEST, "this request asked for more input than one requestState may carry")
+    return {"resultType": "input_required", "inputRequests": requests, "requestState": plain}
+
+
+class InputRounds:
+    """Server middleware: input-required rounds for the methods that may answer `input_required`."""
+
+    def __init__(self, ask: Any) -> None:
+        self._ask = ask  # (ctx, method, params) -> result: a question over a 2025-11-25 client's session
+
+    async def __call__(self, ctx: Any, call_next: Any) -> Any:
+        if ctx.method not in INPUT_REQUIRED_METHODS:
+            return await call_next(ctx)
+        params = dict(ctx.params or {})
+        if getattr(ctx, "protocol_version", None) not in MODERN_PROTOCOL_VERSIONS:
+            return await self._legacy(ctx, call_next)
+        responses = params.pop("inputResponses", None)
+        if responses is not None and not isinstance(responses, dict):
+            raise _invalid("inputResponses must be an object of input request keys to the client's results")
+        responses = responses or {}
+        state = _state_of(params.pop("requestState", None))
+        answers = list(state.get("answers", []))
+        key = f"{ASK_PREFIX}{len(answers)}"
+        if isinstance(state.get("ask"), str) and key in responses:
+            answers.append(_answer(key, state["ask"], responses[key]))
+        if len(answers) > MAX_ANSWERS:
+            raise MCPError(types.INVALID_REQUEST, f"a request may ask the client at most {MAX_ANSWERS} questions")
+        guard = {k: v for k, v in responses.items() if not k.startswith(ASK_PREFIX)}
+        for name, value in guard.items():
+            if not isinstance(value, dict):
+                raise _invalid(f"inputResponses[{name!r}] must be an object (the client's result)")
+        if not guard and isinstance(state.get("held"), dict):
+            guard = state["held"]  # the guard's answers of an earlier round, while imperative questions went on
+        fields: dict[str, Any] = {}
+        if guard:
+            fields["inputResponses"] = params["inputResponses"] = guard
+        if isinstance(state.get("guard"), str):
+            fields["requestState"] = params["requestState"] = state["guard"]
+
+        round_ = Round(answers)
+        tokens = current.set(round_), round_fields.set(fields or None)
+        try:
+            task = asyncio.ensure_future(call_next(replace(ctx, params=params)))
+        finally:
+            round_fields.reset(tokens[1])
+            current.reset(tokens[0])
+        asked = asyncio.ensure_future(round_.asked.wait())
+        try:
+            await asyncio.wait({task, asked}, return_when=asyncio.FIRST_COMPLETED)
+        finally:  # the call first (the worker is told to cancel the tool), then the question still waiting
+            asked.cancel()
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            round_.over.set()
+        kept = {"v": 1, "answers": round_.answers}
+        if round_.needed is not None:  # an imperative question without an answer: ask the client
+            ask = {"ask": round_.needed["method"], "guard": state.get("guard"), "held": guard or None}
+            key = f"{ASK_PREFIX}{len(round_.answers)}"
+            return _input_required({key: round_.needed}, {**kept, **{k: v for k, v in ask.items() if v}})
+        result = task.result()
+        refused = _capability_error(ctx, result)
+        if refused is not None:
+            raise refused
+        carried = _carried(result)
+        if carried is None:
+            return result
+        if carried.get("requestState") is not None:
+            kept["guard"] = carried["requestState"]
+        return _input_required(dict(carried.get("inputRequests") or {}), kept)
+
+    async def _legacy(self, ctx: Any, call_next: Any) -> Any:
+        """A 2025-11-25 client: a guard's questions go over its session, then the guard runs again."""
+        fields: dict[str, Any] = {}
+        for _ in range(MAX_LEGACY_ROUNDS):
+            token = round_fields.set(fields or None)
+            try:
+                result = await call_next(ctx)
+            finally:
+                round_fields.reset(token)
+            carried = _carried(result)
+            if carried is None:
+                return result
+            answers = {}
+            for key, request in (carried.get("inputRequests") or {}).items():
+                method = str(request.get("method")) if isinstance(request, dict) else ""
+                answers[key] = await self._ask(ctx, method, request.get("params") or {})
+            fields = {"inputResponses": answers}
+            if isinstance(carried.get("requestState"), str):
+                fields["requestState"] = carried["requestState"]
+        raise MCPError(types.INTERNAL_ERROR, f"the request still asked for input after {MAX_LEGACY_ROUNDS} rounds")
+
+
+def install(server: Any, settings: Any, namespace: str) -> None:
+    """The SDK's request-state boundary (state.py), then the rounds inside it, on a namespace's server."""
+    from tooldock.runtime.mcp.relay import ask_client  # relay.py reads this module's `current`
+    from tooldock.runtime.mcp.state import boundary
+
+    server.middleware.extend([boundary(settings, namespace), InputRounds(ask_client)])

@@ -1,0 +1,69 @@
+"""Guard-pattern tools, prompts and resources (MCP 2026-07-28, SEP-2322) inside the worker.
+
+A fastmcp "guard" returns an `InputRequiredResult` from its body to ask the client for input, and reads
+`ctx.input_responses` / `ctx.request_state` on the next round. The worker's in-memory session speaks
+2025-11-25 (so that imperative `ctx.elicit()` keeps working: the gateway relays or records it), where
+fastmcp refuses to put an `InputRequiredResult` on the wire. `GuardServer` hands it over instead as an
+ordinary, empty result whose `_meta` carries it under `INPUT_REQUIRED`; the gateway's
+`runtime/mcp/inputreq.py` turns that back into an `input_required` result (or, for a 2025-11-25 client,
+asks the client itself and runs the next round).
+
+The worker's server has no request-state boundary of its own: the gateway seals and verifies
+`requestState` at its edge, and the worker only ever sees the plaintext the tool minted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastmcp import FastMCP
+from fastmcp.prompts.base import InputRequiredPromptResult, PromptResult
+from fastmcp.resources.base import InputRequiredResourceResult, ResourceResult
+from fastmcp.tools.base import InputRequiredToolResult, ToolResult
+from mcp.server.request_state import RequestStateBoundary
+
+from tooldock.worker.protocol import INPUT_REQUIRED
+
+
+def _carried(result: Any) -> dict[str, Any]:
+    body = result.input_required.model_dump(mode="json", by_alias=True, exclude_none=True)
+    body.pop("resultType", None)
+    return {INPUT_REQUIRED: body}
+
+
+class GuardServer(FastMCP[Any]):
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        lowlevel = self._mcp_server
+        lowlevel.middleware[:] = [m for m in lowlevel.middleware if not isinstance(m, RequestStateBoundary)]
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, **kwargs: Any) -> ToolResult:
+        result = await super().call_tool(name, arguments, **kwargs)
+        if isinstance(result, InputRequiredToolResult):
+            # Flagged as an error only so that the in-memory client skips output-schema validation; the
+            # bridge clears the flag.
+            return ToolResult(content=[], meta=_carried(result), is_error=True)
+        return result
+
+    async def render_prompt(self, name: str, arguments: dict[str, Any] | None = None, **kwargs: Any) -> PromptResult:
+        result = await super().render_prompt(name, arguments, **kwargs)
+        if isinstance(result, InputRequiredPromptResult):
+            return PromptResult(messages=[], meta=_carried(result))
+        return result
+
+    async def read_resource(self, uri: str, **kwargs: Any) -> ResourceResult:
+        result = await super().read_resource(uri, **kwargs)
+        if isinstance(result, InputRequiredResourceResult):
+            return ResourceResult(contents=[], meta=_carried(result))
+        return result
+
+
+def round_fields(request: dict[str, Any]) -> dict[str, Any]:
+    """The guard's fields of a worker request (`inputResponses`, `requestState`), as session keywords."""
+    fields: dict[str, Any] = {}
+    responses, state = request.get("inputResponses"), request.get("requestState")
+    if isinstance(responses, dict) and responses:
+        fields["input_responses"] = responses
+    if isinstance(state, str):
+        fields["request_state"] = state
+    return fields
