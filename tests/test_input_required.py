@@ -262,3 +262,9 @@ def test_a_2026_client_without_the_capability_gets_the_tools_error(gateway):
 
     result = run_client(gateway, body)  # no callbacks: no elicitation capability declared
     assert result.is_error and "elicitation" in result.content[0].text.lower()
+
+
+def test_a_guard_called_over_rest_fails_clearly(gateway):
+    reply = httpx2.post(f"{gateway.url}/tools/survey", json={}, headers=gateway.headers(NAMESPACE), timeout=60)
+    assert reply.status_code == 500, reply.text
+    assert "asks the client for input; this call has no MCP client to ask: call it over MCP" in reply.text

@@ -151,6 +151,10 @@ class WorkerServer:
             print(f"[{self.namespace}] tool {name!r} failed{_for(request)}:", file=sys.stderr, flush=True)
             traceback.print_exc(file=sys.stderr)
             return protocol.error(rid, code, message, details)
+        if protocol.INPUT_REQUIRED in (body.get("_meta") or {}) and not isinstance(request.get("client"), dict):
+            # A guard's InputRequiredResult on a call with no MCP client behind it (REST, the relay socket).
+            message = f"tool {name!r} asks the client for input; this call has no MCP client to ask: call it over MCP"
+            return protocol.error(rid, "internal_error", message)
         if body.get("isError"):
             text = " ".join(c.get("text", "") for c in body.get("content", []) if c.get("type") == "text")
             print(f"[{self.namespace}] tool {name!r} failed{_for(request)}: {text}", file=sys.stderr, flush=True)
