@@ -23,6 +23,7 @@ server.add_tool(Tool.from_function(module.echo_number))
 server.add_tool(Tool.from_function(module.echo_progress))
 
 sock = socket.socket()
+sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # inherited by accepted connections
 sock.bind(("127.0.0.1", 0))
 sock.listen(1024)
 print(sock.getsockname()[1], flush=True)
