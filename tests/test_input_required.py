@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -60,7 +61,9 @@ class Answers:
         }
 
 
-def run_client(gateway, body, *, mode: str = MODERN, calls: list[str] | None = None, **callbacks: Any) -> Any:
+def run_client(
+    gateway, body, *, mode: str = MODERN, calls: list[str] | None = None, token: str | None = None, **callbacks: Any
+) -> Any:
     """`body(client)` in an SDK 2.x `Client` against one gateway; `calls` collects the MCP methods posted."""
 
     async def record(request) -> None:
@@ -69,6 +72,8 @@ def run_client(gateway, body, *, mode: str = MODERN, calls: list[str] | None = N
 
     async def main() -> Any:
         headers = gateway.headers(NAMESPACE)
+        if token is not None:  # an API key instead of the bearer token
+            headers["Authorization"] = f"Bearer {token}"
         async with httpx2.AsyncClient(headers=headers, timeout=60, event_hooks={"request": [record]}) as http:
             async with Client(
                 streamable_http_client(f"{gateway.url}/mcp", http_client=http), mode=mode, **callbacks
@@ -89,10 +94,10 @@ def gateway(tmp_path_factory):
     from conftest import Gateway
 
     tmp = tmp_path_factory.mktemp("input")
-    import shutil
-
-    shutil.copytree(FIXTURE, tmp / "tools")
-    gw = Gateway(tmp / "tools", tmp / "gateway.log", {"TOOLDOCK_STATE_TTL_SECONDS": "3"}).start()
+    shutil.copytree(FIXTURE, tmp / "tools", ignore=shutil.ignore_patterns("__pycache__"))
+    env = {"TOOLDOCK_STATE_TTL_SECONDS": "3", "TOOLDOCK_KEYS_DIR": str(tmp / "keys")}
+    gw = Gateway(tmp / "tools", tmp / "gateway.log", env).start()
+    gw.keys_env = {"TOOLDOCK_KEYS_DIR": str(tmp / "keys")}
     assert gw.namespace(NAMESPACE)["state"] == "ready", gw.logs()
     yield gw
     gw.stop()
@@ -170,17 +175,21 @@ def test_a_guard_also_works_for_a_2025_client(gateway):
     assert answers.asked == ["elicitation", "elicitation"]
 
 
-def _first_round(gateway, tool: str = "survey", arguments: dict | None = None) -> types.InputRequiredResult:
+def _first_round(
+    gateway, tool: str = "survey", arguments: dict | None = None, token: str | None = None
+) -> types.InputRequiredResult:
     async def body(client):
         return await client.session.call_tool(tool, arguments or {}, allow_input_required=True)
 
-    first = run_client(gateway, body, **Answers().callbacks())
+    first = run_client(gateway, body, token=token, **Answers().callbacks())
     assert isinstance(first, types.InputRequiredResult), first
     assert first.request_state and '"step"' not in first.request_state  # sealed: the tool's state is not readable
     return first
 
 
-def _retry(gateway, first: types.InputRequiredResult, state: str | None = None, tool: str = "survey") -> Any:
+def _retry(
+    gateway, first: types.InputRequiredResult, state: str | None = None, tool: str = "survey", token: str | None = None
+) -> Any:
     name = types.ElicitResult(action="accept", content={"name": "Barbara"})
 
     async def body(client):
@@ -192,7 +201,7 @@ def _retry(gateway, first: types.InputRequiredResult, state: str | None = None, 
             allow_input_required=True,
         )
 
-    return run_client(gateway, body, **Answers().callbacks())
+    return run_client(gateway, body, token=token, **Answers().callbacks())
 
 
 def test_a_tampered_or_misdirected_request_state_is_refused(gateway):
@@ -268,3 +277,18 @@ def test_a_guard_called_over_rest_fails_clearly(gateway):
     reply = httpx2.post(f"{gateway.url}/tools/survey", json={}, headers=gateway.headers(NAMESPACE), timeout=60)
     assert reply.status_code == 500, reply.text
     assert "asks the client for input; this call has no MCP client to ask: call it over MCP" in reply.text
+
+
+def test_a_request_state_belongs_to_the_api_key_that_got_it(gateway):
+    from conftest import tooldock_cli
+
+    alice, bob = (
+        tooldock_cli("keys", "create", "--name", name, "--scope", "write", env=gateway.keys_env).stdout.strip()
+        for name in ("alice", "bob")
+    )
+    first = _first_round(gateway, token=alice)
+    for other in (bob, None):  # another key, and the bearer token
+        with pytest.raises(MCPError) as caught:
+            _retry(gateway, first, token=other)
+        assert caught.value.error.message == "Invalid or expired requestState"
+    assert isinstance(_retry(gateway, first, token=alice), types.InputRequiredResult)
