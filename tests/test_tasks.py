@@ -439,3 +439,38 @@ def test_the_store_keeps_tasks_for_their_ttl_and_makes_room_with_finished_ones()
     assert store.get(third.id, None) is None  # ...and dropped after it
     assert store.get(second.id, "key1") is second  # a running task is never dropped
     assert third.created_result()["ttlMs"] == 60_000
+
+
+def test_a_guard_asks_for_input_first_then_goes_on_as_a_task(gateway):
+    """SEP-2663 on SEP-2322: round 1 is `input_required` (no task yet), the retry with the answer is a task."""
+    asked = []
+
+    async def elicit(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+    async def body(s: Session) -> Any:
+        first = await s.client.session.call_tool("test_tool_with_task", {}, allow_input_required=True,
+                                                 allow_claimed=True)
+        resolved = await s.client.call_tool("test_tool_with_task", {})  # the SDK drives both rounds, then polls
+        return first, resolved
+
+    first, resolved = run(gateway, body, elicitation=elicit)
+    assert isinstance(first, types.InputRequiredResult) and list(first.input_requests) == ["user_name"]
+    assert "taskId" not in first.model_dump(by_alias=True)
+    assert asked == ["What is your name?"]
+    assert resolved.content[0].text == "Hello, Ada!"
+
+
+def test_a_guard_that_asks_after_its_task_started_waits_in_the_task(gateway):
+    async def body(s: Session) -> Any:
+        created = await s.start("slow_guard", seconds=1.5)
+        parked = await s.until(created.task_id, "input_required")
+        await s.update(created.task_id, {"color": {"action": "accept", "content": {"color": "blue"}}})
+        return parked, await s.until(created.task_id)
+
+    parked, done = run(gateway, body, elicitation=lambda *a: None)
+    assert parked.status == "input_required" and list(parked.pending) == ["color"]
+    assert parked.pending["color"]["method"] == "elicitation/create"
+    assert done.status == "completed", done
+    assert done.result["content"][0]["text"] == "painted blue (state asked-once)"  # the guard's own requestState

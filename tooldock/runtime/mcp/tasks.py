@@ -45,10 +45,13 @@ from tooldock.runtime.access import key_of_request
 from tooldock.runtime.engine import Engine
 from tooldock.runtime.mcp.caller import calling
 from tooldock.runtime.mcp.taskstore import Task, TaskStore, TooManyTasks
+from tooldock.runtime.workerclient import round_fields
+from tooldock.worker.protocol import INPUT_REQUIRED
 
 log = logging.getLogger(__name__)
 
 TASKS = "io.modelcontextprotocol/tasks"
+GUARD_GRACE = 1.0  # seconds a Context tool's first round may take to ask for input before its task is announced
 MODES = ("forbidden", "optional", "required")
 # What a task may ask its client for, and the answer each takes (checked at `tasks/update`).
 _ANSWERS: dict[str, Any] = {
@@ -233,20 +236,50 @@ class TasksExtension(Extension):
             "roots": caps is not None and caps.roots is not None,
         }
         relay = TaskRelay(self.store, task, client, session)
-        runner = asyncio.create_task(self._run(task, ctx, params, relay, key), name=f"mcp task {task.id}")
+        # A Context tool may be a guard that asks for input before it goes async (SEP-2663 on SEP-2322): its
+        # first round gets a moment to answer `input_required`, which this request then returns instead.
+        guardless = entry.source.is_upstream or self.engine.plain_tool(self.namespace, params.name)
+        early = None if guardless else asyncio.Future[Any]()
+        runner = asyncio.create_task(self._run(task, ctx, params, relay, key, early), name=f"mcp task {task.id}")
         task.runner = runner
         self._runners.add(runner)
         runner.add_done_callback(self._runners.discard)
+        if early is not None:
+            parked = asyncio.ensure_future(task.parked.wait())
+            await asyncio.wait({early, runner, parked}, timeout=GUARD_GRACE, return_when=asyncio.FIRST_COMPLETED)
+            parked.cancel()
+            if early.done():  # the guard's questions: inputreq.InputRounds makes them the input_required answer
+                self.store.discard(task)
+                return types.CallToolResult.model_validate(early.result())
+            early.cancel()  # announced: from now on its questions wait in the task
         return task.created_result()
 
-    async def _run(self, task: Task, ctx: Any, params: types.CallToolRequestParams, relay: TaskRelay, key: Any) -> None:
+    async def _run(
+        self, task: Task, ctx: Any, params: types.CallToolRequestParams, relay: TaskRelay, key: Any, early: Any
+    ) -> None:
         requestid.current.set(requestid.of_scope(getattr(ctx, "request", None)))
-        arguments = params.arguments or {}
+        arguments, rounds = params.arguments or {}, None
         try:
-            with calling(ctx):
-                result = await self.engine.call_tool(
-                    self.namespace, params.name, arguments, relay, session=relay.session_key, key=key
-                )
+            while True:  # a guard's rounds: its questions wait in the task, its next round gets the answers
+                token = round_fields.set(rounds) if rounds is not None else None
+                try:
+                    with calling(ctx):
+                        result = await self.engine.call_tool(
+                            self.namespace, params.name, arguments, relay, session=relay.session_key, key=key
+                        )
+                finally:
+                    if token is not None:
+                        round_fields.reset(token)
+                carried = (result.get("_meta") or {}).get(INPUT_REQUIRED)
+                if not isinstance(carried, dict):
+                    break
+                if early is not None and not early.done():
+                    early.set_result(result)
+                    return
+                answers = await self.store.ask_all(task, dict(carried.get("inputRequests") or {}))
+                rounds = {"inputResponses": answers}
+                if isinstance(carried.get("requestState"), str):
+                    rounds["requestState"] = carried["requestState"]
             body = types.CallToolResult.model_validate(result).model_dump(mode="json", by_alias=True, exclude_none=True)
             self.store.finish(task, "completed", result=body)
         except asyncio.CancelledError:

@@ -47,6 +47,7 @@ class Task:
     # Client input the tool waits for: key -> (the embedded request, the future its answer resolves).
     pending: dict[str, tuple[dict[str, Any], asyncio.Future[dict[str, Any]]]] = field(default_factory=dict)
     runner: asyncio.Task[None] | None = None
+    parked: asyncio.Event = field(default_factory=asyncio.Event)  # set when it first waits for input
 
     @property
     def done(self) -> bool:
@@ -116,6 +117,12 @@ class TaskStore:
 
     def _touch(self, task: Task, status: Status) -> None:
         task.status, task.updated = status, self._clock()
+        if status == "input_required":
+            task.parked.set()
+
+    def discard(self, task: Task) -> None:
+        """Forget a task no client was told about (its tool answered before it became one)."""
+        self._tasks.pop(task.id, None)
 
     def finish(self, task: Task, status: Status, result: Any = None, error: Any = None) -> None:
         if task.done:  # cancelled first: what the tool did afterwards is not reported
@@ -148,6 +155,20 @@ class TaskStore:
             return await answer
         finally:
             task.pending.pop(key, None)
+            if not task.pending and not task.done:
+                self._touch(task, "working")
+
+    async def ask_all(self, task: Task, requests: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """Park the task until the client answered every one of a guard's `requests` (keys are the tool's)."""
+        loop = asyncio.get_running_loop()
+        waiting = {key: loop.create_future() for key in requests}
+        task.pending.update({key: (requests[key], waiting[key]) for key in requests})
+        self._touch(task, "input_required")
+        try:
+            return {key: await answer for key, answer in waiting.items()}
+        finally:
+            for key in requests:
+                task.pending.pop(key, None)
             if not task.pending and not task.done:
                 self._touch(task, "working")
 
