@@ -159,6 +159,33 @@ def test_guards_take_several_rounds_on_tools_prompts_and_resources(gateway):
     assert answers.asked == ["elicitation"] * 4
 
 
+def test_prompts_and_resources_may_ask_imperatively_too(gateway):
+    """`ctx.elicit()` in a prompt and roots/list in a resource: input_required rounds for a 2026-07-28 client,
+    requests over the session for a 2025-11-25 one."""
+    modern = Answers("Ada")
+
+    async def body(client):
+        return await client.get_prompt("welcome"), await client.read_resource("roots://count")
+
+    prompt, roots = run_client(gateway, body, **modern.callbacks())
+    assert prompt.messages[0].content.text == "Welcome Ada!"
+    assert roots.contents[0].text == "1 root(s)"
+    assert modern.asked == ["elicitation", "roots"]
+
+    legacy = Answers("Grace")
+
+    async def main():
+        async with httpx2.AsyncClient(headers=gateway.headers(NAMESPACE), timeout=60) as http:
+            async with streamable_http_client(f"{gateway.url}/mcp", http_client=http) as (read, write):
+                async with ClientSession(read, write, **legacy.callbacks()) as session:
+                    await session.initialize()
+                    return await session.get_prompt("welcome"), await session.read_resource("roots://count")
+
+    prompt, roots = asyncio.run(main())
+    assert prompt.messages[0].content.text == "Welcome Grace!" and roots.contents[0].text == "1 root(s)"
+    assert legacy.asked == ["elicitation", "roots"]
+
+
 def test_a_guard_also_works_for_a_2025_client(gateway):
     """FastMCP refuses an InputRequiredResult on a 2025-11-25 connection; the gateway asks that client over
     its session and runs the guard's next round itself."""

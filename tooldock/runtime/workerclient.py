@@ -19,6 +19,9 @@ from tooldock.worker import protocol
 # `requestState` (runtime/mcp/inputreq.py), for the ops that may answer `input_required`.
 round_fields: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("round_fields", default=None)
 ROUND_OPS = ("tools.call", "prompts.get", "resources.read")
+# Who answers a prompt's or a resource's questions to the client (an McpRelay, set by inputreq.InputRounds;
+# a tool call names its relay itself).
+round_relay: contextvars.ContextVar[Any] = contextvars.ContextVar("round_relay", default=None)
 
 
 class ProtocolMismatch(ToolDockError):
@@ -160,9 +163,12 @@ class WorkerConnection:
     ) -> Any:
         """Send one request and wait for its reply; raises the typed error the worker reported.
         `on_message` receives the call's `event` messages and answers its `ask` messages."""
-        extra = round_fields.get()
+        extra, relay = round_fields.get(), round_relay.get()
         if extra and op in ROUND_OPS:
             fields.update(extra)
+        if relay is not None and on_message is None and op in ("prompts.get", "resources.read"):
+            fields.update(relay.call_fields())
+            on_message = relay.handle
         if self.closed.is_set():
             raise WorkerCrashed(f"the worker for namespace {self.namespace!r} is not connected")
         rid = str(next(self._ids))

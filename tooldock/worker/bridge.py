@@ -82,6 +82,13 @@ class Relay:
         return kwargs
 
 
+def _asking(relay: Relay | None) -> dict[str, Any]:
+    """A prompt's or a resource's session: its questions to the client relayed, its log messages not."""
+    kwargs = relay.session_kwargs() if relay is not None else {}
+    kwargs.pop("logging_callback", None)
+    return kwargs
+
+
 def _dump(model: Any) -> dict[str, Any]:
     return model.model_dump(mode="json", by_alias=True, exclude_none=True)
 
@@ -133,12 +140,14 @@ class Bridge:
             body.update({"_meta": {INPUT_REQUIRED: meta[INPUT_REQUIRED]}, "isError": False})
         return body
 
-    async def read_resource(self, uri: str, **rounds: Any) -> dict[str, Any]:
-        async with self.session() as session:
+    async def read_resource(self, uri: str, relay: Relay | None = None, **rounds: Any) -> dict[str, Any]:
+        async with self.session(**_asking(relay)) as session:
             return _result(await session.read_resource(uri, **rounds))
 
-    async def get_prompt(self, name: str, arguments: dict[str, str] | None, **rounds: Any) -> dict[str, Any]:
-        async with self.session() as session:
+    async def get_prompt(
+        self, name: str, arguments: dict[str, str] | None, relay: Relay | None = None, **rounds: Any
+    ) -> dict[str, Any]:
+        async with self.session(**_asking(relay)) as session:
             return _result(await session.get_prompt(name, arguments, **rounds))
 
     def complete(self, ref: dict[str, Any], argument: dict[str, Any]) -> dict[str, Any]:

@@ -161,22 +161,24 @@ class WorkerServer:
             return protocol.error(rid, "internal_error", text or f"tool {name!r} failed")
         return protocol.ok(rid, body, int((time.perf_counter() - started) * 1000))
 
-    async def mcp_op(self, request: dict[str, Any]) -> dict[str, Any]:
-        """resources.read, prompts.get, completion.complete: MCP results from the bridge."""
+    async def mcp_op(self, request: dict[str, Any], send: Any = None) -> dict[str, Any]:
+        """resources.read, prompts.get, completion.complete: MCP results from the bridge. A prompt or a
+        resource that asks the client (`ctx.elicit()`, sampling, roots) is relayed as a Context tool is."""
         op, rid = request.get("op"), request.get("id")
+        relay = self.relay(rid, send, request.get("client"))
         try:
             if op == "resources.read":
                 uri = request.get("uri")
                 if not isinstance(uri, str) or not uri:
                     return protocol.error(rid, "invalid_arguments", "resources.read needs a 'uri' string")
-                return protocol.ok(rid, await self.bridge.read_resource(uri, **round_fields(request)))
+                return protocol.ok(rid, await self.bridge.read_resource(uri, relay, **round_fields(request)))
             if op == "prompts.get":
                 name, arguments = request.get("name"), request.get("arguments")
                 if not isinstance(name, str) or name not in self.loaded.prompts:
                     return protocol.error(rid, "not_found", f"no prompt named {name!r} in namespace {self.namespace!r}")
                 if arguments is not None and not isinstance(arguments, dict):
                     return protocol.error(rid, "invalid_arguments", "prompt arguments must be a JSON object of strings")
-                return protocol.ok(rid, await self.bridge.get_prompt(name, arguments, **round_fields(request)))
+                return protocol.ok(rid, await self.bridge.get_prompt(name, arguments, relay, **round_fields(request)))
             ref, argument = request.get("ref"), request.get("argument")
             if not isinstance(ref, dict) or not isinstance(argument, dict):
                 return protocol.error(
@@ -196,7 +198,7 @@ class WorkerServer:
         if op == "tools.call":
             return await self.call_tool(request, send)
         if op in ("resources.read", "prompts.get", "completion.complete"):
-            return await self.mcp_op(request)
+            return await self.mcp_op(request, send)
         if op == "tools.list":
             return protocol.ok(rid, {"tools": self.loaded.descriptors})
         if op == "tools.get_schema":

@@ -35,7 +35,7 @@ from mcp_types.methods import INPUT_REQUIRED_METHODS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter, ValidationError
 
-from tooldock.runtime.workerclient import round_fields
+from tooldock.runtime.workerclient import round_fields, round_relay
 from tooldock.worker.protocol import INPUT_REQUIRED
 
 ASK_PREFIX = "tooldock.ask."  # the inputRequests key of a recorded (imperative) question: tooldock.ask.<n>
@@ -131,8 +131,9 @@ def _input_required(requests: dict[str, Any], state: dict[str, Any]) -> dict[str
 class InputRounds:
     """Server middleware: input-required rounds for the methods that may answer `input_required`."""
 
-    def __init__(self, ask: Any) -> None:
+    def __init__(self, ask: Any, relay: Any) -> None:
         self._ask = ask  # (ctx, method, params) -> result: a question over a 2025-11-25 client's session
+        self._relay = relay  # (ctx, log level) -> McpRelay: who answers a prompt's or a resource's questions
 
     async def __call__(self, ctx: Any, call_next: Any) -> Any:
         if ctx.method not in INPUT_REQUIRED_METHODS:
@@ -165,9 +166,11 @@ class InputRounds:
 
         round_ = Round(answers)
         tokens = current.set(round_), round_fields.set(fields or None)
+        relayed = round_relay.set(self._relay(ctx, None) if ctx.method != "tools/call" else None)
         try:
             task = asyncio.ensure_future(call_next(replace(ctx, params=params)))
         finally:
+            round_relay.reset(relayed)
             round_fields.reset(tokens[1])
             current.reset(tokens[0])
         asked = asyncio.ensure_future(round_.asked.wait())
@@ -201,9 +204,11 @@ class InputRounds:
         fields: dict[str, Any] = {}
         for _ in range(MAX_LEGACY_ROUNDS):
             token = round_fields.set(fields or None)
+            relayed = round_relay.set(self._relay(ctx, None) if ctx.method != "tools/call" else None)
             try:
                 result = await call_next(ctx)
             finally:
+                round_relay.reset(relayed)
                 round_fields.reset(token)
             carried = _carried(result)
             if carried is None:
@@ -220,7 +225,7 @@ class InputRounds:
 
 def install(server: Any, settings: Any, namespace: str) -> None:
     """The SDK's request-state boundary (state.py), then the rounds inside it, on a namespace's server."""
-    from tooldock.runtime.mcp.relay import ask_client  # relay.py reads this module's `current`
+    from tooldock.runtime.mcp.relay import McpRelay, ask_client  # relay.py reads this module's `current`
     from tooldock.runtime.mcp.state import boundary
 
-    server.middleware.extend([boundary(settings, namespace), InputRounds(ask_client)])
+    server.middleware.extend([boundary(settings, namespace), InputRounds(ask_client, McpRelay)])
