@@ -474,3 +474,35 @@ def test_a_guard_that_asks_after_its_task_started_waits_in_the_task(gateway):
     assert parked.pending["color"]["method"] == "elicitation/create"
     assert done.status == "completed", done
     assert done.result["content"][0]["text"] == "painted blue (state asked-once)"  # the guard's own requestState
+
+
+@pytest.mark.parametrize(
+    "method, params, expected",
+    [
+        ("tasks/get", {}, "taskId"),
+        ("tasks/get", {"taskId": 7}, "taskId"),
+        ("tasks/get", {"taskId": ""}, "taskId"),
+        ("tasks/cancel", {"taskId": ["x"]}, "taskId"),
+        ("tasks/update", {"taskId": "t"}, "inputResponses"),
+        ("tasks/update", {"taskId": "t", "inputResponses": "yes"}, "inputResponses"),
+        ("tasks/update", {"taskId": "t", "inputResponses": {"k": 5}}, "inputResponses"),
+    ],
+)
+def test_malformed_task_requests_are_invalid_params(gateway, method, params, expected):
+    """Raw 2026-07-28 requests: every malformed `tasks/*` body is -32602 naming the field, never a 500."""
+    import httpx
+
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS: {}}},
+    }
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
+    headers = {**gateway.headers("jobs"), "Content-Type": "application/json",
+               "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28",
+               "Mcp-Method": method}
+    reply = httpx.post(gateway.url + "/mcp", json=body, headers=headers, timeout=30)
+    assert reply.status_code < 500, reply.text
+    text = reply.text
+    payload = json.loads(text[text.index("{"):text.rindex("}") + 1])  # JSON, or the one SSE data line
+    assert payload["error"]["code"] == -32602, payload
+    assert expected in json.dumps(payload["error"]) and "Traceback" not in text

@@ -30,7 +30,7 @@ from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, RequestParams
 from mcp_types.jsonrpc import HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, REQUEST_TIMEOUT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
 from tooldock.errors import (
     DependencyError,
@@ -59,6 +59,12 @@ _ANSWERS: dict[str, Any] = {
     "sampling/createMessage": types.CreateMessageResult,  # or CreateMessageResultWithTools
     "roots/list": types.ListRootsResult,
 }
+
+
+class AnyParams(RequestParams):
+    """What the SDK hands a `tasks/*` handler: anything; the handler checks it, to say exactly what is wrong."""
+
+    model_config = ConfigDict(extra="allow")
 
 
 class TaskParams(RequestParams):
@@ -162,15 +168,21 @@ class TasksExtension(Extension):
     def methods(self) -> Sequence[MethodBinding]:
         versions = frozenset(MODERN_PROTOCOL_VERSIONS)
         return (
-            MethodBinding("tasks/get", TaskParams, self.get, versions),
-            MethodBinding("tasks/update", UpdateParams, self.update, versions),
-            MethodBinding("tasks/cancel", TaskParams, self.cancel, versions),
+            MethodBinding("tasks/get", AnyParams, self.get, versions),
+            MethodBinding("tasks/update", AnyParams, self.update, versions),
+            MethodBinding("tasks/cancel", AnyParams, self.cancel, versions),
         )
 
-    def _task(self, ctx: Any, params: TaskParams) -> Task:
-        """The caller's task, after the checks every `tasks/*` method makes (SEP-2663, SEP-2243)."""
+    def _task(self, ctx: Any, raw: AnyParams, model: type[TaskParams] = TaskParams) -> tuple[Any, Task]:
+        """The params and the caller's task, after the checks every `tasks/*` method makes (SEP-2663, SEP-2243)."""
         if not declared(ctx):
             raise missing_extension(f"{ctx.method}")
+        try:
+            params = model.model_validate(raw.model_dump(by_alias=True), by_name=False)
+        except ValidationError as err:
+            problem = err.errors()[0]
+            where = ".".join(str(p) for p in problem["loc"]) or "params"
+            raise MCPError(types.INVALID_PARAMS, f"{ctx.method}: {where}: {problem['msg']}") from None
         headers = getattr(getattr(ctx, "request", None), "headers", None)
         name = headers.get(MCP_NAME_HEADER) if headers is not None else None
         if name is not None and decode_header_value(name) != params.task_id:
@@ -181,15 +193,15 @@ class TasksExtension(Extension):
             raise MCPError(
                 types.INVALID_PARAMS,
                 f"unknown task {params.task_id!r} in namespace {self.namespace!r}: never created here, "
-                f"created by another caller, or finished more than {self.store.ttl:g}s after it started",
+                f"created by another caller, or expired ({self.store.ttl:g}s after its creation)",
             )
-        return task
+        return params, task
 
-    async def get(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
-        return self._task(ctx, params).detailed()
+    async def get(self, ctx: Any, raw: AnyParams) -> dict[str, Any]:
+        return self._task(ctx, raw)[1].detailed()
 
-    async def update(self, ctx: Any, params: UpdateParams) -> dict[str, Any]:
-        task = self._task(ctx, params)
+    async def update(self, ctx: Any, raw: AnyParams) -> dict[str, Any]:
+        params, task = self._task(ctx, raw, UpdateParams)
         for key, response in params.input_responses.items():
             method = self.store.waiting_for(task, key)
             if method is None:
@@ -205,8 +217,8 @@ class TasksExtension(Extension):
         self.store.answer(task, params.input_responses)
         return {"resultType": "complete"}
 
-    async def cancel(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
-        self.store.cancel(self._task(ctx, params))
+    async def cancel(self, ctx: Any, raw: AnyParams) -> dict[str, Any]:
+        self.store.cancel(self._task(ctx, raw)[1])
         return {"resultType": "complete"}
 
     async def intercept_tool_call(self, params: types.CallToolRequestParams, ctx: Any, call_next: Any) -> Any:
