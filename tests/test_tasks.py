@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import time
 from pathlib import Path
@@ -506,3 +507,20 @@ def test_malformed_task_requests_are_invalid_params(gateway, method, params, exp
     payload = json.loads(text[text.index("{"):text.rindex("}") + 1])  # JSON, or the one SSE data line
     assert payload["error"]["code"] == -32602, payload
     assert expected in json.dumps(payload["error"]) and "Traceback" not in text
+
+
+def test_tooldock_yaml_tasks_key_is_checked_and_kept_in_image_labels():
+    from tooldock.namespace.config import ConfigError, config_to_dict, parse_config
+
+    config = parse_config({"tasks": {"optional": ["report_*"], "required": ["rebuild"]}})
+    assert config.tasks_optional == ("report_*",) and config.tasks_required == ("rebuild",)
+    assert parse_config(config_to_dict(config)) == config  # the io.tooldock.config label round-trips
+    assert parse_config({"tasks": ["a_*"]}).tasks_optional == ("a_*",)  # a list: optional
+    for bad, says in (
+        ({"tasks": "all"}, "'tasks' must be a mapping like {optional:"),
+        ({"tasks": {"sometimes": ["x"]}}, "'tasks' must be a mapping"),
+        ({"tasks": {"required": "x"}}, "'tasks.required' must be a list of tool-name globs"),
+        ({"tasks": {"optional": [""]}}, "'tasks.optional' must be a list of tool-name globs"),
+    ):
+        with pytest.raises(ConfigError, match=re.escape(says)):
+            parse_config(bad)
