@@ -4,6 +4,7 @@ the gateway serving tests/fixtures/tasks/jobs, each run on its own (`--scenario 
 The suite is the one pinned in tests/conformance (package.json + lock, installed once per lock); the CLI
 cannot send headers, so it talks to the loopback proxy that adds the bearer token (tests/conformance/proxy.py).
 In `--requirements 2026-07-28` these scenarios run unscored (reason: extension); here every check counts.
+FastMCP 4.1.2 serving the same files (tests/conformance/serve_fastmcp.py) is the peer, measured in the same test.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from conftest import npm_install
 
 SUITE = Path(__file__).parent / "conformance"
 FIXTURE = Path(__file__).parent / "fixtures" / "tasks"
+TASKS = "io.modelcontextprotocol/tasks"
 
 
 @pytest.fixture(scope="module")
@@ -89,3 +91,10 @@ def test_tasks_extension_scenarios_pass_through_the_gateway(suite, proxied, tmp_
     assert len(passing) >= 9 and skipped == ["tasks-status-notifications"], (passing, skipped)
     print(f"\ntasks scenarios through the gateway: {len(passing)}/{len(scenarios)} pass, skipped by the suite "
           f"{skipped}; checks {counts}")
+
+    # The peer, in the same run: FastMCP 4.1.2 serving the same files cannot start at all, since a
+    # `task=True` tool needs a tasks extension it does not have (the separate fastmcp-tasks package).
+    peer = subprocess.run([sys.executable, str(SUITE / "serve_fastmcp.py"), "0", "--fixture", str(FIXTURE / "jobs")],
+                          capture_output=True, text=True, timeout=120)
+    assert peer.returncode != 0 and f"no extension with identifier '{TASKS}'" in peer.stderr, peer.stderr[-2000:]
+    print(f"tasks scenarios, FastMCP alone: 0/{len(scenarios)} (it stops at start-up: no tasks extension)")
