@@ -48,6 +48,12 @@ def origin_refused(scope: Scope, allowed: tuple[str, ...]) -> Response | None:
     return _error(403, -32600, f"Origin {origin!r} is not allowed (MCP_ALLOWED_ORIGINS)")
 
 
+def trim_mcp_headers(scope: Scope) -> None:
+    """RFC 9110 5.5: whitespace around a field value is not part of it. The HTTP parser keeps it, and the
+    SDK compares `Mcp-Method`, `Mcp-Name` and `Mcp-Param-*` with the body as sent (SEP-2243)."""
+    scope["headers"] = [(k, v.strip(b" \t")) if k.startswith(b"mcp-") else (k, v) for k, v in scope["headers"]]
+
+
 def precheck(scope: Scope, allowed_origins: tuple[str, ...] = ()) -> Response | None:
     """The response to send instead of passing the request to the SDK, or None."""
     refused = origin_refused(scope, allowed_origins)
@@ -55,6 +61,7 @@ def precheck(scope: Scope, allowed_origins: tuple[str, ...] = ()) -> Response | 
         return refused
     method = scope["method"]
     if method == "POST":
+        trim_mcp_headers(scope)
         content_type = (header(scope, b"content-type") or "").split(";")[0].strip().lower()
         if content_type != "application/json":
             return _error(415, -32600, f"Content-Type must be application/json, got {content_type or 'none'!r}")
