@@ -524,3 +524,48 @@ def test_tooldock_yaml_tasks_key_is_checked_and_kept_in_image_labels():
     ):
         with pytest.raises(ConfigError, match=re.escape(says)):
             parse_config(bad)
+
+
+def listen_for(gateway, filter_: dict[str, Any], until: Any, timeout: float = 20) -> list[dict[str, Any]]:
+    """Open a 2026-07-28 `subscriptions/listen` stream over raw HTTP; the messages until `until(message)`."""
+    import httpx
+
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS: {}}},
+    }
+    body = {"jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen",
+            "params": {"notifications": filter_, "_meta": meta}}
+    headers = {**gateway.headers("jobs"), "Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "subscriptions/listen"}
+    seen: list[dict[str, Any]] = []
+    deadline = time.monotonic() + timeout
+    with httpx.stream("POST", gateway.url + "/mcp", json=body, headers=headers, timeout=timeout) as reply:
+        assert reply.status_code == 200, reply.read()
+        for line in reply.iter_lines():
+            if line.startswith("data:") and line[5:].strip():
+                seen.append(json.loads(line[5:]))
+                if until(seen[-1]):
+                    break
+            assert time.monotonic() < deadline, seen
+    return seen
+
+
+def test_status_notifications_ride_a_listen_stream_that_names_the_task(gateway):
+    async def start(s: Session) -> str:
+        return (await s.start("slow_compute", seconds=1.5, label="watched")).task_id
+
+    task_id = run(gateway, start)
+    seen = listen_for(gateway, {"taskIds": [task_id, "not-mine"], "toolsListChanged": True},
+                      lambda m: m.get("params", {}).get("status") == "completed")
+    ack, *updates = seen
+    assert ack["method"] == "notifications/subscriptions/acknowledged"
+    assert ack["params"]["notifications"] == {"toolsListChanged": True, "taskIds": [task_id, "not-mine"]}
+    assert [u["method"] for u in updates] == ["notifications/tasks"] * len(updates)
+    assert updates[0]["params"]["status"] == "working" and updates[0]["params"]["taskId"] == task_id
+    done = updates[-1]["params"]
+    assert done["result"]["content"][0]["text"] == "computed watched after 1.5s"
+    assert done["_meta"]["io.modelcontextprotocol/subscriptionId"] == 9
+    # Subscribing after the end still tells the final state (sent right after the acknowledgement).
+    late = listen_for(gateway, {"taskIds": [task_id]}, lambda m: m["method"] == "notifications/tasks")
+    assert late[-1]["params"]["status"] == "completed"

@@ -302,7 +302,7 @@ class McpHub:
                 assert self.engine is not None, "a hub without an engine needs a `servers` factory"
                 seen = self.lean.seen if self.lean is not None else (lambda ctx: None)
                 server = self._servers[namespace] = _server_for(namespace, self.engine, sessions, bus, seen)
-                install_tasks(server, TasksExtension(namespace, self.engine, session_key))  # runtime/mcp/tasks.py
+                install_tasks(server, TasksExtension(namespace, self.engine, session_key, bus))  # mcp/tasks.py
                 inputreq.install(server, self.settings, namespace)  # requestState, input_required rounds
         return self._servers[namespace]
 

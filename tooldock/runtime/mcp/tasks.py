@@ -44,6 +44,7 @@ from tooldock.runtime import jsonin, requestid
 from tooldock.runtime.access import key_of_request
 from tooldock.runtime.engine import Engine
 from tooldock.runtime.mcp.caller import calling
+from tooldock.runtime.mcp.tasklisten import TaskListen
 from tooldock.runtime.mcp.taskstore import Task, TaskStore, TooManyTasks
 from tooldock.runtime.workerclient import round_fields
 from tooldock.worker.protocol import INPUT_REQUIRED
@@ -159,8 +160,9 @@ class TaskRelay:
 class TasksExtension(Extension):
     identifier = TASKS
 
-    def __init__(self, namespace: str, engine: Engine, session_key: Callable[[Any], Any]) -> None:
+    def __init__(self, namespace: str, engine: Engine, session_key: Callable[[Any], Any], bus: Any = None) -> None:
         self.namespace, self.engine, self.session_key = namespace, engine, session_key
+        self.bus = bus  # the namespace's subscriptions/listen bus: status notifications ride its streams
         settings = engine.settings
         self.store = TaskStore(settings.task_ttl, settings.max_tasks)
         self._runners: set[asyncio.Task[None]] = set()
@@ -326,7 +328,16 @@ def install_tasks(server: Any, extension: TasksExtension) -> None:
         server.add_request_handler(method.method, method.params_type, _gated(method))
     call = server.get_request_handler("tools/call")
     server.add_request_handler("tools/call", call.params_type, compose_tool_call_handler([extension], call.handler))
+    listen = server.get_request_handler("subscriptions/listen")
+    if listen is not None and extension.bus is not None:  # `taskIds` in a listen filter: tasklisten.py
+        served = TaskListen(listen.handler, extension.bus, extension.store, declared, _owner)
+        server.add_request_handler("subscriptions/listen", listen.params_type, served)
     server.extensions[extension.identifier] = extension.settings()
+
+
+def _owner(ctx: Any) -> str | None:
+    key = key_of_request(getattr(ctx, "request", None))
+    return key.id if key is not None else None
 
 
 def _gated(method: MethodBinding) -> Any:

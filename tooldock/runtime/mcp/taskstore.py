@@ -87,6 +87,7 @@ class TaskStore:
         self.ttl, self.max_tasks, self._clock = ttl, max_tasks, clock
         self._tasks: dict[str, Task] = {}
         self._input_ids = itertools.count(1)
+        self.listeners: set[Callable[[Task], None]] = set()  # told of every status change (tasklisten.py)
 
     def __len__(self) -> int:
         return len(self._tasks)
@@ -119,6 +120,8 @@ class TaskStore:
         task.status, task.updated = status, self._clock()
         if status == "input_required":
             task.parked.set()
+        for listener in list(self.listeners):
+            listener(task)
 
     def discard(self, task: Task) -> None:
         """Forget a task no client was told about (its tool answered before it became one)."""
