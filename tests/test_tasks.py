@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import shutil
 import time
@@ -569,3 +570,50 @@ def test_status_notifications_ride_a_listen_stream_that_names_the_task(gateway):
     # Subscribing after the end still tells the final state (sent right after the acknowledgement).
     late = listen_for(gateway, {"taskIds": [task_id]}, lambda m: m["method"] == "notifications/tasks")
     assert late[-1]["params"]["status"] == "completed"
+
+
+def test_fuzzed_task_requests_never_fail_the_gateway(gateway):
+    """Hypothesis over the extension's surface (2026-07-28): tasks/get, tasks/update, tasks/cancel, tools/call of
+    task tools, with odd params, capabilities and Mcp-Name headers: never a 5xx or a traceback, and the gateway
+    serves afterwards."""
+    import httpx
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    values = st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=12),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+        max_leaves=8,
+    )
+    params = st.fixed_dictionaries(
+        {},
+        optional={
+            "taskId": values, "inputResponses": values, "name": st.sampled_from(["slow_compute", "failing_job", "x"]),
+            "arguments": st.dictionaries(st.sampled_from(["seconds", "label"]), values, max_size=2),
+        },
+    )
+    caps = st.sampled_from([{}, {"extensions": {TASKS: {}}}, {"extensions": {TASKS: "x"}}, {"extensions": []}])
+    method = st.sampled_from(["tasks/get", "tasks/update", "tasks/cancel", "tasks/list", "tools/call"])
+    client = httpx.Client(timeout=30)
+
+    @settings(max_examples=int(os.environ.get("TOOLDOCK_TASK_FUZZ_EXAMPLES", "300")), deadline=None,
+              database=None, suppress_health_check=list(HealthCheck))
+    @given(method=method, params=params, caps=caps, name=st.none() | st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), max_size=8))
+    def probe(method, params, caps, name):
+        meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": caps}
+        if method == "tools/call" and "arguments" in params:
+            params["arguments"]["seconds"] = 0  # never leave long tasks behind
+        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
+        headers = {**gateway.headers("jobs"), "Accept": "application/json, text/event-stream",
+                   "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method}
+        if name is not None:
+            headers["Mcp-Name"] = name
+        reply = client.post(gateway.url + "/mcp", json=body, headers=headers)
+        assert reply.status_code < 500 and "Traceback" not in reply.text, (body, reply.status_code, reply.text)
+
+    try:
+        probe()
+    finally:
+        client.close()
+    assert gateway.call("jobs", "greet", name="still here").json() == {"result": "Hello, still here!"}
