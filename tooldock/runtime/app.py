@@ -16,7 +16,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 import tooldock
 from tooldock.errors import BadRequest, ToolDockError
@@ -29,6 +29,7 @@ from tooldock.runtime.http.auth import BearerAuth
 from tooldock.runtime.http.cors import with_cors
 from tooldock.runtime.http.docs import DocsPages
 from tooldock.runtime.http.edge import RequestEdge
+from tooldock.runtime.http.hotrest import RestCall
 from tooldock.runtime.http.metrics import MetricsEndpoint
 from tooldock.runtime.http.responses import error_response
 from tooldock.runtime.http.rest import create_router
@@ -59,6 +60,37 @@ class NamespacedEndpoint:
             await error_response(err)(scope, receive, send)
             return
         await self.handler(entry.source.name, scope, receive, send)
+
+
+class HotRoutes:
+    """The busiest routes, matched before FastAPI: `/mcp` and `/ns/{namespace}/mcp` (the MCP transport uses
+    none of FastAPI's routing, dependency or exception layers, which cost about a fifth of a lean MCP call)
+    and, with `rest`, `POST /tools/{name}` (runtime.http.hotrest). Other methods and paths go on to FastAPI,
+    which lists these routes too (its 405 answers, its OpenAPI document)."""
+
+    def __init__(self, app: ASGIApp, mcp: NamespacedEndpoint, rest: RestCall | None) -> None:
+        self.app, self.mcp, self.rest = app, mcp, rest
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] in ("GET", "POST", "DELETE"):
+            path, root = scope["path"], scope.get("root_path") or ""
+            if root and path.startswith(root):
+                path = path[len(root) :]
+            namespace = None
+            if path.startswith("/ns/"):
+                namespace, _, rest = path[4:].partition("/")
+                path = "/" + rest
+            if path == "/mcp" and namespace != "":
+                if namespace is not None:
+                    scope["path_params"] = {"namespace": namespace}
+                await self.mcp(scope, receive, send)
+                return
+            if self.rest is not None and scope["method"] == "POST" and path.startswith("/tools/") and namespace != "":
+                name = path[7:]
+                if name and name != "call" and "/" not in name:
+                    await self.rest(scope, receive, send, namespace, name)
+                    return
+        await self.app(scope, receive, send)
 
 
 def _install_sighup(registry: Registry) -> None:
@@ -159,7 +191,7 @@ def create_app(
     secrets: SecretMap | None = None,
     keys: KeyStore | None = None,
     relay: RelayConfig | None = None,
-) -> FastAPI:
+) -> ASGIApp:
     """`keys`: the API key store (default: TOOLDOCK_KEYS_DIR's); `relay`: the relay socket's settings (default:
     from the environment)."""
     keys = keys or KeyStore.from_env()
@@ -243,11 +275,13 @@ def create_app(
             app.router.routes.append(
                 Route(f"{prefix}{MESSAGES_PATH}", endpoint=NamespacedEndpoint(engine, legacy.message), methods=["POST"])
             )
-    app.add_middleware(BearerAuth, token=settings.bearer_token, keys=keys)
-    app.add_middleware(DocsPages)  # the Swagger UI pages load without a token (the documents need it)
-    app.add_middleware(with_cors, origins=settings.cors_origins)  # preflights are answered before auth
-    app.add_middleware(
-        MetricsEndpoint, metrics=metrics, token=settings.bearer_token, metrics_token=settings.metrics_token
-    )
-    app.add_middleware(RequestEdge)  # outermost: request ids, disconnects, no traceback to a client
-    return app
+    # The middlewares wrap FastAPI from outside (not `add_middleware`, which nests them inside its exception
+    # layers), so the MCP endpoint can be reached past FastAPI's routing (HotRoutes); RequestEdge answers
+    # any failure. Outermost first: request ids, /metrics, CORS preflights, docs pages, auth.
+    rest = RestCall(engine, settings.max_body_bytes) if settings.lean_rest else None
+    front: ASGIApp = HotRoutes(app, NamespacedEndpoint(engine, hub.handle), rest)
+    front = BearerAuth(front, token=settings.bearer_token, keys=keys)
+    front = DocsPages(front)  # the Swagger UI pages load without a token (the documents need it)
+    front = with_cors(front, origins=settings.cors_origins)  # preflights are answered before auth
+    front = MetricsEndpoint(front, metrics=metrics, token=settings.bearer_token, metrics_token=settings.metrics_token)
+    return RequestEdge(front)

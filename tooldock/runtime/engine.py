@@ -16,7 +16,7 @@ import re
 import time
 import weakref
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from tooldock.errors import (
     ExecutionTimeout,
@@ -40,6 +40,18 @@ from tooldock.runtime.observe import AuditLog, Metrics, current_call, tracing
 from tooldock.runtime.registry import NamespaceEntry, Registry
 from tooldock.runtime.settings import Settings
 from tooldock.upstream.catalog import ACTIVATE
+
+_VIEWS: dict[type, bool] = {}
+
+
+def session_views(worker: Any) -> SessionViews | None:
+    """The worker as SessionViews (upstream namespaces), else None. A runtime-checkable Protocol's isinstance
+    inspects every member on each call (a few percent of a REST call); the answer is the same per class."""
+    kind = type(worker)
+    found = _VIEWS.get(kind)
+    if found is None:
+        found = _VIEWS[kind] = isinstance(worker, SessionViews)
+    return cast(SessionViews, worker) if found else None
 
 
 class Engine:
@@ -95,14 +107,14 @@ class Engine:
     def list_tools(self, namespace: str | None, session: Any = None, key: ApiKey | None = None) -> list[dict[str, Any]]:
         """The tools a caller sees. `session` (an MCP session, or None) matters for upstream namespaces only."""
         entry = self.namespace(namespace, key)
-        if isinstance(entry.worker, SessionViews):
-            return self.visible(entry.source.name, entry.worker.tools_for(session), key)
+        if (views := session_views(entry.worker)) is not None:
+            return self.visible(entry.source.name, views.tools_for(session), key)
         return self.visible(entry.source.name, entry.tools, key)
 
     def surface(self, namespace: str | None, kind: str, session: Any = None) -> list[dict[str, Any]]:
         entry = self.namespace(namespace)
-        if isinstance(entry.worker, SessionViews):
-            return entry.worker.surface_view(session).get(kind, [])
+        if (views := session_views(entry.worker)) is not None:
+            return views.surface_view(session).get(kind, [])
         return entry.surface(kind)
 
     def get_tool(
@@ -110,9 +122,9 @@ class Engine:
     ) -> dict[str, Any]:
         entry = self.namespace(namespace, key)
         name, key = entry.source.name, restricted(key)
-        if isinstance(entry.worker, SessionViews):
+        if (views := session_views(entry.worker)) is not None:
             try:
-                found = entry.worker.tool_for(tool, session)
+                found = views.tool_for(tool, session)
             except ToolNotFound:
                 if key is None:
                     raise
@@ -188,7 +200,7 @@ class Engine:
             entry = self.namespace(namespace, key)
             if entry.worker is None:
                 raise NotFound(f"namespace {entry.source.name!r} has no tools, resources or prompts")
-            if isinstance(entry.worker, SessionViews):
+            if session_views(entry.worker) is not None:
                 fields["session"] = session
             self._admit(entry, key)
             return await self._run(entry, op, lambda worker: worker.request(op, **fields))

@@ -161,6 +161,7 @@ class Settings:
     restart_backoff: float = 0.5
     fork_workers: bool = True  # process backend: fork workers from a warm interpreter per environment
     lean_mcp: bool = True  # MCP tools/call of plain tools, tools/list and ping answered without the SDK's machinery
+    lean_rest: bool = True  # POST /tools/{name} answered before FastAPI's routing and layers
     socket_dir: Path | None = None  # docker backend: where worker containers' sockets live on the host
     dns_rebinding_protection: bool = True
     enable_legacy_mcp: bool = True
@@ -208,6 +209,7 @@ class Settings:
             restart_backoff=env_number(env, "TOOLDOCK_RESTART_BACKOFF", 0.5),
             fork_workers=env_bool(env, "TOOLDOCK_FORK_WORKERS", True),
             lean_mcp=env_bool(env, "TOOLDOCK_LEAN_MCP", True),
+            lean_rest=env_bool(env, "TOOLDOCK_LEAN_REST", True),
             socket_dir=Path(env["TOOLDOCK_SOCKET_DIR"]).expanduser().absolute()
             if env.get("TOOLDOCK_SOCKET_DIR")
             else None,

@@ -217,10 +217,25 @@ class WorkerServer:
         lock = asyncio.Lock()
         conn = id(writer)
 
+        outbox: list[bytes] = []  # what this event-loop turn sends: one write for many replies under load
+
+        def flush() -> None:
+            data = b"".join(outbox)
+            outbox.clear()
+            if data and not writer.is_closing():
+                writer.write(data)
+
         async def send(message: dict[str, Any]) -> None:
-            async with lock:  # secret values never leave the worker, in results, errors or events alike
-                writer.write(protocol.encode(self.masker.scrub(message)))
-                await writer.drain()
+            # secret values never leave the worker, in results, errors or events alike
+            data = protocol.encode(self.masker.scrub(message))
+            if writer.is_closing():
+                raise ConnectionResetError("the gateway closed the connection")
+            if not outbox:
+                asyncio.get_running_loop().call_soon(flush)
+            outbox.append(data)
+            if writer.transport.get_write_buffer_size() > protocol.MAX_LINE_BYTES:  # the gateway is not reading
+                async with lock:
+                    await writer.drain()
 
         async def run(request: dict[str, Any]) -> None:
             try:
