@@ -366,6 +366,14 @@ def test_a_task_past_the_namespace_timeout_fails(make_gateway, tmp_path):
     assert done.status == "failed" and done.result is None
     assert done.error["code"] == -32001 and "did not finish within 2s" in done.error["message"]
 
+    async def crash(s: Session) -> Any:  # a worker that dies under a task: failed, not a tool error
+        created = await s.start("crash_job")
+        return await s.until(created.task_id, timeout=15)
+
+    crashed = run(gw, crash)
+    assert crashed.status == "failed" and crashed.result is None, crashed
+    assert crashed.error["code"] == -32603 and crashed.error["data"]["code"] == "internal_error", crashed.error
+
 
 def test_removed_methods_and_older_protocol_versions_get_method_not_found(gateway):
     from mcp.shared.exceptions import MCPError
@@ -617,3 +625,18 @@ def test_fuzzed_task_requests_never_fail_the_gateway(gateway):
     finally:
         client.close()
     assert gateway.call("jobs", "greet", name="still here").json() == {"result": "Hello, still here!"}
+
+
+def test_a_context_tools_progress_is_the_tasks_status_message(gateway):
+    async def body(s: Session) -> Any:
+        created = await s.start("progress_job", steps=3)
+        messages = []
+        while (found := await s.get(created.task_id)).status == "working":
+            if found.status_message and found.status_message not in messages:
+                messages.append(found.status_message)
+            await asyncio.sleep(0.1)
+        return messages, found
+
+    messages, done = run(gateway, body)
+    assert done.status == "completed" and done.result["content"][0]["text"] == "3 steps"
+    assert messages and set(messages) <= {"1/3 step 1", "2/3 step 2", "3/3 step 3"}, messages
