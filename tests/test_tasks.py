@@ -240,9 +240,14 @@ def test_tool_errors_complete_with_is_error_and_protocol_errors_fail(gateway):
     async def body(s: Session) -> Any:
         failing = await s.start("failing_job")
         broken = await s.start("protocol_error_job")
-        return await s.until(failing.task_id), await s.until(broken.task_id)
+        bad = await s.start("slow_compute", seconds="soon")  # the tool's schema refuses it, in the worker
+        asking = await s.start("confirm_delete", filename=["not", "a", "string"])  # a Context tool's, too
+        done = [await s.until(t.task_id) for t in (failing, broken, bad, asking)]
+        return done
 
-    failing, broken = run(gateway, body)
+    failing, broken, bad, asking = run(gateway, body)
+    for refused in (bad, asking):  # bad arguments: the tool's error result, as a plain call answers
+        assert refused.status == "completed" and refused.result["isError"] is True, refused
     assert failing.status == "completed" and failing.result["isError"] is True
     assert "the job found nothing to do" in failing.result["content"][0]["text"]
     assert broken.status == "failed" and broken.result is None
