@@ -353,11 +353,11 @@ def test_unknown_and_foreign_task_ids_are_clear_errors(gateway):
     assert "unknown task 'no-such-task' in namespace 'jobs'" in errors[0].message
 
 
-def test_a_task_past_the_namespace_timeout_fails(make_gateway, tmp_path):
+def test_a_task_is_bounded_by_the_namespace_limits(make_gateway, tmp_path):
     tools = tmp_path / "src"
     shutil.copytree(FIXTURE, tools, ignore=shutil.ignore_patterns("__pycache__"))
     config = tools / "jobs" / "tooldock.yaml"
-    config.write_text(config.read_text().replace("timeout: 30", "timeout: 2"))
+    config.write_text(config.read_text().replace("timeout: 30", "timeout: 2\n  concurrency: 1"))
     gw = make_gateway(tools, env={"MCP_TASK_TTL_SECONDS": "120"})
 
     async def body(s: Session) -> Any:
@@ -370,6 +370,21 @@ def test_a_task_past_the_namespace_timeout_fails(make_gateway, tmp_path):
     assert created.ttl_ms == 120_000
     assert done.status == "failed" and done.result is None
     assert done.error["code"] == -32001 and "did not finish within 2s" in done.error["message"]
+
+    async def two(s: Session) -> Any:  # limits.concurrency: 1 holds the second task until the first is done
+        first = await s.start("slow_compute", seconds=0.8, label="first")
+        second = await s.start("slow_compute", seconds=0.8, label="second")
+        ended: dict[str, float] = {}
+        while len(ended) < 2:
+            for task in (first, second):
+                if task.task_id not in ended and (await s.get(task.task_id)).status in TERMINAL:
+                    ended[task.task_id] = time.monotonic()
+            await asyncio.sleep(0.05)
+        return [(await s.get(t.task_id)).status for t in (first, second)], abs(ended[second.task_id] -
+                                                                                ended[first.task_id])
+
+    statuses, apart = run(gw, two)
+    assert statuses == ["completed", "completed"] and apart >= 0.6, (statuses, apart)
 
     async def crash(s: Session) -> Any:  # a worker that dies under a task: failed, not a tool error
         created = await s.start("crash_job")
