@@ -123,6 +123,27 @@ def test_an_imperative_tool_asks_a_2026_client_through_input_required_rounds(gat
     assert calls.count("tools/call") == 4  # three questions, then the answer
 
 
+def test_questions_asked_together_go_in_one_round_and_repeated_ones_get_their_own_answers(gateway):
+    class Numbers(Answers):
+        async def elicit(self, context, params):
+            self.asked.append("elicitation")
+            value = str(len(self.asked)) if params.message == "Pick a number" else "Ada"
+            return types.ElicitResult(action="accept", content={"value": value})
+
+    answers, calls = Numbers(), []
+
+    async def body(client):
+        first = await client.session.call_tool("pair", {}, allow_input_required=True)
+        return first, await client.call_tool("pair", {}), await client.call_tool("twice", {})
+
+    first, pair, twice = run_client(gateway, body, calls=calls, **answers.callbacks())
+    assert isinstance(first, types.InputRequiredResult)
+    assert sorted(r.method for r in first.input_requests.values()) == ["elicitation/create", "sampling/createMessage"]
+    assert pair.content[0].text == "Ada goes to the old bridge"
+    assert twice.content[0].text == "3 then 4"  # "Ada" was the 1st elicitation, the sampling the 2nd ask
+    assert calls.count("tools/call") == 1 + 2 + 3
+
+
 def test_the_same_tool_still_asks_a_2025_client_over_its_session(gateway):
     answers = Answers("Grace")
 

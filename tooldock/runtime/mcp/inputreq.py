@@ -9,12 +9,14 @@ both ways a tool can ask:
 * a guard (fastmcp's pattern) returns an `InputRequiredResult` and reads `ctx.input_responses` /
   `ctx.request_state` on the next round. The worker hands the result over in `_meta` (worker/guard.py);
   here it becomes the `input_required` answer, with the guard's own `requestState` kept inside ours.
-* an imperative tool awaits `ctx.elicit()`, `ctx.sample()` or `ctx.list_roots()`. Its question reaches
-  the gateway's relay, which answers from the answers recorded in `requestState`, in order; the first
-  question without an answer stops the call (the worker is told to cancel it) and becomes the
-  `input_required` answer under the key `tooldock.ask.<n>`. The retry runs the tool again from the start
-  with one more recorded answer: a tool that asks N questions runs N + 1 times, and what it does before a
-  question is done again on every round (put side effects after the questions).
+* an imperative tool awaits `ctx.elicit()`, sampling or roots/list. Its question reaches the gateway's
+  relay, which answers it from the answers recorded in `requestState` for that same question (method and
+  parameters; the same question asked twice takes the recorded answers in turn). A question with no
+  answer yet stops the call once the tool's questions in flight have arrived (those asked together, as
+  with `asyncio.gather`, go in one round), the worker is told to cancel it, and the questions become the
+  `input_required` answer under the keys `tooldock.ask.<n>`. The retry runs the tool again from the start
+  with the new answers recorded: what a tool does before a question is done again on every round (put
+  side effects after the questions).
 
 For a 2025-11-25 client imperative questions go over its session as before (relay.py), and a guard's
 `input_required` is answered by asking that client over its session, then running the next round here.
@@ -25,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import hashlib
 import json
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -42,6 +45,7 @@ ASK_PREFIX = "tooldock.ask."  # the inputRequests key of a recorded (imperative)
 MAX_ANSWERS = 50  # questions one request may ask before it is refused
 MAX_STATE_BYTES = 512 * 1024  # the plaintext requestState (recorded answers) of one request
 MAX_LEGACY_ROUNDS = 20  # guard rounds run for a 2025-11-25 client before giving up
+GATHER_QUIET, GATHER_MAX = 0.05, 0.5  # seconds: a round takes the questions asked until none came for QUIET
 RESULTS: dict[str, Any] = {  # what answers each question, to validate inputResponses
     "elicitation/create": types.ElicitResult,
     "sampling/createMessage": types.CreateMessageResult | types.CreateMessageResultWithTools,
@@ -49,25 +53,35 @@ RESULTS: dict[str, Any] = {  # what answers each question, to validate inputResp
 }
 
 
+def digest(method: str, params: dict[str, Any]) -> str:
+    """Which question this is: its method and parameters (an answer is only ever given to the same one)."""
+    text = json.dumps({"method": method, "params": params or {}}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
 @dataclass
 class Round:
-    """One 2026-07-28 request's imperative questions: the recorded answers, and the first one missing."""
+    """One 2026-07-28 request's imperative questions: the recorded answers, and the questions still open."""
 
-    answers: list[dict[str, Any]] = field(default_factory=list)
-    cursor: int = 0
-    needed: dict[str, Any] | None = None
+    answers: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # by question digest, in turn
+    used: dict[str, int] = field(default_factory=dict)
+    needed: dict[str, dict[str, Any]] = field(default_factory=dict)  # key -> the request to send the client
+    open: dict[str, list[str]] = field(default_factory=dict)  # key -> [method, digest], kept in requestState
     asked: asyncio.Event = field(default_factory=asyncio.Event)
     over: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """The recorded answer to the call's next question, or (none yet) stop the call to ask the client."""
-        index, self.cursor = self.cursor, self.cursor + 1
-        if index < len(self.answers) and self.answers[index]["method"] == method and self.needed is None:
-            return dict(self.answers[index]["result"])
-        if self.needed is None:
-            del self.answers[index:]  # the tool asked something else this time: what followed no longer applies
-            self.needed = {"method": method, **({"params": params} if params else {})}
-            self.asked.set()
+        """The recorded answer to this question, or (none yet) hold it for the client; the call is stopped."""
+        question = digest(method, params)
+        turn = self.used.get(question, 0)
+        self.used[question] = turn + 1
+        recorded = self.answers.get(question, [])
+        if turn < len(recorded):
+            return dict(recorded[turn])
+        key = f"{ASK_PREFIX}{len(self.needed)}"
+        self.needed[key] = {"method": method, **({"params": params} if params else {})}
+        self.open[key] = [method, question]
+        self.asked.set()
         await self.over.wait()  # the call is being cancelled
         raise MCPError(types.INVALID_REQUEST, "the client is being asked; the call runs again on its retry")
 
@@ -87,7 +101,7 @@ def _state_of(plain: Any) -> dict[str, Any]:
         state = json.loads(plain) if isinstance(plain, str) else None
     except ValueError:
         state = None
-    if not isinstance(state, dict) or state.get("v") != 1 or not isinstance(state.get("answers", []), list):
+    if not isinstance(state, dict) or state.get("v") != 2 or not isinstance(state.get("answers", {}), dict):
         raise _invalid("Invalid or expired requestState")
     return state
 
@@ -99,7 +113,8 @@ def _answer(key: str, method: str, response: Any) -> dict[str, Any]:
         raise _invalid(f"inputResponses[{key!r}] is not a valid {method} result: {err.errors()[0]['msg']}") from None
     if model is None:
         raise _invalid(f"inputResponses[{key!r}] answers an unknown request")
-    return {"method": method, "result": model.model_dump(mode="json", by_alias=True, exclude_none=True)}
+    result: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return result
 
 
 def _carried(result: Any) -> dict[str, Any] | None:
@@ -146,11 +161,11 @@ class InputRounds:
             raise _invalid("inputResponses must be an object of input request keys to the client's results")
         responses = responses or {}
         state = _state_of(params.pop("requestState", None))
-        answers = list(state.get("answers", []))
-        key = f"{ASK_PREFIX}{len(answers)}"
-        if isinstance(state.get("ask"), str) and key in responses:
-            answers.append(_answer(key, state["ask"], responses[key]))
-        if len(answers) > MAX_ANSWERS:
+        answers = {question: list(given) for question, given in state.get("answers", {}).items()}
+        for key, (method, question) in sorted((state.get("open") or {}).items()):
+            if key in responses:
+                answers.setdefault(question, []).append(_answer(key, method, responses[key]))
+        if sum(len(given) for given in answers.values()) > MAX_ANSWERS:
             raise MCPError(types.INVALID_REQUEST, f"a request may ask the client at most {MAX_ANSWERS} questions")
         guard = {k: v for k, v in responses.items() if not k.startswith(ASK_PREFIX)}
         for name, value in guard.items():
@@ -176,18 +191,21 @@ class InputRounds:
         asked = asyncio.ensure_future(round_.asked.wait())
         try:
             await asyncio.wait({task, asked}, return_when=asyncio.FIRST_COMPLETED)
-        finally:  # the call first (the worker is told to cancel the tool), then the question still waiting
+            deadline, seen = asyncio.get_running_loop().time() + GATHER_MAX, 0
+            while round_.needed and len(round_.needed) != seen and asyncio.get_running_loop().time() < deadline:
+                seen = len(round_.needed)  # the tool's other questions in flight join this round
+                await asyncio.wait({task}, timeout=GATHER_QUIET)
+        finally:  # the call first (the worker is told to cancel the tool), then the questions still waiting
             asked.cancel()
             if not task.done():
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
             round_.over.set()
-        kept = {"v": 1, "answers": round_.answers}
-        if round_.needed is not None:  # an imperative question without an answer: ask the client
-            ask = {"ask": round_.needed["method"], "guard": state.get("guard"), "held": guard or None}
-            key = f"{ASK_PREFIX}{len(round_.answers)}"
-            return _input_required({key: round_.needed}, {**kept, **{k: v for k, v in ask.items() if v}})
+        kept: dict[str, Any] = {"v": 2, "answers": round_.answers}
+        if round_.needed:  # imperative questions without an answer: ask the client
+            more = {"open": round_.open, "guard": state.get("guard"), "held": guard or None}
+            return _input_required(round_.needed, {**kept, **{k: v for k, v in more.items() if v}})
         result = task.result()
         refused = _capability_error(ctx, result)
         if refused is not None:
