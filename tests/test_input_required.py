@@ -207,6 +207,24 @@ def test_prompts_and_resources_may_ask_imperatively_too(gateway):
     assert legacy.asked == ["elicitation", "roots"]
 
 
+def test_a_guard_round_then_an_imperative_question(gateway):
+    """The guard's answers are kept while the tool's imperative question takes its own round."""
+
+    class Both(Answers):
+        async def elicit(self, context, params):
+            self.asked.append(params.message)
+            field = next(iter(params.requested_schema["properties"]))
+            return types.ElicitResult(action="accept", content={field: "tides" if field == "topic" else "Rachel"})
+
+    answers = Both()
+
+    async def body(client):
+        return await client.call_tool("mixed", {})
+
+    assert run_client(gateway, body, **answers.callbacks()).content[0].text == "tides by Rachel"
+    assert answers.asked == ["Which topic?", "Who writes about tides?"]
+
+
 def test_a_guard_also_works_for_a_2025_client(gateway):
     """FastMCP refuses an InputRequiredResult on a 2025-11-25 connection; the gateway asks that client over
     its session and runs the guard's next round itself."""
