@@ -358,3 +358,30 @@ def test_a_request_state_belongs_to_the_api_key_that_got_it(gateway):
             _retry(gateway, first, token=other)
         assert caught.value.error.message == "Invalid or expired requestState"
     assert isinstance(_retry(gateway, first, token=alice), types.InputRequiredResult)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"inputResponses": "yes"},
+        {"inputResponses": {"name": None}},
+        {"inputResponses": {"name": 5}},
+        {"inputResponses": {"tooldock.ask.0": {"action": "accept"}}},
+        {"requestState": 5},
+        {"requestState": ""},
+        {"requestState": "v1." + "A" * 5000},
+        {"requestState": None, "inputResponses": {}},
+    ],
+)
+def test_malformed_rounds_get_a_4xx_and_a_json_rpc_error(gateway, extra):
+    from test_mcp_clients import envelope, modern_post
+
+    body = envelope("tools/call", {"name": "survey", "arguments": {}, **extra})
+    reply = modern_post(gateway, "/mcp", NAMESPACE, body, name="survey")
+    assert reply.status_code < 500, reply.text
+    text = reply.text
+    message = json.loads(text[text.index("{") :].splitlines()[0])
+    if "error" in message:
+        assert message["error"]["code"] == types.INVALID_PARAMS, text
+    else:  # nothing to refuse: a fresh first round
+        assert message["result"]["resultType"] == "input_required", text
