@@ -180,7 +180,6 @@ class Settings:
     metrics_token: str | None = None  # also admits GET /metrics (besides the bearer token)
     # MCP 2026-07-28 `requestState` keys (the first seals, all open; shared by replicas) and lifetime in seconds.
     state_keys: tuple[str, ...] = field(default_factory=lambda: (secrets.token_urlsafe(32),))
-    state_key_generated: bool = True
     state_ttl: float = 600.0
 
     @classmethod
@@ -229,7 +228,6 @@ class Settings:
             log_retention_days=int(env_number(env, "LOG_RETENTION_DAYS", 30, int)),
             metrics_token=_metrics_token(env),
             state_keys=_state_keys(env),
-            state_key_generated=not env.get("TOOLDOCK_STATE_KEY", "").strip(),
             state_ttl=env_number(env, "TOOLDOCK_STATE_TTL_SECONDS", 600.0),
         )
 
