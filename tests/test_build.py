@@ -102,6 +102,22 @@ def test_same_inputs_from_another_directory_with_other_mtimes_give_the_same_dige
     assert later["digest"] != again["digest"]  # the epoch is an input: created dates change
 
 
+def test_a_fresh_build_cache_gives_the_same_image_bytecode_included(built, tmp_path):
+    """The base (its standard library compiled by its own python) and the framework layer (compiled the
+    same way) are rebuilt from scratch in another cache, at other paths: the same digests."""
+    from tooldock.cli.common import cache_dir
+
+    cache = tmp_path / "fresh-cache"
+    shutil.copytree(cache_dir() / "debs", cache / "debs")  # the pinned .deb files, not downloaded again
+    again = build_json(str(built["src"] / "multi-tool"), "--output", str(tmp_path / "out"),
+                       env={"TOOLDOCK_CACHE_DIR": str(cache)})[0]
+    assert (cache / "base").is_dir() and any((cache / "trees").glob("framework-*"))
+    assert [layer["digest"] for layer in again["layers"]] == [
+        layer["digest"] for layer in built["results"]["multi-tool"]["layers"]
+    ]
+    assert again["digest"] == built["results"]["multi-tool"]["digest"]
+
+
 def test_editing_one_tool_file_rebuilds_only_the_app_layer(built, tmp_path):
     src = tmp_path / "multi-tool"
     shutil.copytree(built["src"] / "multi-tool", src)
@@ -155,7 +171,10 @@ def test_unpacked_image_runs_its_worker_with_no_arguments(built, tmp_path):
     rootfs = bundle / "rootfs"
     config = json.loads((bundle / "config.json").read_text())
     assert config["process"]["user"]["uid"] == 65532
-    assert not list(rootfs.rglob("*.pyc"))
+    # bytecode only where ToolDock compiled it (the standard library, the framework), hash-based and unchecked
+    pycs = [p.relative_to(rootfs).as_posix() for p in rootfs.rglob("*.pyc")]
+    assert pycs and all(p.startswith(("usr/lib/python3.11/", "opt/tooldock/framework/")) for p in pycs), pycs[:5]
+    assert {int.from_bytes((rootfs / p).read_bytes()[4:8], "little") for p in pycs} == {1}
     tools_json = json.loads((rootfs / "app" / "tools.json").read_text())
     os.chown(rootfs / "run" / "tooldock", 65532, 65532)  # what the gateway's mounted directory provides
     env = dict(item.split("=", 1) for item in config["process"]["env"])

@@ -10,17 +10,20 @@ from __future__ import annotations
 import platform
 import shutil
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 from tooldock.builder.blobs import BlobStore, cache_key
+from tooldock.builder.bytecode import rootfs_compiler
 from tooldock.builder.oci import Image, assemble, read_layout, write_layout
 from tooldock.builder.tarball import Entry, entries_from_dir, iso_time, source_date_epoch
 from tooldock.errors import BuilderError
 
 PYTHON, PYTHON_BIN = "3.11", "/usr/bin/python3.11"
+STDLIB_BYTECODE = "stdlib bytecode: unchecked-hash, forced, by the base's own python"
 NONROOT = 65532
 DROP = (
     "usr/share/doc",
@@ -98,7 +101,7 @@ def _rootfs_entries(rootfs: Path) -> list[Entry]:
         shutil.rmtree(rootfs / rel, ignore_errors=True)
     certs = sorted((rootfs / "usr/share/ca-certificates").rglob("*.crt"))
     bundle = b"".join(p.read_bytes() for p in certs)
-    entries = [e for e in entries_from_dir(rootfs, "") if not e.path.startswith("/tmp")]
+    entries = [e for e in entries_from_dir(rootfs, "", bytecode=True) if not e.path.startswith("/tmp")]
     entries += [
         Entry(
             "/etc/passwd",
@@ -121,7 +124,7 @@ def build_base(store: BlobStore, cache: Path) -> Image:
         raise BaseError(f"no base image recipe for {machine}; pass --base with an image of your own")
     arch, py_platform = _ARCH[machine]
     packages = pinned_packages()
-    key = cache_key("base", *packages, str(source_date_epoch()))
+    key = cache_key("base", *packages, str(source_date_epoch()), STDLIB_BYTECODE)
     layout = cache / "base" / key[:16]
     if (layout / "index.json").is_file():
         return read_layout(layout, store)
@@ -134,6 +137,16 @@ def build_base(store: BlobStore, cache: Path) -> Image:
             proc = subprocess.run(["dpkg-deb", "-x", str(deb), str(rootfs)], capture_output=True, text=True)
             if proc.returncode != 0:
                 raise BaseError(f"dpkg-deb -x {deb.name} failed: {proc.stderr.strip()}")
+        # The standard library's bytecode, compiled by this very interpreter (bytecode.py): a read-only
+        # container cannot write it, so without it every start would compile what it imports.
+        compiler = rootfs_compiler(rootfs, PYTHON_BIN, PYTHON, "base rootfs")
+        if compiler is not None:
+            compiler.compile(rootfs / f"usr/lib/python{PYTHON}", f"/usr/lib/python{PYTHON}")
+        else:  # the image works, starts slower, and its digest differs from a machine where this ran
+            print(
+                f"tooldock base: cannot run the base's python{PYTHON} here: no standard library bytecode",
+                file=sys.stderr,
+            )
         layer, _ = store.layer(key, lambda: _rootfs_entries(rootfs))
     created = iso_time(source_date_epoch())
     config = {

@@ -20,6 +20,7 @@ from typing import Any
 import tooldock
 from tooldock.builder.base import BaseInfo, base_info, build_base
 from tooldock.builder.blobs import BlobStore, cache_key
+from tooldock.builder.bytecode import compiler_for
 from tooldock.builder.daemon import DaemonError, save
 from tooldock.builder.imageconfig import APP_DIR, DEPS_DIR, FRAMEWORK_DIR, USER, entrypoint, environment, labels
 from tooldock.builder.install import filler, tree
@@ -192,16 +193,17 @@ class Builder:
         lap("lock")
 
         worker_src = _worker_sources()
-        fw_key = cache_key("framework", fw_lock, str(target), entries_key("worker", worker_src))
         python = interpreter_for(info.python)
+        compiler = compiler_for(self.store, base, info.python_bin, info.python, cache, python)
+        fw_key = cache_key("framework", fw_lock, str(target), entries_key("worker", worker_src), compiler.identity)
 
-        def fill(lock_text: str) -> Callable[[Path], None]:
-            return filler(lock_text, target, python)
+        def fill(lock_text: str, image_dir: str) -> Callable[[Path], None]:
+            return filler(lock_text, target, python, (compiler, image_dir))
 
-        fw_tree, _ = tree(cache, "framework", fw_key, fill(fw_lock))
+        fw_tree, _ = tree(cache, "framework", fw_key, fill(fw_lock, FRAMEWORK_DIR))
         deps_text = only_new(ns_lock, fw_lock)
-        deps_key = cache_key("deps", deps_text, str(target))
-        deps_tree, _ = tree(cache, "deps", deps_key, fill(deps_text))
+        deps_key = cache_key("deps", deps_text, str(target), compiler.identity)
+        deps_tree, _ = tree(cache, "deps", deps_key, fill(deps_text, DEPS_DIR))
         lap("install")
 
         files = [f.filename for f in source.files]
@@ -227,11 +229,15 @@ class Builder:
         named: list[tuple[str, Layer, bool]] = [
             (
                 "framework",
-                *self.store.layer(p.fw_key, lambda: [*entries_from_dir(p.fw_tree, FRAMEWORK_DIR), *p.worker_src]),
+                *self.store.layer(
+                    p.fw_key, lambda: [*entries_from_dir(p.fw_tree, FRAMEWORK_DIR, bytecode=True), *p.worker_src]
+                ),
             )
         ]
         if p.deps_text:
-            named.append(("deps", *self.store.layer(p.deps_key, lambda: entries_from_dir(p.deps_tree, DEPS_DIR))))
+            named.append(
+                ("deps", *self.store.layer(p.deps_key, lambda: entries_from_dir(p.deps_tree, DEPS_DIR, bytecode=True)))
+            )
         app_entries = p.app_entries
         named.append(("app", *self.store.layer(entries_key("app", app_entries), lambda: app_entries)))
         p.timings["layers"] = time.perf_counter() - started

@@ -15,12 +15,13 @@ from pathlib import Path
 
 from uv import find_uv_bin
 
+from tooldock.builder.bytecode import Compiler
 from tooldock.builder.lock import LockError, Target, uv_env
 
 
 def compile_tree(dest: Path, python: str) -> None:
-    """Byte-compile a cached tree so build-time schema extraction imports fast. Layers never include
-    the bytecode (`tarball` skips it); hash-based pycs keep the tree independent of mtimes."""
+    """Byte-compile a cached tree so build-time imports (schema extraction) are fast; hash-based pycs keep
+    the tree independent of mtimes. Trees whose bytecode goes into the image use `bytecode.Compiler`."""
     subprocess.run(
         [python, "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "unchecked-hash", str(dest)],
         capture_output=True,
@@ -62,12 +63,18 @@ def install_lock(lock_text: str, dest: Path, target: Target) -> None:
         raise LockError(f"installing the locked packages failed:\n{tail}")
 
 
-def filler(lock_text: str, target: Target, python: str) -> Callable[[Path], None]:
-    """A `tree` fill: install the locked packages into the directory, then byte-compile them."""
+def filler(
+    lock_text: str, target: Target, python: str, image: tuple[Compiler, str] | None = None
+) -> Callable[[Path], None]:
+    """A `tree` fill: install the locked packages into the directory, then byte-compile them: for the image
+    with `image` (the compiler and the tree's directory in the image), else for build-time imports only."""
 
     def fill(dest: Path) -> None:
         install_lock(lock_text, dest, target)
-        compile_tree(dest, python)
+        if image is not None:
+            image[0].compile(dest, image[1])
+        else:
+            compile_tree(dest, python)
 
     return fill
 

@@ -65,12 +65,16 @@ class Layer:
     media_type: str = "application/vnd.oci.image.layer.v1.tar+gzip"
 
 
-def entries_from_dir(root: Path, prefix: str, skip: Callable[[str], bool] = lambda rel: False) -> list[Entry]:
-    """Every file, directory and symlink under `root`, placed under `prefix` in the image."""
+def entries_from_dir(
+    root: Path, prefix: str, skip: Callable[[str], bool] = lambda rel: False, bytecode: bool = False
+) -> list[Entry]:
+    """Every file, directory and symlink under `root`, placed under `prefix` in the image. Bytecode only with
+    `bytecode` (trees ToolDock compiled reproducibly, install.compile_tree), never from a user's folder."""
     entries = []
+    skipped = SKIP_NAMES - {"__pycache__"} if bytecode else SKIP_NAMES
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(
-            d for d in dirnames if d not in SKIP_NAMES and not skip(os.path.relpath(os.path.join(dirpath, d), root))
+            d for d in dirnames if d not in skipped and not skip(os.path.relpath(os.path.join(dirpath, d), root))
         )
         base = Path(dirpath)
         rel_dir = base.relative_to(root).as_posix()
@@ -79,7 +83,7 @@ def entries_from_dir(root: Path, prefix: str, skip: Callable[[str], bool] = lamb
         for name in sorted(filenames):
             path = base / name
             rel = path.relative_to(root).as_posix()
-            if name in SKIP_NAMES or name.endswith(".pyc") or skip(rel):
+            if name in skipped or (name.endswith(".pyc") and not bytecode) or skip(rel):
                 continue
             info = path.lstat()
             if stat.S_ISLNK(info.st_mode):
