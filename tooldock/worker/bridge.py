@@ -8,7 +8,7 @@ gateway over the worker protocol (`event` and `ask` messages), and the gateway r
 client that made the call.
 
 Plain tools do not come here: `WorkerServer` runs them with `Tool.run`, which is several times cheaper
-than a session round trip.
+than a session round trip. Context tools reuse warm sessions (sessionpool.py).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from mcp.shared.exceptions import MCPError
 from tooldock.namespace.extract import LoadedNamespace
 from tooldock.worker.guard import GuardServer
 from tooldock.worker.protocol import INPUT_REQUIRED
+from tooldock.worker.sessionpool import Pooled, SessionPool
 
 Ask = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 Event = Callable[[str, dict[str, Any]], Awaitable[None]]
@@ -45,41 +46,56 @@ class Relay:
         self.rounds: dict[str, Any] = {}  # a guard's input_responses / request_state (guard.round_fields)
 
     def session_kwargs(self) -> dict[str, Any]:
-        async def on_log(params: types.LoggingMessageNotificationParams) -> None:
-            await self.event("log", params.model_dump(mode="json", by_alias=True, exclude_none=True))
+        flags = (bool(self.client.get(k)) for k in ("sampling", "elicitation", "roots"))
+        return client_callbacks(lambda: self, *flags)
 
-        async def asking(method: str, params: Any) -> dict[str, Any]:
-            return await self.ask(method, params.model_dump(mode="json", by_alias=True, exclude_none=True))
 
-        async def on_sampling(context: Any, params: types.CreateMessageRequestParams) -> Any:
-            try:
-                result = await asking("sampling/createMessage", params)
-            except MCPError as err:
-                return err.error
-            # As the gateway's relay decides: a request that offered tools may get tool-use content back.
-            model = types.CreateMessageResultWithTools if params.tools else types.CreateMessageResult
-            return model.model_validate(result)
+def client_callbacks(
+    relay_of: Callable[[], Relay | None], sampling: bool, elicitation: bool, roots: bool
+) -> dict[str, Any]:
+    """An in-memory session's client callbacks, forwarding to the call `relay_of()` names (a pooled session
+    serves one call after another); a message that arrives after its call ended is dropped."""
 
-        async def on_elicit(context: Any, params: types.ElicitRequestParams) -> Any:
-            try:
-                return types.ElicitResult.model_validate(await asking("elicitation/create", params))
-            except MCPError as err:
-                return err.error
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        relay = relay_of()
+        if relay is not None:
+            await relay.event("log", params.model_dump(mode="json", by_alias=True, exclude_none=True))
 
-        async def on_roots(context: Any) -> Any:
-            try:
-                return types.ListRootsResult.model_validate(await self.ask("roots/list", {}))
-            except MCPError as err:
-                return err.error
+    async def asking(method: str, params: dict[str, Any]) -> dict[str, Any]:
+        relay = relay_of()
+        if relay is None:
+            raise MCPError(types.INTERNAL_ERROR, "the call that asked has ended")
+        return await relay.ask(method, params)
 
-        kwargs: dict[str, Any] = {"logging_callback": on_log}
-        if self.client.get("sampling"):
-            kwargs["sampling_callback"] = on_sampling
-        if self.client.get("elicitation"):
-            kwargs["elicitation_callback"] = on_elicit
-        if self.client.get("roots"):
-            kwargs["list_roots_callback"] = on_roots
-        return kwargs
+    async def on_sampling(context: Any, params: types.CreateMessageRequestParams) -> Any:
+        try:
+            result = await asking("sampling/createMessage", _dump(params))
+        except MCPError as err:
+            return err.error
+        # As the gateway's relay decides: a request that offered tools may get tool-use content back.
+        model = types.CreateMessageResultWithTools if params.tools else types.CreateMessageResult
+        return model.model_validate(result)
+
+    async def on_elicit(context: Any, params: types.ElicitRequestParams) -> Any:
+        try:
+            return types.ElicitResult.model_validate(await asking("elicitation/create", _dump(params)))
+        except MCPError as err:
+            return err.error
+
+    async def on_roots(context: Any) -> Any:
+        try:
+            return types.ListRootsResult.model_validate(await asking("roots/list", {}))
+        except MCPError as err:
+            return err.error
+
+    kwargs: dict[str, Any] = {"logging_callback": on_log}
+    if sampling:
+        kwargs["sampling_callback"] = on_sampling
+    if elicitation:
+        kwargs["elicitation_callback"] = on_elicit
+    if roots:
+        kwargs["list_roots_callback"] = on_roots
+    return kwargs
 
 
 def _asking(relay: Relay | None) -> dict[str, Any]:
@@ -116,6 +132,7 @@ class Bridge:
             self.server.add_template(template)
         for prompt in loaded.prompts.values():
             self.server.add_prompt(prompt)
+        self.pool = SessionPool(self.session)  # warm sessions for Context tools (sessionpool.py)
 
     @contextlib.asynccontextmanager
     async def session(self, **kwargs: Any) -> AsyncIterator[ClientSession]:
@@ -129,9 +146,13 @@ class Bridge:
         async def on_progress(progress: float, total: float | None, message: str | None) -> None:
             await relay.event("progress", {"progress": progress, "total": total, "message": message})
 
-        async with self.session(**relay.session_kwargs()) as session:
-            if log_level:
-                await session.set_logging_level(log_level)  # type: ignore[arg-type]
+        flags = tuple(bool(relay.client.get(k)) for k in ("sampling", "elicitation", "roots"))
+        kind = (*flags, log_level)
+
+        def callbacks(pooled: Pooled) -> dict[str, Any]:
+            return client_callbacks(lambda: pooled.current, *flags)
+
+        async with self.pool.lease(kind, relay, callbacks) as session:  # type: ignore[arg-type]
             on = on_progress if progress else None
             result = await session.call_tool(name, arguments, progress_callback=on, **relay.rounds)
         body = _result(result)
