@@ -26,11 +26,13 @@ from tooldock.worker import FRAMEWORK_REQUIREMENTS
 
 log = logging.getLogger("tooldock.environments")
 READY_MARKER = ".tooldock-ready"
+BYTECODE = "compiled"  # in the key: environments made before they carried bytecode are made again
 
 
 def environment_key(requirements: str, python: str | None) -> str:
     lines = sorted(line.strip() for line in requirements.splitlines() if line.strip() and not line.startswith("#"))
-    material = "\n".join([*FRAMEWORK_REQUIREMENTS, "--", *lines, "--", python or sys.version.split()[0]])
+    parts = [*FRAMEWORK_REQUIREMENTS, "--", *lines, "--", python or sys.version.split()[0], BYTECODE]
+    material = "\n".join(parts)
     return hashlib.sha256(material.encode()).hexdigest()[:16]
 
 
@@ -82,7 +84,10 @@ class Environments:
             await self._run("venv", "--quiet", "--relocatable", "--python", python or sys.executable, str(tmp))
             framework = tmp / "tooldock-framework.txt"
             framework.write_text("\n".join(FRAMEWORK_REQUIREMENTS) + "\n")
-            args = ["pip", "install", "--quiet", "--python", str(tmp / "bin" / "python"), "-r", str(framework)]
+            # Bytecode at install: workers run with PYTHONDONTWRITEBYTECODE (several share an environment), so
+            # without it every worker and fork server start would compile the framework from source again.
+            python_bin = str(tmp / "bin" / "python")
+            args = ["pip", "install", "--quiet", "--compile-bytecode", "--python", python_bin, "-r", str(framework)]
             if requirements_file is not None:
                 args += ["-r", str(requirements_file)]
             await self._run(*args)

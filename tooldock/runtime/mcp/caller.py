@@ -6,6 +6,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+from tooldock.runtime import requestid
 from tooldock.runtime.observe import CallInfo, call_info
 
 
@@ -28,3 +29,13 @@ def calling(ctx: Any) -> Iterator[CallInfo]:
     """The call context of an MCP request, for the engine's audit line."""
     with call_info(**caller_of(ctx)) as info:
         yield info
+
+
+@contextlib.contextmanager
+def request_id_of(ctx: Any) -> Iterator[None]:
+    """The HTTP request's id for what a handler does (the SDK's handler tasks do not inherit it)."""
+    token = requestid.current.set(requestid.of_scope(getattr(ctx, "request", None)))
+    try:
+        yield
+    finally:
+        requestid.current.reset(token)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import warnings
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
@@ -42,12 +42,12 @@ from tooldock.errors import (
     ToolNotFound,
     UpstreamError,
 )
-from tooldock.runtime import jsonin, requestid
+from tooldock.runtime import jsonin
 from tooldock.runtime.access import key_of_request
 from tooldock.runtime.engine import Engine
 from tooldock.runtime.mcp import compat as mcp_compat
 from tooldock.runtime.mcp import inputreq
-from tooldock.runtime.mcp.caller import calling
+from tooldock.runtime.mcp.caller import calling, request_id_of
 from tooldock.runtime.mcp.events import MemoryEventStore, ScopedSessionManager
 from tooldock.runtime.mcp.lean import LeanPath
 from tooldock.runtime.mcp.relay import McpRelay
@@ -90,22 +90,14 @@ def session_key(ctx: Any) -> Any:
     return _connection(ctx)
 
 
-@contextlib.contextmanager
-def request_id_of(ctx: Any) -> Iterator[None]:
-    """The HTTP request's id for what a handler does (the SDK's handler tasks do not inherit it)."""
-    token = requestid.current.set(requestid.of_scope(getattr(ctx, "request", None)))
-    try:
-        yield
-    finally:
-        requestid.current.reset(token)
-
-
 class SessionState:
-    """What ToolDock keeps per MCP connection: the log level it asked for and its resource subscriptions."""
+    """What ToolDock keeps per MCP connection: the log level it asked for, its resource subscriptions, and
+    its streamable HTTP session id (None on legacy SSE), by which the metrics tell an open session."""
 
-    def __init__(self) -> None:
+    def __init__(self, sid: str | None = None) -> None:
         self.log_level: str | None = None
         self.subscriptions: set[str] = set()
+        self.sid = sid
 
 
 def _server_for(
@@ -119,7 +111,8 @@ def _server_for(
         conn = _connection(ctx)
         found = sessions.get(conn)
         if found is None:
-            found = sessions[conn] = SessionState()
+            request = getattr(ctx, "request", None)
+            found = sessions[conn] = SessionState(request.headers.get("mcp-session-id") if request else None)
             seen(ctx)  # the lean path may take this session's next lists and calls
         return found
 
@@ -378,8 +371,14 @@ class McpHub:
                 except Exception:  # a closed session: forget it
                     self._sessions[namespace].pop(session, None)
 
-    def session_counts(self) -> dict[str, int]:  # open MCP sessions per namespace (for the metrics)
-        return {namespace: len(sessions) for namespace, sessions in list(self._sessions.items())}
+    def session_counts(self) -> dict[str, int]:
+        """Open MCP sessions per namespace (for the metrics): a closed streamable HTTP session leaves the count
+        at once (the SDK no longer holds its id), not when the garbage collector frees its connection."""
+        counts = {}
+        for namespace, sessions in list(self._sessions.items()):
+            live = getattr(self._managers.get(namespace), "_server_instances", {})
+            counts[namespace] = sum(1 for state in list(sessions.values()) if state.sid is None or state.sid in live)
+        return counts
 
     async def handle(self, namespace: str, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve one `/mcp` request for a namespace the caller has already resolved."""
