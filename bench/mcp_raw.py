@@ -97,7 +97,9 @@ def answer_of(headers: dict[str, str], data: bytes) -> dict:
     return json.loads(data)
 
 
-async def measure(target: str, url: str, headers: dict[str, str], calls: int, concurrency: int, seconds: float) -> Outcome:
+async def measure(
+    target: str, url: str, headers: dict[str, str], calls: int, concurrency: int, seconds: float, tool: str = TOOL
+) -> Outcome:
     host_port, _, path = url.removeprefix("http://").partition("/")
     host, _, port = host_port.partition(":")
     first = Connection(host, int(port), "/" + path, headers)
@@ -118,11 +120,15 @@ async def measure(target: str, url: str, headers: dict[str, str], calls: int, co
     deadline = time.monotonic() + seconds
 
     async def one(conn: Connection, x: int) -> bool:
-        message = {"jsonrpc": "2.0", "id": next(ids), "method": "tools/call",
-                   "params": {"name": TOOL, "arguments": {"x": x}}}
+        rid = next(ids)
+        params: dict = {"name": tool, "arguments": {"x": x}}
+        if tool != TOOL:  # the Context tool reports progress: ask for it, and check it arrived
+            params["_meta"] = {"progressToken": rid}
+        message = {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params}
         status, got, data = await conn.post(json.dumps(message).encode(), extra)
         answer = answer_of(got, data)
-        return status == 200 and answer.get("result", {}).get("structuredContent") == {"result": x}
+        ok = status == 200 and answer.get("result", {}).get("structuredContent") == {"result": x}
+        return ok and (tool == TOOL or b"notifications/progress" in data)
 
     async def loop(conn: Connection, index: int) -> None:
         nonlocal remaining, errors
@@ -149,12 +155,13 @@ async def measure(target: str, url: str, headers: dict[str, str], calls: int, co
     return Outcome(target, concurrency, len(latencies), errors, wall, cpu, latencies)
 
 
-async def main(calls: int, levels: list[int], seconds: float) -> list[tuple[Outcome, Outcome, Outcome]]:
-    rows = []
+async def main(calls: int, levels: list[int], seconds: float) -> list[tuple[Outcome, ...]]:
+    rows: list[tuple[Outcome, ...]] = []
     with tempfile.NamedTemporaryFile("w+b", suffix=".log") as log, tempfile.NamedTemporaryFile("w+b") as log2:
         gateway, gw_url = start_gateway(log)
         sdk_only, sdk_url = start_gateway(log2, env={**os.environ, "TOOLDOCK_LEAN_MCP": "false"})
         peer, peer_url = start_peer("--json")  # FastMCP's fastest setting: JSON answers, no SSE stream
+        streaming, streaming_url = start_peer()  # SSE answers: what a Context tool's progress needs
         try:
             auth = {"Authorization": f"Bearer {TOKEN}"}
             for level in levels:
@@ -163,8 +170,15 @@ async def main(calls: int, levels: list[int], seconds: float) -> list[tuple[Outc
                     await measure("ToolDock MCP (SDK path)", sdk_url + "/ns/bench/mcp", auth, calls, level, seconds),
                     await measure("FastMCP direct, JSON answers (peer)", peer_url + "/mcp", {}, calls, level, seconds),
                 ))
+            for level in levels:  # a Context tool with progress: the SDK path and the worker's warm sessions
+                rows.append((
+                    await measure("ToolDock MCP, Context tool + progress", gw_url + "/ns/bench/mcp", auth, calls,
+                                  level, seconds, "echo_progress"),
+                    await measure("FastMCP direct, Context tool + progress (peer)", streaming_url + "/mcp", {}, calls,
+                                  level, seconds, "echo_progress"),
+                ))
         finally:
-            for proc in (gateway, sdk_only, peer):
+            for proc in (gateway, sdk_only, peer, streaming):
                 proc.terminate()
                 proc.wait(20)
     return rows
@@ -181,7 +195,7 @@ if __name__ == "__main__":
     for column in ("target", "concurrent", "calls/s", "p50 ms", "p99 ms", "errors", "vs peer", "loadgen CPU µs/call"):
         table.add_column(column, justify="left" if column == "target" else "right")
     for row in rows:
-        peer = row[2]
+        peer = row[-1]
         for r in row:
             table.add_row(r.target, str(r.concurrency), f"{r.rate:.0f}", f"{r.pct(0.5):.2f}", f"{r.pct(0.99):.2f}",
                           str(r.errors), f"{r.rate / peer.rate:.2f}x", f"{r.cpu / max(r.calls, 1) * 1e6:.0f}")
