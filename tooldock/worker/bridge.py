@@ -43,7 +43,7 @@ class Relay:
     def __init__(self, event: Event, ask: Ask, client: dict[str, Any]) -> None:
         self.event, self.ask = event, ask
         self.client = client  # what the calling MCP client supports: {"sampling": bool, "elicitation": bool, ...}
-        self.rounds: dict[str, Any] = {}  # a guard's input_responses / request_state (guard.round_fields)
+        self.rounds: dict[str, Any] = {}  # a guard's input_responses / request_state (protocol.round_fields)
 
     def session_kwargs(self) -> dict[str, Any]:
         flags = (bool(self.client.get(k)) for k in ("sampling", "elicitation", "roots"))

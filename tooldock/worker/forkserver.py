@@ -55,7 +55,7 @@ def preload() -> None:
     import fastmcp.tools  # noqa: F401  (the point: imported once, shared by every child)
 
     from tooldock.namespace.extract import load_namespace
-    from tooldock.worker import secretenv, server  # noqa: F401
+    from tooldock.worker import bridge, secretenv, server  # noqa: F401  (bridge: server imports it lazily)
 
     with tempfile.TemporaryDirectory(prefix="tooldock-warmup-") as tmp:
         (Path(tmp) / "tooldock_forkserver_warmup.py").write_text(WARMUP)

@@ -56,14 +56,3 @@ class GuardServer(FastMCP[Any]):
         if isinstance(result, InputRequiredResourceResult):
             return ResourceResult(contents=[], meta=_carried(result))
         return result
-
-
-def round_fields(request: dict[str, Any]) -> dict[str, Any]:
-    """The guard's fields of a worker request (`inputResponses`, `requestState`), as session keywords."""
-    fields: dict[str, Any] = {}
-    responses, state = request.get("inputResponses"), request.get("requestState")
-    if isinstance(responses, dict) and responses:
-        fields["input_responses"] = responses
-    if isinstance(state, str):
-        fields["request_state"] = state
-    return fields

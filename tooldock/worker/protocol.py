@@ -90,3 +90,14 @@ def error(request_id: Any, code: str, message: str, details: dict[str, Any] | No
     if details:
         body["details"] = details
     return {"id": request_id, "ok": False, "error": body}
+
+
+def round_fields(request: dict[str, Any]) -> dict[str, Any]:
+    """The guard's fields of a worker request (`inputResponses`, `requestState`), as session keywords."""
+    fields: dict[str, Any] = {}
+    responses, state = request.get("inputResponses"), request.get("requestState")
+    if isinstance(responses, dict) and responses:
+        fields["input_responses"] = responses
+    if isinstance(state, str):
+        fields["request_state"] = state
+    return fields

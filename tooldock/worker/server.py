@@ -13,7 +13,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pydantic
 from fastmcp.exceptions import ToolError
@@ -22,9 +22,11 @@ from mcp.shared.exceptions import MCPError
 
 from tooldock.namespace.extract import LoadedNamespace
 from tooldock.worker import protocol
-from tooldock.worker.bridge import Bridge, Relay
-from tooldock.worker.guard import round_fields
+from tooldock.worker.protocol import round_fields
 from tooldock.worker.secretenv import Masker
+
+if TYPE_CHECKING:  # the bridge imports FastMCP's server and client stacks: only when first needed
+    from tooldock.worker.bridge import Bridge, Relay
 
 MAX_TRACEBACK = 8000  # characters of a failed call's traceback kept (the end, where the tool's own frames are)
 
@@ -69,7 +71,9 @@ class WorkerServer:
 
     @property
     def bridge(self) -> Bridge:
-        if self._bridge is None:  # built on first use: plain tools never need it
+        if self._bridge is None:  # built (and imported) on first use: plain tools never need it
+            from tooldock.worker.bridge import Bridge
+
             self._bridge = Bridge(self.namespace, self.loaded)
         return self._bridge
 
@@ -105,6 +109,8 @@ class WorkerServer:
                 error = answer["error"] if isinstance(answer["error"], dict) else {}
                 raise MCPError(int(error.get("code", -32603)), str(error.get("message", "the client refused")))
             return answer.get("result") or {}
+
+        from tooldock.worker.bridge import Relay
 
         return Relay(event, ask, client if isinstance(client, dict) else {})
 
