@@ -97,7 +97,7 @@ CASES = [
 
 
 def test_lean_answers_are_the_sdks_answers(make_gateway, tools, tmp_path):
-    lean = make_gateway(tools, env={"TOOLDOCK_LOG_DIR": str(tmp_path / "audit")})
+    lean = make_gateway(tools, env={"TOOLDOCK_LOG_DIR": str(tmp_path / "audit"), "TOOLDOCK_MAX_BODY_BYTES": "4096"})
     sdk = make_gateway(tools, env={"TOOLDOCK_LEAN_MCP": "false"})
     fast, slow = Session(lean), Session(sdk)
     assert fast.rpc("tools/list")[0] == "text/event-stream"  # a session's first list goes through the SDK
@@ -119,6 +119,11 @@ def test_lean_answers_are_the_sdks_answers(make_gateway, tools, tmp_path):
     raw = '{"jsonrpc": "2.0", "id": 78, "method": "tools/call", "params": {"name": "add", "arguments": {"a": NaN, "b": 1}}}'
     refused = fast.http.post(fast.url, content=raw, headers={"Content-Type": "application/json"})
     assert refused.json()["error"]["code"] == -32602 and "is nan, which is not a JSON number" in refused.json()["error"]["message"]
+
+    # a body over the limit is handed on whole (read part, replayed, the rest unread): the SDK's 413
+    big = {"jsonrpc": "2.0", "id": 79, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 2}},
+           "pad": "x" * 8000}
+    assert fast.post(big).status_code == 413
 
     # what the lean path leaves to the SDK: Context tools, other methods, batches, unknown sessions
     assert fast.rpc("tools/call", {"name": "chatty", "arguments": {}})[0] == "text/event-stream"

@@ -55,7 +55,7 @@ _UNPARSED = object()
 _LINE = re.compile(rb"\r\n|\r|\n")
 
 
-class _Body:
+class Body:
     """The request body read so far, replayable to the SDK as if it had not been read."""
 
     def __init__(self, receive: Receive) -> None:
@@ -303,7 +303,7 @@ async def serve(handler: Handler, scope: Scope, receive: Receive, send: Send, ma
     if not has_json or (declared.isdigit() and int(declared) > max_body):
         await handler(scope, receive, send)  # 406 / 413: the SDK's own answers
         return
-    body = _Body(receive)
+    body = Body(receive)
     if has_sse:  # acceptable as is to every version: only a batch needs this adapter
         while not body.data.lstrip() and len(body.data) <= max_body and await body.pull():
             pass

@@ -31,13 +31,14 @@ from mcp_types.methods import serialize_server_result
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 from starlette.requests import Request
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from tooldock.errors import NotInScope, ToolDockError, ToolNotFound
 from tooldock.runtime import jsonin
 from tooldock.runtime.access import key_of
 from tooldock.runtime.engine import Engine
 from tooldock.runtime.mcp.caller import caller_of
+from tooldock.runtime.mcp.compat import Body
 from tooldock.runtime.mcp.results import error_payload
 from tooldock.runtime.observe import call_info
 
@@ -48,20 +49,6 @@ CANCELLED = "notifications/cancelled"
 REQUEST_CANCELLED = -32800
 CANCEL_ANSWER = {"code": REQUEST_CANCELLED, "message": "Request cancelled"}  # the SDK's, for the 2025 era
 KNOWN_LIMIT = 100_000  # sessions remembered; the oldest are forgotten first (they fall back to the SDK)
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """A `receive` that hands the body already read to the SDK, then the real channel."""
-    sent = False
-
-    async def replay() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replay
 
 
 async def _answer(send: Send, sid: bytes, status: int, payload: dict[str, Any] | None) -> None:
@@ -141,30 +128,25 @@ class LeanPath:
             return receive
         if self._security is not None and await self._security.validate_request(Request(scope), is_post=True):
             return receive  # the SDK answers it (421 / 403 / 400)
-        chunks, size = [], 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return None
-            chunks.append(message.get("body", b""))
-            size += len(chunks[-1])
-            if size > self.max_body or not message.get("more_body"):
-                break
-        body = b"".join(chunks)
-        if size > self.max_body:
-            return _replay(body, receive)
+        body = Body(receive)  # what the lean path does not take, the SDK reads as if it had not been read
+        while len(body.data) <= self.max_body and await body.pull():
+            pass
+        if body.disconnected:
+            return None
+        if not body.complete or len(body.data) > self.max_body:  # over the limit: the SDK answers 413
+            return body.replay()
         try:
-            msg = json.loads(body)
+            msg = json.loads(bytes(body.data))
         except (ValueError, RecursionError):
-            return _replay(body, receive)
+            return body.replay()
         plan = self._plan(namespace, msg)
         if plan is None:
-            return _replay(body, receive)
+            return body.replay()
         rid = msg.get("id")
         if plan == CANCELLED:
             task = self._running.get((sid, msg["params"]["requestId"]))
             if task is None:
-                return _replay(body, receive)
+                return body.replay()
             task.cancel()
             await _answer(send, sid_raw, 202, None)
             return None
