@@ -47,6 +47,23 @@ async def read_json_body(request: Request, limit: int) -> Any:
     return jsonin.loads(bytes(body))
 
 
+async def call_rest(
+    engine: Engine, max_body: int, namespace: str | None, name: str, request: Request
+) -> dict[str, Any]:
+    """`POST /tools/{name}`: the FastAPI route's work, and the hot route's (runtime.http.hotrest)."""
+    key = key_of(request.scope)
+    with call_info(front_end="rest", client=request.client.host if request.client else None):
+        try:
+            descriptor = engine.get_tool(namespace, name, key=key)
+        except ToolDockError as err:
+            engine.refused(namespace, name, err, key)
+            raise
+        arguments = await read_json_body(request, max_body)
+        wants_traceback = request.headers.get("x-tooldock-traceback") == "1"
+        result = await engine.call_tool(namespace, name, arguments, traceback=wants_traceback, key=key)
+    return {"result": rest_value(result, descriptor)}
+
+
 def gateway_openapi(doc: dict[str, Any]) -> dict[str, Any]:
     """The gateway's own document, with the bearer scheme declared (the token check is middleware, so
     FastAPI does not know it) for every operation but `/health`: Swagger UI's Authorize button uses it."""
@@ -135,17 +152,7 @@ def create_router(engine: Engine, settings: Settings) -> APIRouter:
         return {"namespace": entry.source.name, "tools": engine.visible(entry.source.name, entry.tools, key)}
 
     async def call_tool(namespace: str | None, name: str, request: Request) -> dict[str, Any]:
-        key = key_of(request.scope)
-        with call_info(front_end="rest", client=request.client.host if request.client else None):
-            try:
-                descriptor = engine.get_tool(namespace, name, key=key)
-            except ToolDockError as err:
-                engine.refused(namespace, name, err, key)
-                raise
-            arguments = await read_json_body(request, settings.max_body_bytes)
-            wants_traceback = request.headers.get("x-tooldock-traceback") == "1"
-            result = await engine.call_tool(namespace, name, arguments, traceback=wants_traceback, key=key)
-        return {"result": rest_value(result, descriptor)}
+        return await call_rest(engine, settings.max_body_bytes, namespace, name, request)
 
     async def vault_call(namespace: str | None, request: Request) -> dict[str, Any]:
         """Tool Vault (seed 004): `{"name": ..., "arguments": {...}}` in the body."""
