@@ -59,10 +59,7 @@ class WorkerConnection:
         self._background: set[asyncio.Task[Any]] = set()
         self._event_chains: dict[str, asyncio.Future[Any]] = {}  # per call: its latest event delivery
         self._ids = itertools.count(1)
-        self._write_lock = asyncio.Lock()  # one drain at a time
-        # Messages written in one event-loop turn go out in one write: under load, one system call (and one
-        # wake-up of the worker) carries many requests instead of one each.
-        self._outbox: list[bytes] = []
+        self._outbox = protocol.Outbox(writer, WRITE_BUFFER_HIGH)  # a turn's messages in one write
         self.closed = asyncio.Event()
         self._reader_task = asyncio.create_task(self._read_loop())
 
@@ -188,7 +185,7 @@ class WorkerConnection:
             parent = requestid.traceparent.get()
             if parent is not None:
                 fields["traceparent"] = parent
-            await self._send(protocol.encode({"id": rid, "op": op, **fields}))
+            await self._outbox.send(protocol.encode({"id": rid, "op": op, **fields}))
             reply = await future
         except asyncio.CancelledError:
             # The caller gave up (timeout or disconnect): tell the worker to stop working on it.
@@ -210,25 +207,9 @@ class WorkerConnection:
             return reply.get("result")
         raise from_worker(reply.get("error") or {})
 
-    async def _send(self, data: bytes) -> None:
-        """Queue `data` for this turn's write; wait only when the worker is not reading (back-pressure)."""
-        if self._writer.is_closing():
-            raise ConnectionResetError("the connection to the worker is closed")
-        if not self._outbox:
-            asyncio.get_running_loop().call_soon(self._flush)
-        self._outbox.append(data)
-        if self._writer.transport.get_write_buffer_size() > WRITE_BUFFER_HIGH:
-            async with self._write_lock:
-                await self._writer.drain()
-
-    def _flush(self) -> None:
-        data, self._outbox = b"".join(self._outbox), []
-        if data and not self._writer.is_closing():
-            self._writer.write(data)
-
     async def _send_quietly(self, message: dict[str, Any]) -> None:
         try:
-            await self._send(protocol.encode(message))
+            await self._outbox.send(protocol.encode(message))
         except (ConnectionError, RuntimeError):
             pass
 

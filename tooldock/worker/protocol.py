@@ -28,6 +28,7 @@ Only the standard library here: both sides import it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -101,3 +102,31 @@ def round_fields(request: dict[str, Any]) -> dict[str, Any]:
     if isinstance(state, str):
         fields["request_state"] = state
     return fields
+
+
+class Outbox:
+    """The writing side of a protocol connection, on both ends: the lines written in one event-loop turn go
+    out in one write, so under load one system call (and one wake-up of the other process) carries many
+    messages instead of one each. A sender waits only when more than `high_water` bytes are queued (the
+    other side is not reading); on a closed connection it gets ConnectionResetError."""
+
+    def __init__(self, writer: asyncio.StreamWriter, high_water: int) -> None:
+        self.writer, self.high_water = writer, high_water
+        self._pending: list[bytes] = []
+        self._drain = asyncio.Lock()  # one drain at a time
+
+    async def send(self, data: bytes) -> None:
+        if self.writer.is_closing():
+            raise ConnectionResetError("the protocol connection is closed")
+        if not self._pending:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._pending.append(data)
+        if self.writer.transport.get_write_buffer_size() > self.high_water:
+            async with self._drain:
+                await self.writer.drain()
+
+    def _flush(self) -> None:
+        data = b"".join(self._pending)
+        self._pending.clear()
+        if data and not self.writer.is_closing():
+            self.writer.write(data)

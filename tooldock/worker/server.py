@@ -1,7 +1,7 @@
 """The worker's unix-socket server: one connection per gateway, requests multiplexed by id.
 
 Each request runs in its own task, so a slow tool never blocks `ping` or other calls; fastmcp runs sync
-tools in a worker thread. Replies are written whole, one line each, under a lock.
+tools in a worker thread. Replies are whole lines; those of one event-loop turn go out in one write.
 """
 
 from __future__ import annotations
@@ -220,28 +220,12 @@ class WorkerServer:
         return protocol.error(rid, "internal_error", f"unknown op {op!r}; known ops: {sorted(protocol.OPS)}")
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        lock = asyncio.Lock()
         conn = id(writer)
-
-        outbox: list[bytes] = []  # what this event-loop turn sends: one write for many replies under load
-
-        def flush() -> None:
-            data = b"".join(outbox)
-            outbox.clear()
-            if data and not writer.is_closing():
-                writer.write(data)
+        outbox = protocol.Outbox(writer, protocol.MAX_LINE_BYTES)  # a turn's replies in one write
 
         async def send(message: dict[str, Any]) -> None:
             # secret values never leave the worker, in results, errors or events alike
-            data = protocol.encode(self.masker.scrub(message))
-            if writer.is_closing():
-                raise ConnectionResetError("the gateway closed the connection")
-            if not outbox:
-                asyncio.get_running_loop().call_soon(flush)
-            outbox.append(data)
-            if writer.transport.get_write_buffer_size() > protocol.MAX_LINE_BYTES:  # the gateway is not reading
-                async with lock:
-                    await writer.drain()
+            await outbox.send(protocol.encode(self.masker.scrub(message)))
 
         async def run(request: dict[str, Any]) -> None:
             try:
