@@ -20,7 +20,7 @@ from typing import Any
 import tooldock
 from tooldock.builder.base import BaseInfo, base_info, build_base
 from tooldock.builder.blobs import BlobStore, cache_key
-from tooldock.builder.bytecode import compiler_for
+from tooldock.builder.bytecode import Compiler, compiler_for
 from tooldock.builder.daemon import DaemonError, save
 from tooldock.builder.imageconfig import APP_DIR, DEPS_DIR, FRAMEWORK_DIR, USER, entrypoint, environment, labels
 from tooldock.builder.install import filler, tree
@@ -157,6 +157,7 @@ class Builder:
         self.options, self.say = options, say
         self.store = BlobStore(options.cache)
         self._base: tuple[Image, BaseInfo] | None = None
+        self._compiler: Compiler | None = None  # found (and its interpreter probed) once per build run
 
     def base(self) -> tuple[Image, BaseInfo]:
         if self._base is None:
@@ -194,7 +195,9 @@ class Builder:
 
         worker_src = _worker_sources()
         python = interpreter_for(info.python)
-        compiler = compiler_for(self.store, base, info.python_bin, info.python, cache, python)
+        if self._compiler is None:
+            self._compiler = compiler_for(self.store, base, info.python_bin, info.python, cache, python)
+        compiler = self._compiler
         fw_key = cache_key("framework", fw_lock, str(target), entries_key("worker", worker_src), compiler.identity)
 
         def fill(lock_text: str, image_dir: str) -> Callable[[Path], None]:
