@@ -88,17 +88,23 @@ def env_values(env: object) -> dict[str, str]:
     return dict(env)
 
 
-def _table(prefix: str, entry: dict[str, Any], env: dict[str, str], refs: dict[str, dict[str, str]]) -> str:
-    server = entry["server"]
-    lines = ["", "[[servers]]", f"namespace = {json.dumps(prefix)}", f"registry = {json.dumps(server['name'])}"]
-    if server.get("version"):
-        lines.append(f"version = {json.dumps(str(server['version']))}")
-    for key, pairs in (("env", env | refs.get("env", {})), ("headers", refs.get("headers", {}))):
+def server_table(values: dict[str, str], tables: dict[str, dict[str, str]]) -> str:
+    """A `[[servers]]` table for tools.toml: its string values in order, then its non-empty inline tables."""
+    lines = ["", "[[servers]]", *(f"{key} = {json.dumps(value)}" for key, value in values.items())]
+    for key, pairs in tables.items():
         if pairs:
             lines.append(
                 f"{key} = {{ " + ", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in pairs.items()) + " }"
             )
     return "\n".join(lines) + "\n"
+
+
+def _table(prefix: str, entry: dict[str, Any], env: dict[str, str], refs: dict[str, dict[str, str]]) -> str:
+    server = entry["server"]
+    values = {"namespace": prefix, "registry": server["name"]}
+    if server.get("version"):
+        values["version"] = str(server["version"])
+    return server_table(values, {"env": env | refs.get("env", {}), "headers": refs.get("headers", {})})
 
 
 def install_upstream(

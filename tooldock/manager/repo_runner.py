@@ -19,7 +19,7 @@ from typing import Any
 
 from tooldock.errors import InvalidInput
 from tooldock.manager.analysis.urls import parse_repo_url
-from tooldock.manager.installer import add_server, default_prefix
+from tooldock.manager.installer import add_server, default_prefix, server_table
 from tooldock.manager.workspace import Workspace
 from tooldock.namespace.toolsfile import ENV_NAME_RE, PREFIX_RE
 from tooldock.secrets import SecretStore
@@ -91,11 +91,8 @@ def runner_for(clone: Path, git: str, commit: str) -> Runner:
 
 
 def _table(prefix: str, runner: Runner, env: dict[str, str], secrets: list[str]) -> str:
-    pairs = env | {name: f"${{secret:{name}}}" for name in secrets}
-    lines = ["", "[[servers]]", f"namespace = {json.dumps(prefix)}", f"command = {json.dumps(runner.command)}"]
-    if pairs:
-        lines.append("env = { " + ", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in pairs.items()) + " }")
-    return "\n".join(lines) + "\n"
+    refs = {name: f"${{secret:{name}}}" for name in secrets}
+    return server_table({"namespace": prefix, "command": runner.command}, {"env": env | refs})
 
 
 def _secret_names(raw: object, needed: list[str]) -> list[str]:
