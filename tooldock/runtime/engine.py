@@ -69,14 +69,15 @@ class Engine:
                 "missing X-Namespace header: say which namespace to use, e.g. 'X-Namespace: multi-tool' "
                 "(GET /namespaces lists them)"
             )
-        try:
-            validate_namespace_name(name)
-        except NamespaceNameError as exc:
-            raise NamespaceNotFound(str(exc), {"namespace": name}) from None
+        entry = self.registry.snapshot.entries.get(name)
+        if entry is None:  # a name the snapshot holds is valid; any other is checked, to say what is wrong
+            try:
+                validate_namespace_name(name)
+            except NamespaceNameError as exc:
+                raise NamespaceNotFound(str(exc), {"namespace": name}) from None
         key = restricted(key)
         if key is not None and not key.allows_namespace(name):
             raise NotInScope(key.why_not(name, {}), {"namespace": name, "key_id": key.id})
-        entry = self.registry.snapshot.entries.get(name)
         if entry is None:
             available = self.namespaces(key)
             raise NamespaceNotFound(
@@ -215,7 +216,7 @@ class Engine:
             entry = self.registry.snapshot.entries.get(namespace or "")
             ns = namespace if entry is not None and namespace else "-"
             if self.metrics is not None:
-                self.metrics.in_flight.labels(ns).inc()  # _record takes it off again
+                self.metrics.started(ns)  # _record takes it off again
             self._record(entry, ns, "tools/call", tool, err.code, 0.0, None, key)
 
     async def _observed(
@@ -229,7 +230,7 @@ class Engine:
         ns = namespace if entry is not None and namespace else "-"
         started, status = time.perf_counter(), "error"
         if self.metrics is not None:
-            self.metrics.in_flight.labels(ns).inc()
+            self.metrics.started(ns)
         with tracing.call_span(method, name, ns, current_call().front_end) as span:
             try:
                 result = await work
@@ -259,15 +260,13 @@ class Engine:
         info = current_call()
         known = name if ns != "-" and status not in ("tool_not_found", "not_found") else "-"
         if self.metrics is not None:
-            self.metrics.in_flight.labels(ns).dec()
-            self.metrics.calls.labels(ns, known[:200], info.front_end, status).inc()
-            self.metrics.latency.labels(ns, info.front_end).observe(elapsed)
+            self.metrics.finished(ns, known[:200], info.front_end, status, elapsed)
         if self.audit is None:
             return
         line: dict[str, Any] = {
             "time": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
             **info.to_dict(),
-            "request_id": requestid.current.get() or info.request_id,
+            "request_id": requestid.current.get() or info.request_id or requestid.new(),
             **({"key_id": key.id} if key is not None else {}),
             "namespace": ns,
             "method": method,

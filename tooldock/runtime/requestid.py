@@ -9,8 +9,8 @@ from the request the SDK hands them (`of_scope`) and set `current` themselves. T
 
 from __future__ import annotations
 
+import random
 import re
-import secrets
 from contextvars import ContextVar
 from typing import Any
 
@@ -26,7 +26,8 @@ traceparent: ContextVar[str | None] = ContextVar("tooldock_traceparent", default
 
 
 def new() -> str:
-    return secrets.token_hex(12)
+    """24 random hex digits: unique, not secret (a client may choose its own), so no system call for them."""
+    return f"{random.getrandbits(96):024x}"
 
 
 def accept(presented: str | None) -> str:

@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from tooldock.worker.server import serve
 
-    loop = asyncio.new_event_loop()
+    loop = new_loop()
     main_task = loop.create_task(serve(namespace, loaded, socket_path, args.parent_pid, token, masker))
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, main_task.cancel)
@@ -74,6 +74,15 @@ def main(argv: list[str] | None = None) -> int:
         loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         loop.close()
     return 0
+
+
+def new_loop() -> asyncio.AbstractEventLoop:
+    """uvloop's loop when the environment has it (the framework requirements install it), else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
 
 
 if __name__ == "__main__":

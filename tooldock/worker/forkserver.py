@@ -54,6 +54,9 @@ def preload() -> None:
     import fastmcp.server.sessions
     import fastmcp.tools  # noqa: F401  (the point: imported once, shared by every child)
 
+    with contextlib.suppress(ImportError):
+        import uvloop  # noqa: F401  (the children's event loop)
+
     from tooldock.namespace.extract import load_namespace
     from tooldock.worker import bridge, secretenv, server  # noqa: F401  (bridge: server imports it lazily)
 

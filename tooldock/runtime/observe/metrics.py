@@ -48,6 +48,25 @@ class Metrics:
         )
         self._gauges: list[tuple[str, str, list[str], Callable[[], Iterable[tuple[list[str], float]]]]] = []
         r.register(_Scraped(self._gauges))
+        # The labelled children, by their label values: `labels()` takes a lock and checks its arguments
+        # on every call, three times per call here; the children it returns never change (nothing removes one).
+        self._children: dict[tuple[str, ...], Any] = {}
+
+    def _child(self, metric: Any, *values: str) -> Any:
+        key = (str(id(metric)), *values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
+
+    def started(self, namespace: str) -> None:
+        """A call began: in flight until `finished`."""
+        self._child(self.in_flight, namespace).inc()
+
+    def finished(self, namespace: str, tool: str, front_end: str, status: str, seconds: float) -> None:
+        self._child(self.in_flight, namespace).dec()
+        self._child(self.calls, namespace, tool, front_end, status).inc()
+        self._child(self.latency, namespace, front_end).observe(seconds)
 
     def gauge(
         self, name: str, doc: str, labels: list[str], read: Callable[[], Iterable[tuple[list[str], float]]]
