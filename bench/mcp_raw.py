@@ -98,14 +98,15 @@ def answer_of(headers: dict[str, str], data: bytes) -> dict:
 
 
 async def measure(
-    target: str, url: str, headers: dict[str, str], calls: int, concurrency: int, seconds: float, tool: str = TOOL
+    target: str, url: str, headers: dict[str, str], calls: int, concurrency: int, seconds: float, tool: str = TOOL,
+    capabilities: dict | None = None,
 ) -> Outcome:
     host_port, _, path = url.removeprefix("http://").partition("/")
     host, _, port = host_port.partition(":")
     first = Connection(host, int(port), "/" + path, headers)
     await first.open()
     init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}}
+        "protocolVersion": "2025-11-25", "capabilities": capabilities or {}, "clientInfo": {"name": "bench", "version": "1"}}}
     _, got, _ = await first.post(json.dumps(init).encode())
     session = {"Mcp-Session-Id": got["mcp-session-id"], "MCP-Protocol-Version": "2025-11-25"}
     extra = "".join(f"{k}: {v}\r\n" for k, v in session.items())
@@ -170,10 +171,13 @@ async def main(calls: int, levels: list[int], seconds: float) -> list[tuple[Outc
                     await measure("ToolDock MCP (SDK path)", sdk_url + "/ns/bench/mcp", auth, calls, level, seconds),
                     await measure("FastMCP direct, JSON answers (peer)", peer_url + "/mcp", {}, calls, level, seconds),
                 ))
-            for level in levels:  # a Context tool with progress: the SDK path and the worker's warm sessions
-                rows.append((
+            for level in levels:  # a Context tool with progress: streamed by the lean path, or by the SDK for a
+                rows.append((  # client that may be asked (sampling declared); the worker's warm sessions
                     await measure("ToolDock MCP, Context tool + progress", gw_url + "/ns/bench/mcp", auth, calls,
                                   level, seconds, "echo_progress"),
+                    await measure("ToolDock MCP, Context tool, client declares sampling (SDK path)",
+                                  gw_url + "/ns/bench/mcp", auth, calls, level, seconds, "echo_progress",
+                                  {"sampling": {}}),
                     await measure("FastMCP direct, Context tool + progress (peer)", streaming_url + "/mcp", {}, calls,
                                   level, seconds, "echo_progress"),
                 ))

@@ -96,6 +96,13 @@ class Engine:
         entry = self.registry.snapshot.entries.get(namespace)
         return entry is not None and tool in getattr(entry.worker, "plain_tools", ())
 
+    def context_tool(self, namespace: str, tool: str) -> bool:
+        """Whether `tool` is one of the namespace's worker tools that take a fastmcp Context."""
+        entry = self.registry.snapshot.entries.get(namespace)
+        if entry is None or entry.worker is None or tool in getattr(entry.worker, "plain_tools", (tool,)):
+            return False
+        return any(t["name"] == tool for t in entry.tools)
+
     def visible(self, namespace: str, tools: list[dict[str, Any]], key: ApiKey | None) -> list[dict[str, Any]]:
         """`tools` of `namespace` narrowed to what its `tools: {allow, deny}` exposes and `key` may see."""
         entry = self.registry.snapshot.entries.get(namespace)

@@ -21,7 +21,7 @@ from typing import Any
 from mcp.client.session import ClientSession
 
 Kind = tuple[bool, bool, bool, str | None]  # sampling, elicitation, roots, log level
-IDLE_PER_KIND = 8
+IDLE_PER_KIND = 32  # warm sessions kept per kind: enough for the calls a worker typically has in flight
 
 
 class Pooled:

@@ -77,6 +77,10 @@ class MemoryEventStore(EventStore):
     async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
         # Kept serialized: its size is known, and a live object graph would cost several times more.
         data = None if message is None else message.model_dump_json(by_alias=True, exclude_unset=True).encode()
+        return await self.store_raw(stream_id, data)
+
+    async def store_raw(self, stream_id: StreamId, data: bytes | None) -> EventId:
+        """Store a message already serialized as JSON (the lean path's, leanstream.py); None: priming."""
         event = _Event(self._new_id(), stream_id, data)
         if len(self._streams.get(stream_id, ())) >= self.per_stream:
             self._forget_oldest_of(stream_id)
@@ -115,6 +119,9 @@ class SessionEvents(EventStore):
 
     async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
         return await self._store.store_event(self._prefix + stream_id, message)
+
+    async def store_raw(self, stream_id: StreamId, data: bytes | None) -> EventId:
+        return await self._store.store_raw(self._prefix + stream_id, data)
 
     async def replay_events_after(self, last_event_id: EventId, send_callback: EventCallback) -> StreamId | None:
         stream = self._store.stream_of(last_event_id)

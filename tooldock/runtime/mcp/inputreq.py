@@ -136,6 +136,19 @@ def _capability_error(ctx: Any, result: Any) -> MCPError | None:
     return MCPError(types.MISSING_REQUIRED_CLIENT_CAPABILITY, str(details.get("rpc_message")), details.get("rpc_data"))
 
 
+def legacy_refusal(result: Any) -> MCPError | None:
+    """How `InputRounds._legacy` ends a guard's round for a 2025-11-25 client that declared none of sampling,
+    elicitation and roots (the lean path's streamed calls): the first question refused, as `ask_client`
+    refuses it. None when the result is not a guard's question."""
+    carried = _carried(result)
+    if carried is None:
+        return None
+    for request in (carried.get("inputRequests") or {}).values():
+        method = str(request.get("method")) if isinstance(request, dict) else ""
+        return MCPError(types.INVALID_REQUEST, f"the tool asked this client for {method!r}, which it did not declare")
+    return MCPError(types.INTERNAL_ERROR, f"the request still asked for input after {MAX_LEGACY_ROUNDS} rounds")
+
+
 def _input_required(requests: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     plain = json.dumps(state, separators=(",", ":"))
     if len(plain) > MAX_STATE_BYTES:

@@ -14,6 +14,10 @@ to the SDK, unread or with the body replayed. A request is taken here only when
   namespace served by a worker (not upstream servers, whose views are per session).
 The answers are the SDK's: the same result objects, the same JSON-RPC errors, -32800 for a request the
 client cancelled with `notifications/cancelled` (taken here for the calls this path runs).
+
+A `tools/call` of a tool that takes a Context is taken too when the session's client declared none of
+sampling, elicitation and roots (so the tool can only send progress and log messages): it is answered as
+one SSE stream, as the SDK answers it, with the notifications before the response (leanstream.py).
 """
 
 from __future__ import annotations
@@ -39,12 +43,15 @@ from tooldock.runtime.access import key_of
 from tooldock.runtime.engine import Engine
 from tooldock.runtime.mcp.caller import caller_of
 from tooldock.runtime.mcp.compat import Body
+from tooldock.runtime.mcp.inputreq import legacy_refusal
+from tooldock.runtime.mcp.leanstream import SseAnswer, StreamRelay
 from tooldock.runtime.mcp.results import error_payload
 from tooldock.runtime.observe import call_info
 
 log = logging.getLogger("tooldock.mcp")
 SESSION = b"mcp-session-id"
 METHODS = ("tools/call", "tools/list", "ping")
+STREAMED = "tools/call+stream"  # a Context tool's call: answered as an SSE stream
 CANCELLED = "notifications/cancelled"
 REQUEST_CANCELLED = -32800
 CANCEL_ANSWER = {"code": REQUEST_CANCELLED, "message": "Request cancelled"}  # the SDK's, for the 2025 era
@@ -79,22 +86,35 @@ class _Hold:
                 transport.idle_scope.deadline = anyio.current_time() + transport._idle_timeout
 
 
+class _Known:
+    """A session the lean path may serve: the caller fields of its audit lines, its state (the log level it
+    set), and whether its client may be asked anything (then its Context tool calls go to the SDK)."""
+
+    __slots__ = ("asks", "caller", "state")
+
+    def __init__(self, caller: dict[str, Any], state: Any, asks: bool) -> None:
+        self.caller, self.state, self.asks = caller, state, asks
+
+
 class LeanPath:
     def __init__(self, engine: Engine, max_body: int, security: TransportSecuritySettings | None) -> None:
         self.engine, self.max_body = engine, max_body
         self._security = TransportSecurityMiddleware(security) if security is not None else None
-        self._known: dict[str, dict[str, Any]] = {}  # session id -> the caller fields of its audit lines
+        self._known: dict[str, _Known] = {}  # session id -> what the lean path knows of it
         self._running: dict[tuple[str, Any], asyncio.Task[Any]] = {}  # (session, request id) -> its call
 
-    def seen(self, ctx: Any) -> None:
-        """The SDK served a list or call of this session: the lean path may take its next ones."""
+    def seen(self, ctx: Any, state: Any) -> None:
+        """The SDK served a list or call of this session: the lean path may take its next ones. `state`:
+        the session's SessionState (server.py), whose `log_level` its Context tools' log messages follow."""
         request = getattr(ctx, "request", None)
         sid = request.headers.get("mcp-session-id") if request is not None else None
         caller = caller_of(ctx)
         if sid and sid not in self._known and caller["protocol"] in HANDSHAKE_PROTOCOL_VERSIONS:
             if len(self._known) >= KNOWN_LIMIT:
                 self._known.pop(next(iter(self._known)))
-            self._known[sid] = caller
+            caps = getattr(getattr(ctx, "session", None), "client_capabilities", None)
+            asks = caps is None or any(getattr(caps, k, None) is not None for k in ("sampling", "elicitation", "roots"))
+            self._known[sid] = _Known(caller, state, asks)
 
     async def handle(self, namespace: str, manager: Any, scope: Scope, receive: Receive, send: Send) -> Receive | None:
         """Answer the request here (None), or give the `receive` the SDK must read it from."""
@@ -111,9 +131,9 @@ class LeanPath:
             elif name == b"mcp-protocol-version":
                 version = value
         sid = sid_raw.decode("latin-1")
-        caller = self._known.get(sid)
-        transport = manager._server_instances.get(sid) if caller is not None else None
-        if transport is None or caller is None:
+        known = self._known.get(sid)
+        transport = manager._server_instances.get(sid) if known is not None else None
+        if transport is None or known is None:
             self._known.pop(sid, None)
             return receive
         if (
@@ -139,26 +159,36 @@ class LeanPath:
             msg = json.loads(bytes(body.data))
         except (ValueError, RecursionError):
             return body.replay()
-        plan = self._plan(namespace, msg)
+        plan = self._plan(namespace, msg, known)
         if plan is None:
             return body.replay()
         rid = msg.get("id")
         if plan == CANCELLED:
-            task = self._running.get((sid, msg["params"]["requestId"]))
-            if task is None:
+            target = self._running.get((sid, msg["params"]["requestId"]))
+            if target is None:
                 return body.replay()
-            task.cancel()
+            target.cancel()
             await _answer(send, sid_raw, 202, None)
             return None
-        caller = {**caller, "client": (scope.get("client") or (None,))[0]}
-        task = asyncio.ensure_future(self._run(namespace, plan, msg.get("params") or {}, key_of(scope), caller))
-        self._running[(sid, rid)] = task
+        caller = {**known.caller, "client": (scope.get("client") or (None,))[0]}
+        params = msg.get("params") or {}
+        answer = relay = None
+        if plan == STREAMED:
+            answer = SseAnswer(send, (SESSION, sid_raw), transport, rid)
+            relay = StreamRelay(answer, params, known.state.log_level)
         idle = _Hold(transport)  # the session's idle countdown waits for this request, as the SDK's would
+        task: asyncio.Task[Any] | None = None
         try:
+            if answer is not None:
+                await answer.open(caller["protocol"])
+            task = asyncio.ensure_future(self._run(namespace, plan, params, key_of(scope), caller, relay))
+            self._running[(sid, rid)] = task
             result = await task
             payload = {"jsonrpc": "2.0", "id": rid, **result}
         except asyncio.CancelledError:
-            if not task.cancelled():  # our own request was cancelled (shutdown): pass it on
+            if task is None or not task.cancelled():  # our own request was cancelled (shutdown): pass it on
+                if answer is not None:
+                    answer.abandon()
                 raise
             payload = {
                 "jsonrpc": "2.0",
@@ -168,10 +198,14 @@ class LeanPath:
         finally:
             self._running.pop((sid, rid), None)
             idle.release()
-        await _answer(send, sid_raw, 200, payload)
+        if answer is None:
+            await _answer(send, sid_raw, 200, payload)
+        else:
+            await answer.message(payload)
+            await answer.close()
         return None
 
-    def _plan(self, namespace: str, msg: Any) -> str | None:
+    def _plan(self, namespace: str, msg: Any, known: _Known) -> str | None:
         """The method this path serves for `msg`, or None for the SDK."""
         if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
             return None
@@ -192,13 +226,18 @@ class LeanPath:
             if set(params) - {"name", "arguments", "_meta"} or not isinstance(params.get("arguments", {}), dict):
                 return None
             name = params.get("name")
-            if not isinstance(name, str) or not self.engine.plain_tool(namespace, name):
+            if not isinstance(name, str):
                 return None
+            if not self.engine.plain_tool(namespace, name):
+                return STREAMED if not known.asks and self.engine.context_tool(namespace, name) else None
         elif set(params) - {"_meta"}:
             return None  # a cursor, or something newer than this path knows
         return str(method)
 
-    async def _run(self, namespace: str, method: str, params: dict[str, Any], key: Any, caller: dict[str, Any]) -> Any:
+    async def _run(
+        self, namespace: str, plan: str, params: dict[str, Any], key: Any, caller: dict[str, Any], relay: Any
+    ) -> Any:
+        method = "tools/call" if plan == STREAMED else plan
         if method == "ping":
             return {"result": {}}
         with call_info(**caller):
@@ -210,7 +249,10 @@ class LeanPath:
                     found = jsonin.problem(arguments, "arguments")
                     if found is not None:  # NaN and infinities are not JSON numbers
                         return {"error": {"code": types.INVALID_PARAMS, "message": f"invalid arguments: {found}"}}
-                    called = await self.engine.call_tool(namespace, params["name"], arguments, None, key=key)
+                    called = await self.engine.call_tool(namespace, params["name"], arguments, relay, key=key)
+                    refused = legacy_refusal(called)  # a guard that asked this client for input
+                    if refused is not None:
+                        return {"error": {"code": refused.error.code, "message": refused.error.message}}
                     result = {k: v for k, v in called.items() if v is not None}
             except (ToolNotFound, NotInScope) as err:
                 return {"error": {"code": types.INVALID_PARAMS, "message": err.message}}

@@ -105,7 +105,7 @@ def _server_for(
     engine: Engine,
     sessions: weakref.WeakKeyDictionary,
     bus: InMemorySubscriptionBus,
-    seen: Callable[[Any], None],
+    seen: Callable[[Any, Any], None],
 ) -> Server[Any]:
     def state(ctx: Any) -> SessionState:
         conn = _connection(ctx)
@@ -113,7 +113,7 @@ def _server_for(
         if found is None:
             request = getattr(ctx, "request", None)
             found = sessions[conn] = SessionState(request.headers.get("mcp-session-id") if request else None)
-            seen(ctx)  # the lean path may take this session's next lists and calls
+            seen(ctx, found)  # the lean path may take this session's next lists and calls
         return found
 
     def entry() -> Any:
@@ -293,7 +293,7 @@ class McpHub:
                 self._servers[namespace] = self._make(namespace)
             else:
                 assert self.engine is not None, "a hub without an engine needs a `servers` factory"
-                seen = self.lean.seen if self.lean is not None else (lambda ctx: None)
+                seen = self.lean.seen if self.lean is not None else (lambda ctx, state: None)
                 server = self._servers[namespace] = _server_for(namespace, self.engine, sessions, bus, seen)
                 install_tasks(server, TasksExtension(namespace, self.engine, session_key, bus))  # mcp/tasks.py
                 inputreq.install(server, self.settings, namespace)  # requestState, input_required rounds

@@ -1,0 +1,193 @@
+"""The lean path's streamed answers (issue 16): a `tools/call` of a Context tool, from a client that declared
+none of sampling, elicitation and roots, is answered by the lean path as one SSE stream. Checked with raw
+HTTP against the same gateway with the lean path off (TOOLDOCK_LEAN_MCP=false): the same messages in the
+same order (progress, log lines at the session's level, the response), the same headers and event shape
+(a priming event with its `retry:`, event ids), the same refusals when the tool asks the client anything,
+a stream that resumes with `Last-Event-ID`, a call cancelled with `notifications/cancelled`."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from test_mcp_lean import ACCEPT
+
+TOOLS = '''import asyncio
+
+from fastmcp import Context
+from fastmcp.tools import tool
+
+
+@tool
+async def steps(n: int, ctx: Context) -> int:
+    """Report progress n times, logging at two levels on the way."""
+    for i in range(n):
+        await ctx.report_progress(i + 1, n, f"step {i + 1}")
+        await ctx.debug(f"debug {i}")
+        await ctx.warning({"step": i})
+    return n
+
+
+@tool
+async def slow(ctx: Context) -> str:
+    """Report once, then wait a long time."""
+    await ctx.report_progress(1)
+    await asyncio.sleep(30)
+    return "late"
+
+
+@tool
+async def broken(ctx: Context) -> str:
+    """Fail after one progress report."""
+    await ctx.report_progress(1, 2)
+    raise ValueError("half way")
+'''
+ASKING = Path(__file__).parent / "fixtures" / "input"
+
+
+class Stream:
+    """A raw 2025-11-25 session whose answers are read as SSE events: (id, parsed data) pairs."""
+
+    def __init__(self, gateway, namespace: str, capabilities: dict | None = None) -> None:
+        self.url = f"{gateway.url}/ns/{namespace}/mcp"
+        self.http = httpx.Client(headers={**gateway.headers(), "Accept": ACCEPT}, timeout=60)
+        self.ids = iter(range(1, 10_000))
+        init = {"protocolVersion": "2025-11-25", "capabilities": capabilities or {},
+                "clientInfo": {"name": "stream-test", "version": "1"}}
+        first = self.post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init})
+        self.http.headers.update({"Mcp-Session-Id": first.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-11-25"})
+        self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        self.post({"jsonrpc": "2.0", "id": next(self.ids), "method": "tools/list"})  # the SDK's first list
+
+    def post(self, message) -> httpx.Response:
+        return self.http.post(self.url, content=json.dumps(message), headers={"Content-Type": "application/json"})
+
+    def call(self, tool: str, arguments: dict, token: str | None = "tok", rid: int | None = None):
+        params: dict = {"name": tool, "arguments": arguments}
+        if token is not None:
+            params["_meta"] = {"progressToken": token}
+        reply = self.post({"jsonrpc": "2.0", "id": rid or next(self.ids), "method": "tools/call", "params": params})
+        return reply, events(reply.text)
+
+
+def events(text: str) -> list[tuple[str | None, dict | None]]:
+    found = []
+    for block in text.replace("\r\n", "\n").split("\n\n"):
+        fields = dict(line.split(": ", 1) if ": " in line else (line.rstrip(":"), "") for line in block.split("\n") if line)
+        if "data" in fields:
+            found.append((fields.get("id"), json.loads(fields["data"]) if fields["data"] else None))
+    return found
+
+
+def messages(found) -> list[dict]:
+    out = []
+    for _, data in found:
+        if data is not None:
+            data = dict(data)
+            data.pop("id", None)
+            out.append(data)
+    return out
+
+
+@pytest.fixture
+def tools(tmp_path: Path) -> Path:
+    (tmp_path / "src" / "streamy").mkdir(parents=True)
+    (tmp_path / "src" / "streamy" / "tools.py").write_text(TOOLS)
+    return tmp_path / "src"
+
+
+def _head(reply: httpx.Response) -> dict:
+    keep = ("content-type", "cache-control", "connection", "x-accel-buffering")
+    return {k: reply.headers.get(k) for k in keep} | {"session": bool(reply.headers.get("mcp-session-id"))}
+
+
+def test_streamed_context_calls_are_the_sdks(make_gateway, tools, tmp_path):
+    lean = make_gateway(tools, ASKING, env={"TOOLDOCK_LOG_DIR": str(tmp_path / "audit")})
+    sdk = make_gateway(tools, ASKING, env={"TOOLDOCK_LEAN_MCP": "false"})
+    fast, slow = Stream(lean, "streamy"), Stream(sdk, "streamy")
+    for session in (fast, slow):  # log lines at warning and above only
+        session.post({"jsonrpc": "2.0", "id": 99, "method": "logging/setLevel", "params": {"level": "warning"}})
+    for tool, arguments, token in (("steps", {"n": 3}, "tok"), ("steps", {"n": 2}, None), ("broken", {}, 7),
+                                   ("steps", {"n": "three"}, "tok")):
+        (got, mine), (want, theirs) = fast.call(tool, arguments, token), slow.call(tool, arguments, token)
+        assert got.status_code == want.status_code == 200 and _head(got) == _head(want)
+        assert mine[0] == (mine[0][0], None) and mine[0][0] and theirs[0][1] is None  # the priming event
+        assert "retry: " in got.text and all(event_id for event_id, _ in mine)
+        ours, expected = messages(mine), messages(theirs)
+        if "error" not in json.dumps(expected[-1]) and not expected[-1]["result"].get("isError"):
+            assert ours == expected, (tool, arguments)
+        else:  # a failed call: the same shape; argument errors are worded by whoever validated them
+            assert ours[:-1] == expected[:-1] and ours[-1]["result"]["isError"] == expected[-1]["result"]["isError"]
+        if arguments == {"n": 3}:
+            assert [m.get("method") for m in ours].count("notifications/progress") == 3
+            assert [m["params"]["level"] for m in ours if m.get("method") == "notifications/message"] == ["warning"] * 3
+
+    # asking a client that declared nothing: refused the same way (an imperative ask, a guard's round)
+    ask_fast, ask_slow = Stream(lean, "asking"), Stream(sdk, "asking")
+    for tool, arguments in (("trip", {"city": "Paris"}), ("survey", {})):
+        ours, expected = messages(ask_fast.call(tool, arguments)[1]), messages(ask_slow.call(tool, arguments)[1])
+        assert ours == expected, tool
+
+    # the audit log has the streamed calls like any other
+    deadline, lines = time.monotonic() + 10, []
+    while time.monotonic() < deadline and len([l for l in lines if l.get("tool") == "steps"]) < 3:
+        time.sleep(0.1)
+        lines = [json.loads(l) for f in (tmp_path / "audit").glob("*.jsonl") for l in f.read_text().splitlines()]
+    steps = [l for l in lines if l.get("tool") == "steps"]
+    assert len(steps) == 3 and all(l["front_end"] == "mcp" and l["protocol"] == "2025-11-25" for l in steps)
+    assert [l["status"] for l in steps].count("ok") == 2  # and the one with bad arguments failed
+
+
+def test_a_streamed_call_resumes_with_last_event_id(make_gateway, tools):
+    gateway = make_gateway(tools)
+    session = Stream(gateway, "streamy")
+    reply, found = session.call("steps", {"n": 2})
+    assert reply.headers["content-type"].startswith("text/event-stream")
+    priming, first = found[0][0], found[1][0]
+    for after, expected in ((priming, found[1:]), (first, found[2:])):
+        text = ""  # the replay stays open for what comes later (the SDK's GET): read up to the response
+        with session.http.stream("GET", session.url, headers={"Last-Event-ID": after}) as again:
+            assert again.status_code == 200
+            for line in again.iter_lines():
+                text += line + "\n"
+                if line.startswith("data: ") and '"result"' in line:
+                    break
+        assert [(i, d) for i, d in events(text + "\n") if d is not None] == expected
+
+
+def test_a_streamed_call_is_cancelled_by_notifications_cancelled(make_gateway, tools):
+    gateway = make_gateway(tools)
+    session = Stream(gateway, "streamy")
+    answers: list = []
+    caller = threading.Thread(target=lambda: answers.append(session.call("slow", {}, rid=500)[1]))
+    started = time.monotonic()
+    caller.start()
+    time.sleep(1.5)
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 500, "reason": "bored"}}
+    assert session.post(cancel).status_code == 202
+    caller.join(20)
+    assert time.monotonic() - started < 15
+    assert messages(answers[0]) == [
+        {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "tok", "progress": 1.0}},
+        {"jsonrpc": "2.0", "error": {"code": -32800, "message": "Request cancelled"}},
+    ]
+    assert messages(session.call("steps", {"n": 1}, token=None)[1])[-1]["result"]["structuredContent"] == {"result": 1}
+
+
+def test_a_client_that_may_be_asked_gets_the_sdk(make_gateway, tools):
+    """With elicitation declared, the call is the SDK's: the tool's question reaches the client on the stream."""
+    gateway = make_gateway(tools, ASKING)
+    session = Stream(gateway, "asking", capabilities={"elicitation": {}})
+    session.http.timeout = httpx.Timeout(60, read=5)
+    body = {"jsonrpc": "2.0", "id": 321, "method": "tools/call", "params": {"name": "trip", "arguments": {"city": "Oslo"}}}
+    with session.http.stream("POST", session.url, content=json.dumps(body),
+                             headers={"Content-Type": "application/json"}) as reply:
+        for line in reply.iter_lines():
+            if line.startswith("data: ") and "elicitation/create" in line:
+                break
+        else:
+            pytest.fail("the SDK path would have asked the client")
