@@ -171,15 +171,14 @@ async def main(calls: int, levels: list[int], seconds: float) -> list[tuple[Outc
                     await measure("ToolDock MCP (SDK path)", sdk_url + "/ns/bench/mcp", auth, calls, level, seconds),
                     await measure("FastMCP direct, JSON answers (peer)", peer_url + "/mcp", {}, calls, level, seconds),
                 ))
-            for level in levels:  # a Context tool with progress: streamed by the lean path, or by the SDK for a
-                rows.append((  # client that may be asked (sampling declared); the worker's warm sessions
-                    await measure("ToolDock MCP, Context tool + progress", gw_url + "/ns/bench/mcp", auth, calls,
-                                  level, seconds, "echo_progress"),
-                    await measure("ToolDock MCP, Context tool, client declares sampling (SDK path)",
-                                  gw_url + "/ns/bench/mcp", auth, calls, level, seconds, "echo_progress",
-                                  {"sampling": {}}),
+            for level in levels:  # a Context tool with progress (a client that declares sampling): streamed by
+                rows.append((  # the lean path, or by the SDK; the worker's warm sessions either way
+                    await measure("ToolDock MCP (lean path), Context tool + progress", gw_url + "/ns/bench/mcp", auth,
+                                  calls, level, seconds, "echo_progress", {"sampling": {}}),
+                    await measure("ToolDock MCP (SDK path), Context tool + progress", sdk_url + "/ns/bench/mcp", auth,
+                                  calls, level, seconds, "echo_progress", {"sampling": {}}),
                     await measure("FastMCP direct, Context tool + progress (peer)", streaming_url + "/mcp", {}, calls,
-                                  level, seconds, "echo_progress"),
+                                  level, seconds, "echo_progress", {"sampling": {}}),
                 ))
         finally:
             for proc in (gateway, sdk_only, peer, streaming):

@@ -1,9 +1,9 @@
-"""The lean path's streamed answers (issue 16): a `tools/call` of a Context tool, from a client that declared
-none of sampling, elicitation and roots, is answered by the lean path as one SSE stream. Checked with raw
-HTTP against the same gateway with the lean path off (TOOLDOCK_LEAN_MCP=false): the same messages in the
-same order (progress, log lines at the session's level, the response), the same headers and event shape
-(a priming event with its `retry:`, event ids), the same refusals when the tool asks the client anything,
-a stream that resumes with `Last-Event-ID`, a call cancelled with `notifications/cancelled`."""
+"""The lean path's streamed answers (issue 16): a `tools/call` of a Context tool is answered by the lean path
+as one SSE stream. Checked with raw HTTP against the same gateway with the lean path off
+(TOOLDOCK_LEAN_MCP=false): the same messages in the same order (progress, log lines at the session's level,
+the tool's questions to the client, the response), the same headers and event shape (a priming event with
+its `retry:`, event ids), the same refusals when the tool asks a client for what it did not declare, a
+stream that resumes with `Last-Event-ID`, a call cancelled with `notifications/cancelled`."""
 
 from __future__ import annotations
 
@@ -178,16 +178,63 @@ def test_a_streamed_call_is_cancelled_by_notifications_cancelled(make_gateway, t
     assert messages(session.call("steps", {"n": 1}, token=None)[1])[-1]["result"]["structuredContent"] == {"result": 1}
 
 
-def test_a_client_that_may_be_asked_gets_the_sdk(make_gateway, tools):
-    """With elicitation declared, the call is the SDK's: the tool's question reaches the client on the stream."""
-    gateway = make_gateway(tools, ASKING)
-    session = Stream(gateway, "asking", capabilities={"elicitation": {}})
-    session.http.timeout = httpx.Timeout(60, read=5)
-    body = {"jsonrpc": "2.0", "id": 321, "method": "tools/call", "params": {"name": "trip", "arguments": {"city": "Oslo"}}}
+def _answer_of(request: dict) -> dict:
+    """The client's side of a question: a user, an LLM, a file system."""
+    if request["method"] == "elicitation/create":
+        schema = request["params"].get("requestedSchema") or {}
+        field = next(iter(schema.get("properties") or {"value": None}))
+        value = {"colour": "green"}.get(field, "Ada")
+        return {"action": "accept", "content": {field: value}}
+    if request["method"] == "sampling/createMessage":
+        return {"role": "assistant", "content": {"type": "text", "text": "the old bridge"}, "model": "test-llm"}
+    return {"roots": [{"uri": "file:///home/ada/trips", "name": "trips"}]}
+
+
+def converse(session: Stream, tool: str, arguments: dict) -> list[dict]:
+    """Call `tool`, answering each question the stream carries (POSTed back on another connection); the
+    stream's messages without their ids."""
+    body = {"jsonrpc": "2.0", "id": next(session.ids), "method": "tools/call", "params": {"name": tool,
+                                                                                        "arguments": arguments}}
+    seen = []
     with session.http.stream("POST", session.url, content=json.dumps(body),
                              headers={"Content-Type": "application/json"}) as reply:
+        assert reply.headers["content-type"].startswith("text/event-stream")
+        for line in reply.iter_lines():
+            if not line.startswith("data: ") or not line[6:].strip():
+                continue
+            message = json.loads(line[6:])
+            if "method" in message and "id" in message:  # a question: answer it
+                answer = {"jsonrpc": "2.0", "id": message["id"], "result": _answer_of(message)}
+                assert session.post(answer).status_code == 202
+            message.pop("id", None)
+            seen.append(message)
+            if "result" in message or "error" in message:
+                break
+    return seen
+
+
+def test_questions_to_the_client_go_on_the_stream(make_gateway, tools):
+    """A client that declared sampling, elicitation and roots: the tool's questions reach it on the call's
+    stream and its answers (POSTed back) reach the tool; a guard's rounds are asked the same way. As the SDK."""
+    lean = make_gateway(tools, ASKING)
+    sdk = make_gateway(tools, ASKING, env={"TOOLDOCK_LEAN_MCP": "false"})
+    everything = {"elicitation": {}, "sampling": {}, "roots": {"listChanged": False}}
+    fast, slow = Stream(lean, "asking", everything), Stream(sdk, "asking", everything)
+    for tool, arguments in (("trip", {"city": "Oslo"}), ("survey", {})):
+        ours, expected = converse(fast, tool, arguments), converse(slow, tool, arguments)
+        assert ours == expected, tool
+    assert ours[-1]["result"]["structuredContent"] == {"result": "Ada likes green"}
+    assert [m["method"] for m in converse(fast, "trip", {"city": "Oslo"})[:-1]] == [
+        "elicitation/create", "sampling/createMessage", "roots/list"]
+
+    # a client that answers with an error: the tool is told, as through the SDK
+    body = {"jsonrpc": "2.0", "id": 4242, "method": "tools/call", "params": {"name": "trip", "arguments": {"city": "Rome"}}}
+    with fast.http.stream("POST", fast.url, content=json.dumps(body), headers={"Content-Type": "application/json"}) as reply:
         for line in reply.iter_lines():
             if line.startswith("data: ") and "elicitation/create" in line:
+                asked = json.loads(line[6:])
+                refusal = {"jsonrpc": "2.0", "id": asked["id"], "error": {"code": -1, "message": "user said no"}}
+                assert fast.post(refusal).status_code == 202
+            elif line.startswith("data: ") and '"id":4242' in line:
+                assert "user said no" in line
                 break
-        else:
-            pytest.fail("the SDK path would have asked the client")

@@ -29,6 +29,7 @@ import contextlib
 import contextvars
 import hashlib
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -136,17 +137,31 @@ def _capability_error(ctx: Any, result: Any) -> MCPError | None:
     return MCPError(types.MISSING_REQUIRED_CLIENT_CAPABILITY, str(details.get("rpc_message")), details.get("rpc_data"))
 
 
-def legacy_refusal(result: Any) -> MCPError | None:
-    """How `InputRounds._legacy` ends a guard's round for a 2025-11-25 client that declared none of sampling,
-    elicitation and roots (the lean path's streamed calls): the first question refused, as `ask_client`
-    refuses it. None when the result is not a guard's question."""
-    carried = _carried(result)
-    if carried is None:
-        return None
-    for request in (carried.get("inputRequests") or {}).values():
-        method = str(request.get("method")) if isinstance(request, dict) else ""
-        return MCPError(types.INVALID_REQUEST, f"the tool asked this client for {method!r}, which it did not declare")
-    return MCPError(types.INTERNAL_ERROR, f"the request still asked for input after {MAX_LEGACY_ROUNDS} rounds")
+async def legacy_rounds(
+    call: Callable[[], Awaitable[Any]], ask: Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+) -> Any:
+    """A guard's rounds for a 2025-11-25 client: `call()` runs the request (with this round's answers in
+    `round_fields`); each question of a guard's `input_required` goes to the client through `ask(method,
+    params)`, then the guard runs again with the answers and its requestState. The SDK path's loop and the
+    lean path's (lean.py)."""
+    fields: dict[str, Any] = {}
+    for _ in range(MAX_LEGACY_ROUNDS):
+        token = round_fields.set(fields or None)
+        try:
+            result = await call()
+        finally:
+            round_fields.reset(token)
+        carried = _carried(result)
+        if carried is None:
+            return result
+        answers = {}
+        for key, request in (carried.get("inputRequests") or {}).items():
+            method = str(request.get("method")) if isinstance(request, dict) else ""
+            answers[key] = await ask(method, request.get("params") or {})
+        fields = {"inputResponses": answers}
+        if isinstance(carried.get("requestState"), str):
+            fields["requestState"] = carried["requestState"]
+    raise MCPError(types.INTERNAL_ERROR, f"the request still asked for input after {MAX_LEGACY_ROUNDS} rounds")
 
 
 def _input_required(requests: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
@@ -232,26 +247,15 @@ class InputRounds:
 
     async def _legacy(self, ctx: Any, call_next: Any) -> Any:
         """A 2025-11-25 client: a guard's questions go over its session, then the guard runs again."""
-        fields: dict[str, Any] = {}
-        for _ in range(MAX_LEGACY_ROUNDS):
-            token = round_fields.set(fields or None)
+
+        async def once() -> Any:
             relayed = round_relay.set(self._relay(ctx, None) if ctx.method != "tools/call" else None)
             try:
-                result = await call_next(ctx)
+                return await call_next(ctx)
             finally:
                 round_relay.reset(relayed)
-                round_fields.reset(token)
-            carried = _carried(result)
-            if carried is None:
-                return result
-            answers = {}
-            for key, request in (carried.get("inputRequests") or {}).items():
-                method = str(request.get("method")) if isinstance(request, dict) else ""
-                answers[key] = await self._ask(ctx, method, request.get("params") or {})
-            fields = {"inputResponses": answers}
-            if isinstance(carried.get("requestState"), str):
-                fields["requestState"] = carried["requestState"]
-        raise MCPError(types.INTERNAL_ERROR, f"the request still asked for input after {MAX_LEGACY_ROUNDS} rounds")
+
+        return await legacy_rounds(once, lambda method, params: self._ask(ctx, method, params))
 
 
 def install(server: Any, settings: Any, namespace: str) -> None:

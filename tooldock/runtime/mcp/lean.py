@@ -15,9 +15,9 @@ to the SDK, unread or with the body replayed. A request is taken here only when
 The answers are the SDK's: the same result objects, the same JSON-RPC errors, -32800 for a request the
 client cancelled with `notifications/cancelled` (taken here for the calls this path runs).
 
-A `tools/call` of a tool that takes a Context is taken too when the session's client declared none of
-sampling, elicitation and roots (so the tool can only send progress and log messages): it is answered as
-one SSE stream, as the SDK answers it, with the notifications before the response (leanstream.py).
+A `tools/call` of a tool that takes a Context is taken too: it is answered as one SSE stream, as the SDK
+answers it, with the tool's notifications and its questions to the client (sampling, elicitation, roots)
+before the response (leanstream.py); the client's answers to those questions, POSTed back, are taken here.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
 from mcp_types.methods import serialize_server_result
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import ValidationError
@@ -43,8 +44,8 @@ from tooldock.runtime.access import key_of
 from tooldock.runtime.engine import Engine
 from tooldock.runtime.mcp.caller import caller_of
 from tooldock.runtime.mcp.compat import Body
-from tooldock.runtime.mcp.inputreq import legacy_refusal
-from tooldock.runtime.mcp.leanstream import SseAnswer, StreamRelay
+from tooldock.runtime.mcp.inputreq import legacy_rounds
+from tooldock.runtime.mcp.leanstream import Asks, SseAnswer, StreamRelay
 from tooldock.runtime.mcp.results import error_payload
 from tooldock.runtime.observe import call_info
 
@@ -88,12 +89,12 @@ class _Hold:
 
 class _Known:
     """A session the lean path may serve: the caller fields of its audit lines, its state (the log level it
-    set), and whether its client may be asked anything (then its Context tool calls go to the SDK)."""
+    set), and the capabilities its client declared (what its Context tools may ask it)."""
 
-    __slots__ = ("asks", "caller", "state")
+    __slots__ = ("caller", "caps", "state")
 
-    def __init__(self, caller: dict[str, Any], state: Any, asks: bool) -> None:
-        self.caller, self.state, self.asks = caller, state, asks
+    def __init__(self, caller: dict[str, Any], state: Any, caps: Any) -> None:
+        self.caller, self.state, self.caps = caller, state, caps
 
 
 class LeanPath:
@@ -102,6 +103,7 @@ class LeanPath:
         self._security = TransportSecurityMiddleware(security) if security is not None else None
         self._known: dict[str, _Known] = {}  # session id -> what the lean path knows of it
         self._running: dict[tuple[str, Any], asyncio.Task[Any]] = {}  # (session, request id) -> its call
+        self._asks = Asks()  # streamed calls' questions to their clients, until answered
 
     def seen(self, ctx: Any, state: Any) -> None:
         """The SDK served a list or call of this session: the lean path may take its next ones. `state`:
@@ -113,8 +115,7 @@ class LeanPath:
             if len(self._known) >= KNOWN_LIMIT:
                 self._known.pop(next(iter(self._known)))
             caps = getattr(getattr(ctx, "session", None), "client_capabilities", None)
-            asks = caps is None or any(getattr(caps, k, None) is not None for k in ("sampling", "elicitation", "roots"))
-            self._known[sid] = _Known(caller, state, asks)
+            self._known[sid] = _Known(caller, state, caps)
 
     async def handle(self, namespace: str, manager: Any, scope: Scope, receive: Receive, send: Send) -> Receive | None:
         """Answer the request here (None), or give the `receive` the SDK must read it from."""
@@ -159,7 +160,10 @@ class LeanPath:
             msg = json.loads(bytes(body.data))
         except (ValueError, RecursionError):
             return body.replay()
-        plan = self._plan(namespace, msg, known)
+        if isinstance(msg, dict) and "method" not in msg and self._asks.answered(sid, msg):
+            await _answer(send, sid_raw, 202, None)  # a client's answer to a streamed call's question
+            return None
+        plan = self._plan(namespace, msg)
         if plan is None:
             return body.replay()
         rid = msg.get("id")
@@ -175,7 +179,7 @@ class LeanPath:
         answer = relay = None
         if plan == STREAMED:
             answer = SseAnswer(send, (SESSION, sid_raw), transport, rid)
-            relay = StreamRelay(answer, params, known.state.log_level)
+            relay = StreamRelay(answer, params, known.state.log_level, known.caps, self._asks, sid)
         idle = _Hold(transport)  # the session's idle countdown waits for this request, as the SDK's would
         task: asyncio.Task[Any] | None = None
         try:
@@ -198,14 +202,15 @@ class LeanPath:
         finally:
             self._running.pop((sid, rid), None)
             idle.release()
+            if relay is not None:
+                relay.close()
         if answer is None:
             await _answer(send, sid_raw, 200, payload)
         else:
-            await answer.message(payload)
-            await answer.close()
+            await answer.message(payload, last=True)
         return None
 
-    def _plan(self, namespace: str, msg: Any, known: _Known) -> str | None:
+    def _plan(self, namespace: str, msg: Any) -> str | None:
         """The method this path serves for `msg`, or None for the SDK."""
         if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
             return None
@@ -229,7 +234,7 @@ class LeanPath:
             if not isinstance(name, str):
                 return None
             if not self.engine.plain_tool(namespace, name):
-                return STREAMED if not known.asks and self.engine.context_tool(namespace, name) else None
+                return STREAMED if self.engine.context_tool(namespace, name) else None
         elif set(params) - {"_meta"}:
             return None  # a cursor, or something newer than this path knows
         return str(method)
@@ -249,13 +254,12 @@ class LeanPath:
                     found = jsonin.problem(arguments, "arguments")
                     if found is not None:  # NaN and infinities are not JSON numbers
                         return {"error": {"code": types.INVALID_PARAMS, "message": f"invalid arguments: {found}"}}
-                    called = await self.engine.call_tool(namespace, params["name"], arguments, relay, key=key)
-                    refused = legacy_refusal(called)  # a guard that asked this client for input
-                    if refused is not None:
-                        return {"error": {"code": refused.error.code, "message": refused.error.message}}
+                    called = await self._call(namespace, params["name"], arguments, relay, key)
                     result = {k: v for k, v in called.items() if v is not None}
             except (ToolNotFound, NotInScope) as err:
                 return {"error": {"code": types.INVALID_PARAMS, "message": err.message}}
+            except MCPError as err:  # a guard's question the client did not declare, or refused
+                return {"error": err.error.model_dump(mode="json", by_alias=True, exclude_none=True)}
             except ToolDockError as err:
                 if method == "tools/list":
                     return {"error": {"code": types.INVALID_REQUEST, "message": err.message}}
@@ -265,3 +269,11 @@ class LeanPath:
         except ValidationError:
             log.exception("the %s result of namespace %r is not valid MCP", method, namespace)
             return {"error": {"code": types.INTERNAL_ERROR, "message": "Handler returned an invalid result"}}
+
+    async def _call(self, namespace: str, tool: str, arguments: dict[str, Any], relay: Any, key: Any) -> Any:
+        """A plain tool's call; a Context tool's with a guard's rounds, its questions asked over the stream."""
+        if relay is None:
+            return await self.engine.call_tool(namespace, tool, arguments, None, key=key)
+        return await legacy_rounds(
+            lambda: self.engine.call_tool(namespace, tool, arguments, relay, key=key), relay.ask_declared
+        )

@@ -9,9 +9,9 @@ an SDK stream (the SDK's GET replays what is stored here), and a comment every 1
 else is sent (what sse-starlette sends, so proxies keep the stream open).
 
 `StreamRelay` is the gateway end of the Context tool (what `relay.McpRelay` is on the SDK path): progress
-on the caller's token, log messages at or above the session's `logging/setLevel`. The lean path takes only
-sessions whose client declared none of sampling, elicitation and roots, so the tool is never offered a
-way to ask the client anything (as on the SDK path for such a client).
+on the caller's token, log messages at or above the session's `logging/setLevel`, and the tool's questions
+(sampling, elicitation, roots, as far as the client declared them) sent on the stream as requests, whose
+answers the client POSTs back (`Asks`), as the SDK would send them.
 """
 
 from __future__ import annotations
@@ -19,12 +19,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import secrets
 from typing import Any
 
+import mcp_types as types
+from mcp.shared.exceptions import MCPError
 from starlette.types import Send
 
 from tooldock.runtime.mcp.events import SessionEvents
-from tooldock.runtime.mcp.relay import LOG_LEVELS
+from tooldock.runtime.mcp.relay import ASKS, LOG_LEVELS
 
 HEADERS = [
     (b"cache-control", b"no-cache, no-transform"),
@@ -33,11 +36,16 @@ HEADERS = [
     (b"x-accel-buffering", b"no"),
 ]
 PING_SECONDS = 15.0  # sse-starlette's default: a comment while the stream is otherwise quiet
-PRIMING_SINCE = "2025-11-25"  # older clients cannot parse the empty-data priming event (the SDK's rule)
+PRIMING_SINCE = "2025-11-25"
+CAPABILITIES = {
+    "sampling/createMessage": "sampling",
+    "elicitation/create": "elicitation",
+    "roots/list": "roots",
+}  # older clients cannot parse the empty-data priming event (the SDK's rule)
 
 
 class SseAnswer:
-    """One POST's SSE answer: `open`, then `message` per JSON-RPC message, then `close`."""
+    """One POST's SSE answer: `open`, then `message` per JSON-RPC message, the response with `last=True`."""
 
     def __init__(self, send: Send, session_header: tuple[bytes, bytes], transport: Any, request_id: Any) -> None:
         self._send, self._session_header = send, session_header
@@ -58,22 +66,24 @@ class SseAnswer:
         await self._write(frame)
         self._pinger = asyncio.ensure_future(self._ping())
 
-    async def message(self, payload: dict[str, Any]) -> None:
+    async def message(self, payload: dict[str, Any], last: bool = False) -> None:
+        """Send one message (stored first, under its event id); `last`: and end the stream with it."""
         data = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
         head = ""
         if self._events is not None:
             head = f"id: {await self._events.store_raw(self._stream, data.encode())}\r\n"
-        await self._write(f"{head}event: message\r\ndata: {data}\r\n\r\n".encode())
+        frame = f"{head}event: message\r\ndata: {data}\r\n\r\n".encode()
+        if not last:
+            await self._write(frame)
+            return
+        self.abandon()
+        async with self._lock:  # the response and the stream's end in one write
+            await self._send({"type": "http.response.body", "body": frame, "more_body": False})
 
     def abandon(self) -> None:
         """Stop the pings of a stream that will not be closed (the gateway is stopping)."""
         if self._pinger is not None:
             self._pinger.cancel()
-
-    async def close(self) -> None:
-        self.abandon()
-        async with self._lock:
-            await self._send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _write(self, frame: bytes) -> None:
         async with self._lock:  # a ping never lands inside a message
@@ -86,24 +96,58 @@ class SseAnswer:
                 await self._write(b": ping\r\n\r\n")
 
 
-class StreamRelay:
-    """What the worker sends during a lean streaming call, as notifications on the call's stream."""
+class Asks:
+    """The lean streams' questions to their clients, by (session, JSON-RPC id), until the client POSTs the
+    answer (lean.py hands such a response here instead of to the SDK)."""
 
-    def __init__(self, answer: SseAnswer, params: dict[str, Any], log_level: str | None) -> None:
-        self.answer, self.log_level = answer, log_level
+    def __init__(self) -> None:
+        self._waiting: dict[tuple[str, str], asyncio.Future[dict[str, Any]]] = {}
+
+    def expect(self, session: str, request_id: str) -> asyncio.Future[dict[str, Any]]:
+        future = self._waiting[(session, request_id)] = asyncio.get_running_loop().create_future()
+        return future
+
+    def forget(self, session: str, request_id: str) -> None:
+        future = self._waiting.pop((session, request_id), None)
+        if future is not None and not future.done():
+            future.cancel()  # the call is over: its question waits no longer
+
+    def answered(self, session: str, message: dict[str, Any]) -> bool:
+        """Take the client's response if it answers one of these questions."""
+        rid = message.get("id")
+        future = self._waiting.get((session, rid)) if isinstance(rid, str) else None
+        if future is None:
+            return False
+        if not future.done():
+            future.set_result(message)
+        return True
+
+
+class StreamRelay:
+    """What the worker sends during a lean streaming call, as messages on the call's stream: progress and
+    log notifications, and its questions (sampling, elicitation, roots) as requests to the client, whose
+    answers come back in POSTs of their own (string ids, never the SDK session's integer ones)."""
+
+    def __init__(
+        self, answer: SseAnswer, params: dict[str, Any], log_level: str | None, caps: Any, asks: Asks, session: str
+    ) -> None:
+        self.answer, self.log_level, self.asks, self.session = answer, log_level, asks, session
         meta = params.get("_meta")
         self.token = meta.get("progressToken") if isinstance(meta, dict) else None
+        self.client = {k: caps is not None and getattr(caps, k, None) is not None for k in CAPABILITIES.values()}
+        self._open: set[str] = set()  # questions not answered yet
+
+    def close(self) -> None:
+        """The call is over: questions still open are dropped (a late answer goes to the SDK, which ignores it)."""
+        for rid in list(self._open):
+            self.asks.forget(self.session, rid)
 
     def call_fields(self) -> dict[str, Any]:
-        return {
-            "client": {"sampling": False, "elicitation": False, "roots": False},
-            "progress": self.token is not None,
-            "logLevel": self.log_level,
-        }
+        return {"client": dict(self.client), "progress": self.token is not None, "logLevel": self.log_level}
 
     async def handle(self, message: dict[str, Any]) -> dict[str, Any] | None:
-        if message.get("op") != "event":  # never offered, so never asked; answered as a refusal if it is
-            raise LookupError("this call cannot ask the client anything")
+        if message.get("op") != "event":
+            return await self.ask(str(message.get("method")), message.get("params") or {})
         data = message.get("data") or {}
         if message.get("event") == "progress" and self.token is not None:
             params = {"progressToken": self.token, "progress": float(data.get("progress") or 0)}
@@ -122,3 +166,39 @@ class StreamRelay:
                     params[name] = data[name]
             await self.answer.message({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
         return None
+
+    async def ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """A question to the client, validated both ways with the SDK's models (as `McpRelay` asks it)."""
+        if method not in ASKS:
+            raise LookupError(f"a tool may not ask the client for {method!r}")
+        request_model, result_model = ASKS[method]
+        request = request_model.model_validate({"method": method, **({"params": params} if params else {})})
+        if method == "sampling/createMessage" and params.get("tools"):
+            result_model = types.CreateMessageResultWithTools
+        rid = f"tooldock-{secrets.token_hex(8)}"
+        future = self.asks.expect(self.session, rid)
+        self._open.add(rid)
+        try:
+            await self.answer.message(
+                {"jsonrpc": "2.0", "id": rid, **request.model_dump(by_alias=True, mode="json", exclude_none=True)}
+            )
+            reply = await future
+        finally:
+            self._open.discard(rid)
+            self.asks.forget(self.session, rid)
+        error = reply.get("error")
+        if error is not None:
+            error = error if isinstance(error, dict) else {}
+            code = error.get("code")
+            code = code if isinstance(code, int) and not isinstance(code, bool) else types.INTERNAL_ERROR
+            raise MCPError(code, str(error.get("message") or "the client refused"), error.get("data"))
+        result = result_model.model_validate(reply.get("result") or {}, by_name=False)
+        return dict(result.model_dump(mode="json", by_alias=True, exclude_none=True))
+
+    async def ask_declared(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """A guard's question (inputreq.legacy_rounds): refused when the client did not declare it, as
+        `relay.ask_client` refuses it on the SDK path."""
+        if not self.client.get(CAPABILITIES.get(method, ""), False):
+            refusal = f"the tool asked this client for {method!r}, which it did not declare"
+            raise MCPError(types.INVALID_REQUEST, refusal)
+        return await self.ask(method, params)

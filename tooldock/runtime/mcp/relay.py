@@ -25,7 +25,7 @@ from tooldock.runtime.mcp import inputreq
 LOG_LEVELS: tuple[str, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 # What a worker may ask the client: the request model and the result model for each method.
-_ASKS: dict[str, tuple[Any, Any]] = {
+ASKS: dict[str, tuple[Any, Any]] = {
     "sampling/createMessage": (types.CreateMessageRequest, types.CreateMessageResult),
     "elicitation/create": (types.ElicitRequest, types.ElicitResult),
     "roots/list": (types.ListRootsRequest, types.ListRootsResult),
@@ -80,11 +80,11 @@ class McpRelay:
             )
 
     async def _ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        if method not in _ASKS:
+        if method not in ASKS:
             raise LookupError(f"a tool may not ask the client for {method!r}")
         if self.round is not None:
             return await self.round.ask(method, params)
-        request_model, result_model = _ASKS[method]
+        request_model, result_model = ASKS[method]
         request = request_model.model_validate({"method": method, **({"params": params} if params else {})})
         if method == "sampling/createMessage" and params.get("tools"):
             result_model = types.CreateMessageResultWithTools
