@@ -27,7 +27,7 @@ from mcp.shared.exceptions import MCPError
 from starlette.types import Send
 
 from tooldock.runtime.mcp.events import SessionEvents
-from tooldock.runtime.mcp.relay import ASKS, LOG_LEVELS
+from tooldock.runtime.mcp.relay import CAPABILITIES, declared, question, shown_level, undeclared
 
 HEADERS = [
     (b"cache-control", b"no-cache, no-transform"),
@@ -36,12 +36,7 @@ HEADERS = [
     (b"x-accel-buffering", b"no"),
 ]
 PING_SECONDS = 15.0  # sse-starlette's default: a comment while the stream is otherwise quiet
-PRIMING_SINCE = "2025-11-25"
-CAPABILITIES = {
-    "sampling/createMessage": "sampling",
-    "elicitation/create": "elicitation",
-    "roots/list": "roots",
-}  # older clients cannot parse the empty-data priming event (the SDK's rule)
+PRIMING_SINCE = "2025-11-25"  # older clients cannot parse the empty-data priming event (the SDK's rule)
 
 
 class SseAnswer:
@@ -134,7 +129,7 @@ class StreamRelay:
         self.answer, self.log_level, self.asks, self.session = answer, log_level, asks, session
         meta = params.get("_meta")
         self.token = meta.get("progressToken") if isinstance(meta, dict) else None
-        self.client = {k: caps is not None and getattr(caps, k, None) is not None for k in CAPABILITIES.values()}
+        self.client = declared(caps)
         self._open: set[str] = set()  # questions not answered yet
 
     def close(self) -> None:
@@ -156,10 +151,7 @@ class StreamRelay:
             if data.get("message") is not None:
                 params["message"] = str(data["message"])
             await self.answer.message({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
-        elif message.get("event") == "log":
-            level = data.get("level") if data.get("level") in LOG_LEVELS else "info"
-            if self.log_level and LOG_LEVELS.index(level) < LOG_LEVELS.index(self.log_level):
-                return None
+        elif message.get("event") == "log" and (level := shown_level(data, self.log_level)) is not None:
             params = {"level": level}
             for name in ("logger", "data"):
                 if data.get(name) is not None:
@@ -169,12 +161,7 @@ class StreamRelay:
 
     async def ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """A question to the client, validated both ways with the SDK's models (as `McpRelay` asks it)."""
-        if method not in ASKS:
-            raise LookupError(f"a tool may not ask the client for {method!r}")
-        request_model, result_model = ASKS[method]
-        request = request_model.model_validate({"method": method, **({"params": params} if params else {})})
-        if method == "sampling/createMessage" and params.get("tools"):
-            result_model = types.CreateMessageResultWithTools
+        request, result_model = question(method, params)
         rid = f"tooldock-{secrets.token_hex(8)}"
         future = self.asks.expect(self.session, rid)
         self._open.add(rid)
@@ -199,6 +186,5 @@ class StreamRelay:
         """A guard's question (inputreq.legacy_rounds): refused when the client did not declare it, as
         `relay.ask_client` refuses it on the SDK path."""
         if not self.client.get(CAPABILITIES.get(method, ""), False):
-            refusal = f"the tool asked this client for {method!r}, which it did not declare"
-            raise MCPError(types.INVALID_REQUEST, refusal)
+            raise undeclared(method)
         return await self.ask(method, params)

@@ -30,10 +30,47 @@ ASKS: dict[str, tuple[Any, Any]] = {
     "elicitation/create": (types.ElicitRequest, types.ElicitResult),
     "roots/list": (types.ListRootsRequest, types.ListRootsResult),
 }
+# The capability a client declares for each of those questions.
+CAPABILITIES = {"sampling/createMessage": "sampling", "elicitation/create": "elicitation", "roots/list": "roots"}
 
 
 def _dump(model: Any) -> dict[str, Any]:
     return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def declared(caps: Any) -> dict[str, bool]:
+    """Which of sampling, elicitation and roots a client's capabilities (None: none) declare."""
+    return {name: caps is not None and getattr(caps, name, None) is not None for name in CAPABILITIES.values()}
+
+
+def undeclared(method: str) -> MCPError:
+    """The refusal of a guard's question the client did not declare the capability for."""
+    return MCPError(types.INVALID_REQUEST, f"the tool asked this client for {method!r}, which it did not declare")
+
+
+def _models(method: str, params: dict[str, Any]) -> tuple[Any, Any]:
+    if method not in ASKS:
+        raise LookupError(f"a tool may not ask the client for {method!r}")
+    request_model, result_model = ASKS[method]
+    if method == "sampling/createMessage" and params.get("tools"):
+        result_model = types.CreateMessageResultWithTools  # a request that offered tools may get tool use back
+    return request_model, result_model
+
+
+def question(method: str, params: dict[str, Any]) -> tuple[Any, Any]:
+    """A worker's question as the SDK's request model, and the model its answer must fit (LookupError: not a
+    question a tool may ask). McpRelay's and the lean stream's (leanstream.py)."""
+    request_model, result_model = _models(method, params)
+    return request_model.model_validate({"method": method, **({"params": params} if params else {})}), result_model
+
+
+def shown_level(data: dict[str, Any], threshold: str | None) -> str | None:
+    """A worker log message's level (`info` when it names none MCP knows), or None when it is below the level
+    the client set with `logging/setLevel`."""
+    level = data.get("level") if data.get("level") in LOG_LEVELS else "info"
+    if threshold and LOG_LEVELS.index(level) < LOG_LEVELS.index(threshold):
+        return None
+    return str(level)
 
 
 class McpRelay:
@@ -52,11 +89,7 @@ class McpRelay:
         if isinstance(meta, dict):  # the SDK's RequestParamsMeta is a TypedDict with snake_case keys
             token = meta.get("progress_token", meta.get("progressToken"))
         return {
-            "client": {
-                "sampling": can_ask and caps.sampling is not None,
-                "elicitation": can_ask and caps.elicitation is not None,
-                "roots": can_ask and caps.roots is not None,
-            },
+            "client": {name: can_ask and found for name, found in declared(caps).items()},
             "progress": token is not None,
             "logLevel": self.log_level,
         }
@@ -71,23 +104,16 @@ class McpRelay:
         session = self.ctx.session
         if kind == "progress":
             await session.report_progress(float(data.get("progress") or 0), data.get("total"), data.get("message"))
-        elif kind == "log":
-            level = data.get("level") if data.get("level") in LOG_LEVELS else "info"
-            if self.log_level and LOG_LEVELS.index(level) < LOG_LEVELS.index(self.log_level):
-                return
+        elif kind == "log" and (level := shown_level(data, self.log_level)) is not None:
             await session.send_log_message(
                 level, data.get("data"), data.get("logger"), related_request_id=self.ctx.request_id
             )
 
     async def _ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        if method not in ASKS:
-            raise LookupError(f"a tool may not ask the client for {method!r}")
         if self.round is not None:
+            _models(method, params)  # only a question a tool may ask
             return await self.round.ask(method, params)
-        request_model, result_model = ASKS[method]
-        request = request_model.model_validate({"method": method, **({"params": params} if params else {})})
-        if method == "sampling/createMessage" and params.get("tools"):
-            result_model = types.CreateMessageResultWithTools
+        request, result_model = question(method, params)
         result = await self.ctx.session.send_request(
             request, result_model, metadata=ServerMessageMetadata(related_request_id=self.ctx.request_id)
         )
@@ -99,7 +125,6 @@ async def ask_client(ctx: Any, method: str, params: dict[str, Any]) -> dict[str,
     client did not declare the capability it needs."""
     relay = McpRelay(ctx, None)
     relay.round = None
-    capability = {"sampling/createMessage": "sampling", "elicitation/create": "elicitation", "roots/list": "roots"}
-    if not relay.call_fields()["client"].get(capability.get(method, ""), False):
-        raise MCPError(types.INVALID_REQUEST, f"the tool asked this client for {method!r}, which it did not declare")
+    if not relay.call_fields()["client"].get(CAPABILITIES.get(method, ""), False):
+        raise undeclared(method)
     return await relay._ask(method, params)
