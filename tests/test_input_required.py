@@ -61,6 +61,20 @@ class Answers:
         }
 
 
+def run_legacy(gateway, body, answers: Answers) -> tuple[str, Any]:
+    """`body(session)` in an SDK 2.x `ClientSession` that speaks the initialize handshake, with `answers`
+    answering the questions sent over it: (the protocol version negotiated, what `body` returned)."""
+
+    async def main():
+        async with httpx2.AsyncClient(headers=gateway.headers(NAMESPACE), timeout=60) as http:
+            async with streamable_http_client(f"{gateway.url}/mcp", http_client=http) as (read, write):
+                async with ClientSession(read, write, **answers.callbacks()) as session:
+                    init = await session.initialize()
+                    return init.protocol_version, await body(session)
+
+    return asyncio.run(main())
+
+
 def run_client(
     gateway, body, *, mode: str = MODERN, calls: list[str] | None = None, token: str | None = None, **callbacks: Any
 ) -> Any:
@@ -147,14 +161,10 @@ def test_questions_asked_together_go_in_one_round_and_repeated_ones_get_their_ow
 def test_the_same_tool_still_asks_a_2025_client_over_its_session(gateway):
     answers = Answers("Grace")
 
-    async def main():
-        async with httpx2.AsyncClient(headers=gateway.headers(NAMESPACE), timeout=60) as http:
-            async with streamable_http_client(f"{gateway.url}/mcp", http_client=http) as (read, write):
-                async with ClientSession(read, write, **answers.callbacks()) as session:
-                    init = await session.initialize()
-                    return init.protocol_version, await session.call_tool("trip", {"city": "Porto"})
+    async def trip(session):
+        return await session.call_tool("trip", {"city": "Porto"})
 
-    version, result = asyncio.run(main())
+    version, result = run_legacy(gateway, trip, answers)
     assert version == "2025-11-25"
     assert result.structured_content == {
         "traveller": "Grace",
@@ -195,14 +205,10 @@ def test_prompts_and_resources_may_ask_imperatively_too(gateway):
 
     legacy = Answers("Grace")
 
-    async def main():
-        async with httpx2.AsyncClient(headers=gateway.headers(NAMESPACE), timeout=60) as http:
-            async with streamable_http_client(f"{gateway.url}/mcp", http_client=http) as (read, write):
-                async with ClientSession(read, write, **legacy.callbacks()) as session:
-                    await session.initialize()
-                    return await session.get_prompt("welcome"), await session.read_resource("roots://count")
+    async def both(session):
+        return await session.get_prompt("welcome"), await session.read_resource("roots://count")
 
-    prompt, roots = asyncio.run(main())
+    _, (prompt, roots) = run_legacy(gateway, both, legacy)
     assert prompt.messages[0].content.text == "Welcome Grace!" and roots.contents[0].text == "1 root(s)"
     assert legacy.asked == ["elicitation", "roots"]
 
@@ -230,14 +236,10 @@ def test_a_guard_also_works_for_a_2025_client(gateway):
     its session and runs the guard's next round itself."""
     answers = Answers("Edsger")
 
-    async def main():
-        async with httpx2.AsyncClient(headers=gateway.headers(NAMESPACE), timeout=60) as http:
-            async with streamable_http_client(f"{gateway.url}/mcp", http_client=http) as (read, write):
-                async with ClientSession(read, write, **answers.callbacks()) as session:
-                    await session.initialize()
-                    return await session.call_tool("survey", {})
+    async def survey(session):
+        return await session.call_tool("survey", {})
 
-    assert asyncio.run(main()).content[0].text == "Edsger likes green"
+    assert run_legacy(gateway, survey, answers)[1].content[0].text == "Edsger likes green"
     assert answers.asked == ["elicitation", "elicitation"]
 
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -51,11 +53,12 @@ ACCEPT = "application/json, text/event-stream"
 class Session:
     """A raw streamable-HTTP MCP session (2025-11-25)."""
 
-    def __init__(self, gateway, namespace: str = "lean") -> None:
+    def __init__(self, gateway, namespace: str = "lean", capabilities: dict | None = None) -> None:
         self.url = f"{gateway.url}/ns/{namespace}/mcp"
         self.http = httpx.Client(headers={**gateway.headers(), "Accept": ACCEPT}, timeout=60)
         self.ids = iter(range(1, 10_000))
-        init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw-test", "version": "9"}}
+        init = {"protocolVersion": "2025-11-25", "capabilities": capabilities or {},
+                "clientInfo": {"name": "raw-test", "version": "9"}}
         first = self.post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init})
         self.sid = first.headers["mcp-session-id"]
         self.http.headers.update({"Mcp-Session-Id": self.sid, "MCP-Protocol-Version": "2025-11-25"})
@@ -76,6 +79,21 @@ class Session:
             answer = reply.json()
         assert answer.pop("id") == message["id"]
         return kind, answer
+
+
+def cancel_midway(session: Session, rid: int, call: Callable[[], Any], wait: float) -> Any:
+    """Run `call` (the JSON-RPC request `rid`) in a thread and send `notifications/cancelled` for it after
+    `wait` seconds; its answer, which must come well before the tool would have finished."""
+    answers: list = []
+    caller = threading.Thread(target=lambda: answers.append(call()))
+    started = time.monotonic()
+    caller.start()
+    time.sleep(wait)
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": rid, "reason": "bored"}}
+    assert session.post(cancel).status_code == 202
+    caller.join(20)
+    assert time.monotonic() - started < 15
+    return answers[0]
 
 
 @pytest.fixture
@@ -147,17 +165,9 @@ def test_a_lean_call_is_cancelled_by_notifications_cancelled(make_gateway, tools
     gateway = make_gateway(tools)
     session = Session(gateway)
     session.rpc("tools/list")
-    answers: list[dict] = []
     message = {"jsonrpc": "2.0", "id": 900, "method": "tools/call", "params": {"name": "nap", "arguments": {"seconds": 30}}}
-    caller = threading.Thread(target=lambda: answers.append(session.post(message).json()))
-    started = time.monotonic()
-    caller.start()
-    time.sleep(1.0)
-    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 900, "reason": "bored"}}
-    assert session.post(cancel).status_code == 202
-    caller.join(20)
-    assert answers == [{"jsonrpc": "2.0", "id": 900, "error": {"code": -32800, "message": "Request cancelled"}}]
-    assert time.monotonic() - started < 15
+    answer = cancel_midway(session, 900, lambda: session.post(message).json(), 1.0)
+    assert answer == {"jsonrpc": "2.0", "id": 900, "error": {"code": -32800, "message": "Request cancelled"}}
     assert session.rpc("tools/call", {"name": "add", "arguments": {"a": 1, "b": 1}})[1]["result"]["structuredContent"] == {
         "result": 2
     }

@@ -8,13 +8,12 @@ stream that resumes with `Last-Event-ID`, a call cancelled with `notifications/c
 from __future__ import annotations
 
 import json
-import threading
 import time
 from pathlib import Path
 
 import httpx
 import pytest
-from test_mcp_lean import ACCEPT
+from test_mcp_lean import Session, cancel_midway
 
 TOOLS = '''import asyncio
 
@@ -49,22 +48,12 @@ async def broken(ctx: Context) -> str:
 ASKING = Path(__file__).parent / "fixtures" / "input"
 
 
-class Stream:
+class Stream(Session):
     """A raw 2025-11-25 session whose answers are read as SSE events: (id, parsed data) pairs."""
 
     def __init__(self, gateway, namespace: str, capabilities: dict | None = None) -> None:
-        self.url = f"{gateway.url}/ns/{namespace}/mcp"
-        self.http = httpx.Client(headers={**gateway.headers(), "Accept": ACCEPT}, timeout=60)
-        self.ids = iter(range(1, 10_000))
-        init = {"protocolVersion": "2025-11-25", "capabilities": capabilities or {},
-                "clientInfo": {"name": "stream-test", "version": "1"}}
-        first = self.post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init})
-        self.http.headers.update({"Mcp-Session-Id": first.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-11-25"})
-        self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        super().__init__(gateway, namespace, capabilities)
         self.post({"jsonrpc": "2.0", "id": next(self.ids), "method": "tools/list"})  # the SDK's first list
-
-    def post(self, message) -> httpx.Response:
-        return self.http.post(self.url, content=json.dumps(message), headers={"Content-Type": "application/json"})
 
     def call(self, tool: str, arguments: dict, token: str | None = "tok", rid: int | None = None):
         params: dict = {"name": tool, "arguments": arguments}
@@ -162,16 +151,8 @@ def test_a_streamed_call_resumes_with_last_event_id(make_gateway, tools):
 def test_a_streamed_call_is_cancelled_by_notifications_cancelled(make_gateway, tools):
     gateway = make_gateway(tools)
     session = Stream(gateway, "streamy")
-    answers: list = []
-    caller = threading.Thread(target=lambda: answers.append(session.call("slow", {}, rid=500)[1]))
-    started = time.monotonic()
-    caller.start()
-    time.sleep(1.5)
-    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 500, "reason": "bored"}}
-    assert session.post(cancel).status_code == 202
-    caller.join(20)
-    assert time.monotonic() - started < 15
-    assert messages(answers[0]) == [
+    answer = cancel_midway(session, 500, lambda: session.call("slow", {}, rid=500)[1], 1.5)
+    assert messages(answer) == [
         {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "tok", "progress": 1.0}},
         {"jsonrpc": "2.0", "error": {"code": -32800, "message": "Request cancelled"}},
     ]
