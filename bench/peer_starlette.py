@@ -1,11 +1,14 @@
 """The REST benchmark's peer: a bare Starlette endpoint doing what the tool does, on the same uvicorn
 stack as the gateway (loop and HTTP parser chosen the same way: uvloop and httptools when installed).
 
-Prints the port it listens on (127.0.0.1 only), then serves until killed.
+Prints the port it listens on (127.0.0.1 only), then serves until killed. With `--coalesce` it serves on
+the gateway's own HTTP protocol (runtime/http/wire.py: a response's header and body in one write), so the
+table can show what that alone is worth to a bare endpoint.
 """
 
 import json
 import socket
+import sys
 
 import uvicorn
 from starlette.applications import Starlette
@@ -25,4 +28,9 @@ sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 sock.bind(("127.0.0.1", 0))
 sock.listen(2048)
 print(sock.getsockname()[1], flush=True)
-uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False)).run(sockets=[sock])
+http = "auto"
+if "--coalesce" in sys.argv:
+    from tooldock.runtime.http.wire import GatewayHttpProtocol
+
+    http = GatewayHttpProtocol
+uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, http=http)).run(sockets=[sock])

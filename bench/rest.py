@@ -43,6 +43,10 @@ def wrk(url: str, seconds: int, connections: int, script: Path) -> dict[str, flo
     return {"rate": rate, "p50": float(p50.group(1)) * scale, "errors": int(errors.group(1)) if errors else 0}
 
 
+# The peer again, on the gateway's HTTP protocol: shows how much of the gain is the protocol alone.
+COALESCED = "bare Starlette, gateway's HTTP protocol"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=int, default=10)
@@ -59,11 +63,15 @@ def main() -> None:
         with open(tmp / "gateway.log", "w") as log:
             gateway, url = start_gateway(log, env={**os.environ, "TOOLDOCK_LOG_DIR": str(tmp / "audit")})
         procs.append(gateway)
-        peer = subprocess.Popen([sys.executable, str(HERE / "peer_starlette.py")], stdout=subprocess.PIPE, text=True)
-        procs.append(peer)
-        peer_url = f"http://127.0.0.1:{peer.stdout.readline().strip()}"
+        targets = [("ToolDock REST POST /tools/{name}", url)]
+        for name, extra in (("bare Starlette + uvicorn (peer)", []), (COALESCED, ["--coalesce"])):
+            peer = subprocess.Popen(
+                [sys.executable, str(HERE / "peer_starlette.py"), *extra], stdout=subprocess.PIPE, text=True
+            )
+            procs.append(peer)
+            targets.append((name, f"http://127.0.0.1:{peer.stdout.readline().strip()}"))
         rows = []
-        for name, base in (("ToolDock REST POST /tools/{name}", url), ("bare Starlette + uvicorn (peer)", peer_url)):
+        for name, base in targets:
             console.print(f"[dim]{name}: warm-up, then {args.seconds} s ...[/dim]")
             wrk(f"{base}/tools/echo_number", 2, args.connections, script)
             rows.append((name, wrk(f"{base}/tools/echo_number", args.seconds, args.connections, script)))
@@ -76,7 +84,8 @@ def main() -> None:
         table.add_column(column, justify="right")
     for name, r in rows:
         table.add_row(name, f"{r['rate']:.0f}", f"{r['p50']:.2f}", str(r["errors"]))
-    table.add_row("ratio", f"{rows[0][1]['rate'] / rows[1][1]['rate']:.2f}x", "", "")
+    table.add_row("ratio to the peer", f"{rows[0][1]['rate'] / rows[1][1]['rate']:.2f}x", "", "")
+    table.add_row("ratio to the coalescing peer", f"{rows[0][1]['rate'] / rows[2][1]['rate']:.2f}x", "", "")
     Console().print(table)
 
 

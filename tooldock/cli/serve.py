@@ -199,6 +199,7 @@ def run_app(app: Any, sock: socket.socket, log_level: str, settings: Settings) -
     lines; uvicorn's line per request only with TOOLDOCK_ACCESS_LOG)."""
     import uvicorn
 
+    from tooldock.runtime.http.wire import GatewayHttpProtocol
     from tooldock.runtime.logs import log_config, use_json_lines
 
     if settings.log_format == "json":
@@ -208,6 +209,7 @@ def run_app(app: Any, sock: socket.socket, log_level: str, settings: Settings) -
         log_config=log_config(log_level, settings.log_format, settings.access_log),
         log_level=log_level,
         access_log=settings.access_log,
+        http=GatewayHttpProtocol,  # uvicorn's httptools protocol, one write per answer
     )
     try:
         uvicorn.Server(config).run(sockets=[sock])

@@ -55,7 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     for problem in loaded.failed:
         print(f"[{namespace}] {problem.file}:{problem.line or '-'}: {problem.message}", file=sys.stderr, flush=True)
 
+    from tooldock.worker import threadhop
     from tooldock.worker.server import serve
+
+    threadhop.install()  # sync tools reach their thread in one hand-off, not anyio's
 
     loop = new_loop()
     main_task = loop.create_task(serve(namespace, loaded, socket_path, args.parent_pid, token, masker))

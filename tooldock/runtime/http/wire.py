@@ -1,0 +1,69 @@
+"""The gateway's HTTP/1.1 connections: uvicorn's httptools protocol, with the writes of one event-loop turn
+sent in one system call.
+
+uvicorn writes a response's status line and headers, then its body, as two `transport.write` calls; with
+uvloop each is its own `send`, so every answer costs two system calls here, two TCP segments on the wire
+and two reads (and wake-ups) at the client. Nearly every answer the gateway gives (a REST result, an MCP
+JSON answer, a whole lean SSE stream) is written in one turn, so joining the turn's writes makes each one
+system call and one segment. It is the worker protocol's `Outbox` idea applied to HTTP. A streamed answer
+still goes out as it is produced: whatever is pending is written at the end of the turn that produced it,
+and before the connection is closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+
+class CoalescingTransport:
+    """A transport whose `write`s within one loop turn reach the real transport as one write. Everything
+    else (flow control, closing, the peer's address) is the real transport's."""
+
+    __slots__ = ("_loop", "_pending", "_transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport, self._loop = transport, loop
+        self._pending: list[bytes] = []
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not data:
+            return
+        if not self._pending:
+            self._loop.call_soon(self.flush)
+        self._pending.append(bytes(data))
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        if not self._pending:
+            return
+        data = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
+        self._pending.clear()
+        if not self._transport.is_closing():
+            self._transport.write(data)
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def abort(self) -> None:
+        self._pending.clear()
+        self._transport.abort()
+
+    def get_write_buffer_size(self) -> int:
+        return self._transport.get_write_buffer_size() + sum(len(p) for p in self._pending)
+
+    def __getattr__(self, name: str) -> Any:  # is_closing, pause_reading, get_extra_info, set_protocol, ...
+        return getattr(self._transport, name)
+
+
+class GatewayHttpProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol on a CoalescingTransport (`uvicorn.Config(http=GatewayHttpProtocol)`)."""
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(CoalescingTransport(transport, self.loop))  # type: ignore[arg-type]
