@@ -206,3 +206,12 @@ def test_an_unwritable_log_directory_costs_no_call(tmp_path):
         assert dropped >= 1
     finally:
         gw.stop()
+
+
+def test_audit_timestamps_read_as_datetime_isoformat_writes_them():
+    from tooldock.runtime.observe import timestamp
+
+    for now in (0.0, 1_700_000_000.0, 1_795_435_199.9994, 1_795_435_200.5, 1_795_435_200.0625):
+        expected = dt.datetime.fromtimestamp(now, dt.UTC).isoformat(timespec="milliseconds")
+        assert timestamp(now) == expected, now
+    assert abs(dt.datetime.fromisoformat(timestamp()).timestamp() - time.time()) < 1

@@ -11,7 +11,6 @@ refused caller is told exists (the "available" lists) is narrowed to its scope t
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import re
 import time
 import weakref
@@ -36,7 +35,7 @@ from tooldock.runtime import requestid
 from tooldock.runtime.access import restricted
 from tooldock.runtime.admission import Admission
 from tooldock.runtime.backend import SessionViews
-from tooldock.runtime.observe import AuditLog, Metrics, current_call, tracing
+from tooldock.runtime.observe import AuditLog, Metrics, current_call, timestamp, tracing
 from tooldock.runtime.registry import NamespaceEntry, Registry
 from tooldock.runtime.settings import Settings
 from tooldock.upstream.catalog import ACTIVATE
@@ -271,7 +270,7 @@ class Engine:
         if self.audit is None:
             return
         line: dict[str, Any] = {
-            "time": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
+            "time": timestamp(),
             **info.to_dict(),
             "request_id": requestid.current.get() or info.request_id or requestid.new(),
             **({"key_id": key.id} if key is not None else {}),

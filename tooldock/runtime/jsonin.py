@@ -43,10 +43,14 @@ def _int(text: str) -> int:
     return int(text)
 
 
+# Built once: `json.loads` with these hooks builds a decoder (and its scanner) on every call.
+_DECODER = json.JSONDecoder(parse_constant=_constant, parse_float=_float, parse_int=_int)
+
+
 def loads(data: bytes, what: str = "request body") -> Any:
     """Parse `data` or raise `InvalidJSON` naming the problem."""
-    try:
-        value = json.loads(data, parse_constant=_constant, parse_float=_float, parse_int=_int)
+    try:  # what json.loads does with bytes: UTF-8, -16 or -32 as the first bytes say
+        value = _DECODER.decode(data.decode(json.detect_encoding(data), "surrogatepass"))
     except RecursionError:
         raise InvalidJSON(f"{what} is nested too deeply: at most {MAX_DEPTH} levels of arrays and objects") from None
     except _NotJson as exc:

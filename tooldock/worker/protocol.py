@@ -60,8 +60,12 @@ ERROR_CODES = frozenset(
 )
 
 
+# Built once: `json.dumps` with options builds an encoder on every call.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str)
+
+
 def encode(message: dict[str, Any]) -> bytes:
-    text = json.dumps(message, separators=(",", ":"), ensure_ascii=False, default=str)
+    text = _ENCODER.encode(message)
     try:
         return text.encode() + b"\n"
     except UnicodeEncodeError:  # a lone surrogate (a tool made one): sent as U+FFFD rather than not at all

@@ -19,6 +19,9 @@ from tooldock.runtime.engine import Engine
 from tooldock.runtime.http.responses import error_response
 from tooldock.runtime.http.rest import call_rest
 
+# FastAPI's JSON (no NaN, UTF-8 as is), built once: `json.dumps` with options builds one per call.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
 
 class RestCall:
     def __init__(self, engine: Engine, max_body: int) -> None:
@@ -33,7 +36,7 @@ class RestCall:
         except ToolDockError as err:
             await error_response(err)(scope, receive, send)
             return
-        body = json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+        body = _ENCODER.encode(payload).encode()
         headers = [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": body})

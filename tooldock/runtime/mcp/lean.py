@@ -45,7 +45,7 @@ from tooldock.runtime.engine import Engine
 from tooldock.runtime.mcp.caller import caller_of
 from tooldock.runtime.mcp.compat import Body
 from tooldock.runtime.mcp.inputreq import legacy_rounds
-from tooldock.runtime.mcp.leanstream import Asks, SseAnswer, StreamRelay
+from tooldock.runtime.mcp.leanstream import COMPACT, Asks, SseAnswer, StreamRelay
 from tooldock.runtime.mcp.results import error_payload
 from tooldock.runtime.observe import call_info
 
@@ -60,7 +60,7 @@ KNOWN_LIMIT = 100_000  # sessions remembered; the oldest are forgotten first (th
 
 
 async def _answer(send: Send, sid: bytes, status: int, payload: dict[str, Any] | None) -> None:
-    body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode() if payload is not None else b""
+    body = COMPACT.encode(payload).encode() if payload is not None else b""
     headers = [(SESSION, sid), (b"content-length", str(len(body)).encode())]
     if payload is not None:
         headers.append((b"content-type", b"application/json"))

@@ -38,6 +38,9 @@ HEADERS = [
 PING_SECONDS = 15.0  # sse-starlette's default: a comment while the stream is otherwise quiet
 PRIMING_SINCE = "2025-11-25"  # older clients cannot parse the empty-data priming event (the SDK's rule)
 
+# Compact JSON, built once (`json.dumps` with options builds an encoder per call); lean.py's answers too.
+COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
 
 class SseAnswer:
     """One POST's SSE answer: `open`, then `message` per JSON-RPC message, the response with `last=True`."""
@@ -63,7 +66,7 @@ class SseAnswer:
 
     async def message(self, payload: dict[str, Any], last: bool = False) -> None:
         """Send one message (stored first, under its event id); `last`: and end the stream with it."""
-        data = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+        data = COMPACT.encode(payload)
         head = ""
         if self._events is not None:
             head = f"id: {await self._events.store_raw(self._stream, data.encode())}\r\n"

@@ -16,10 +16,25 @@ import os
 import re
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 DAILY = re.compile(r"(\d{4}-\d{2}-\d{2})\.jsonl")
+_second: list[Any] = [None, ""]  # the last whole second timestamp() formatted, and its text
+
+
+def timestamp(now: float | None = None) -> str:
+    """`now` (default: the current time) as `datetime.now(UTC).isoformat(timespec="milliseconds")` writes
+    it, `2026-11-23T12:00:00.123+00:00`, with the date and time formatted once a second: building and
+    formatting a datetime was a twentieth of a REST call's gateway time."""
+    now = time.time() if now is None else now
+    second = int(now)
+    if _second[0] != second:
+        _second[:] = [second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))]
+    return f"{_second[1]}.{int((now - second) * 1000):03d}+00:00"
+
+
 MAX_QUEUE = 100_000  # lines waiting; beyond this they are dropped (and counted), never awaited
 
 

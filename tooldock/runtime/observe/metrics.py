@@ -50,10 +50,11 @@ class Metrics:
         r.register(_Scraped(self._gauges))
         # The labelled children, by their label values: `labels()` takes a lock and checks its arguments
         # on every call, three times per call here; the children it returns never change (nothing removes one).
-        self._children: dict[tuple[str, ...], Any] = {}
+        self._children: dict[tuple[Any, ...], Any] = {}
+        self._finished: dict[tuple[str, str, str, str], tuple[Any, Any, Any]] = {}
 
     def _child(self, metric: Any, *values: str) -> Any:
-        key = (str(id(metric)), *values)
+        key = (id(metric), *values)
         child = self._children.get(key)
         if child is None:
             child = self._children[key] = metric.labels(*values)
@@ -64,9 +65,17 @@ class Metrics:
         self._child(self.in_flight, namespace).inc()
 
     def finished(self, namespace: str, tool: str, front_end: str, status: str, seconds: float) -> None:
-        self._child(self.in_flight, namespace).dec()
-        self._child(self.calls, namespace, tool, front_end, status).inc()
-        self._child(self.latency, namespace, front_end).observe(seconds)
+        key = (namespace, tool, front_end, status)
+        children = self._finished.get(key)
+        if children is None:  # the three children a call of this kind touches, looked up once
+            children = self._finished[key] = (
+                self._child(self.in_flight, namespace),
+                self._child(self.calls, namespace, tool, front_end, status),
+                self._child(self.latency, namespace, front_end),
+            )
+        children[0].dec()
+        children[1].inc()
+        children[2].observe(seconds)
 
     def gauge(
         self, name: str, doc: str, labels: list[str], read: Callable[[], Iterable[tuple[list[str], float]]]
