@@ -154,3 +154,50 @@ def test_describe_prints_tools_json():
     ).stdout
     data = json.loads(out)
     assert data["namespace"] == "limited" and [t["name"] for t in data["tools"]] == ["nap", "probe"]
+
+
+def test_the_worker_server_finds_plain_tools_directly_and_leaves_the_rest_to_fastmcp():
+    import asyncio
+
+    from fastmcp import FastMCP
+    from fastmcp.tools import FunctionTool
+
+    from tooldock.worker.guard import GuardServer
+
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    def guarded(a: int) -> int:
+        return a
+
+    def old(a: int) -> int:
+        return a
+
+    server = GuardServer("ns")
+    server.add_tool(FunctionTool.from_function(add))
+    server.add_tool(FunctionTool.from_function(guarded, auth=lambda ctx: False))
+    server.add_tool(FunctionTool.from_function(old, version="1"))
+
+    async def main() -> None:
+        direct = await server.get_tool("add")
+        assert direct is not None and direct == await FastMCP.get_tool(server, "add")
+        assert await server.get_tool("guarded") is None  # its auth check still runs (and refuses)
+        assert (await server.get_tool("old")).version == "1"  # a versioned tool: fastmcp resolves it
+        assert await server.get_tool("nope") is None
+        assert (await server.call_tool("add", {"a": 2, "b": 3})).structured_content == {"result": 5}
+
+    asyncio.run(main())
+
+
+def test_fastmcps_own_spans_are_off_in_a_worker_unless_its_environment_says(monkeypatch):
+    import fastmcp
+
+    from tooldock.worker.__main__ import quiet_telemetry
+
+    monkeypatch.setattr(fastmcp.settings, "telemetry_mode", "native")
+    monkeypatch.setenv("FASTMCP_TELEMETRY_MODE", "native")
+    quiet_telemetry()
+    assert fastmcp.settings.telemetry_mode == "native"
+    monkeypatch.delenv("FASTMCP_TELEMETRY_MODE")
+    quiet_telemetry()
+    assert fastmcp.settings.telemetry_mode == "off"

@@ -59,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     from tooldock.worker.server import serve
 
     threadhop.install()  # sync tools reach their thread in one hand-off, not anyio's
+    quiet_telemetry()
 
     loop = new_loop()
     main_task = loop.create_task(serve(namespace, loaded, socket_path, args.parent_pid, token, masker))
@@ -77,6 +78,17 @@ def main(argv: list[str] | None = None) -> int:
         loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         loop.close()
     return 0
+
+
+def quiet_telemetry() -> None:
+    """fastmcp's own OpenTelemetry spans off (`FASTMCP_TELEMETRY_MODE=off`) unless the namespace's
+    environment sets that variable. The worker's fastmcp server is internal, so its spans (two a Context
+    tool call, a tenth of that call's CPU even with no exporter) describe nothing a user asked for; the
+    gateway traces each call and its hop to the worker, and passes the trace on for the worker's log lines."""
+    if "FASTMCP_TELEMETRY_MODE" not in os.environ:
+        import fastmcp
+
+        fastmcp.settings.telemetry_mode = "off"
 
 
 def new_loop() -> asyncio.AbstractEventLoop:

@@ -10,6 +10,13 @@ asks the client itself and runs the next round).
 
 The worker's server has no request-state boundary of its own: the gateway seals and verifies
 `requestState` at its edge, and the worker only ever sees the plaintext the tool minted.
+
+It also finds a tool by its name directly. fastmcp's `get_tool` asks its providers, then the session's
+visibility rules (kept in a key-value store) and the auth checks: an eighth of a Context tool call's CPU
+in the worker, run twice a call. Here every tool is the namespace's own, without auth or versions, and a
+session's visibility changes could not reach the gateway's clients anyway (the gateway lists the tools,
+and the worker's sessions are its own); a tool with an auth check, a version or a visibility mark still
+goes through fastmcp.
 """
 
 from __future__ import annotations
@@ -19,7 +26,8 @@ from typing import Any
 from fastmcp import FastMCP
 from fastmcp.prompts.base import InputRequiredPromptResult, PromptResult
 from fastmcp.resources.base import InputRequiredResourceResult, ResourceResult
-from fastmcp.tools.base import InputRequiredToolResult, ToolResult
+from fastmcp.server.transforms.visibility import is_enabled
+from fastmcp.tools.base import InputRequiredToolResult, Tool, ToolResult
 from mcp.server.request_state import RequestStateBoundary
 
 from tooldock.worker.protocol import INPUT_REQUIRED
@@ -36,6 +44,17 @@ class GuardServer(FastMCP[Any]):
         super().__init__(name)
         lowlevel = self._mcp_server
         lowlevel.middleware[:] = [m for m in lowlevel.middleware if not isinstance(m, RequestStateBoundary)]
+        self._direct: dict[str, Tool | None] = {}  # None: a name fastmcp must resolve
+
+    def add_tool(self, tool: Any) -> Tool:
+        added = super().add_tool(tool)
+        plain = added.auth is None and added.version is None and (added.meta is None or is_enabled(added))
+        self._direct[added.name] = added if plain and added.name not in self._direct else None
+        return added
+
+    async def get_tool(self, name: str, version: Any = None) -> Tool | None:
+        found = self._direct.get(name) if version is None else None
+        return found if found is not None else await super().get_tool(name, version)
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, **kwargs: Any) -> ToolResult:
         result = await super().call_tool(name, arguments, **kwargs)
