@@ -201,3 +201,26 @@ def test_fastmcps_own_spans_are_off_in_a_worker_unless_its_environment_says(monk
     monkeypatch.delenv("FASTMCP_TELEMETRY_MODE")
     quiet_telemetry()
     assert fastmcp.settings.telemetry_mode == "off"
+
+
+def test_a_context_tool_result_is_passed_on_as_a_plain_tools_is(tmp_path):
+    """The worker's in-memory client does not re-check results against the output schema (plain tools,
+    run without a client, never were): both kinds return what the tool returned."""
+    folder = tmp_path / "loose"
+    folder.mkdir()
+    (folder / "loose.py").write_text(
+        "from fastmcp import Context\nfrom fastmcp.tools import tool\n\n\n"
+        "@tool\ndef plain(x: str) -> int:\n    \"\"\"Claims an int, returns what it got.\n\n"
+        "    Args:\n        x: Anything.\n    \"\"\"\n    return x  # type: ignore[return-value]\n\n\n"
+        "@tool\nasync def with_context(x: str, ctx: Context) -> int:\n    \"\"\"The same, with a Context.\n\n"
+        "    Args:\n        x: Anything.\n    \"\"\"\n    await ctx.report_progress(1, 1)\n"
+        "    return x  # type: ignore[return-value]\n"
+    )
+    worker = WorkerProc(folder)
+    try:
+        for i, name in enumerate(("plain", "with_context")):
+            reply = worker.request(id=str(i), op="tools.call", tool=name, arguments={"x": "seven"})
+            assert reply["ok"], reply
+            assert reply["result"]["structuredContent"] == {"result": "seven"}
+    finally:
+        worker.close()

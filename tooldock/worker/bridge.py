@@ -118,6 +118,10 @@ def _result(model: Any) -> dict[str, Any]:
     return body
 
 
+async def _trusted(name: str, result: types.CallToolResult) -> None:
+    return None
+
+
 class Bridge:
     def __init__(self, namespace: str, loaded: LoadedNamespace) -> None:
         self.loaded = loaded
@@ -138,6 +142,10 @@ class Bridge:
     async def session(self, **kwargs: Any) -> AsyncIterator[ClientSession]:
         async with FastMCPTransport(self.server).connect_session(**kwargs) as session:
             await session.initialize()
+            # This client trusts its own server's results: it would check each against the tool's output
+            # schema (listing the tools first, once per session), which plain tools, run without a client,
+            # never were. The MCP client that made the call checks the result against the schema it listed.
+            session.validate_tool_result = _trusted  # type: ignore[method-assign]
             yield session
 
     async def call_tool(
