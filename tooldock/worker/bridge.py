@@ -1,14 +1,14 @@
 """The namespace as a FastMCP server inside the worker, for what needs more than `Tool.run`.
 
 Resources, resource templates, prompts, and tools that take a fastmcp `Context` run through a real
-FastMCP server here, reached over an in-memory MCP session (fastmcp's own in-memory transport and the
-SDK's `ClientSession`). That keeps every Context feature (progress, logging, sampling, elicitation,
-cancellation) exactly as fastmcp implements it. What the tool sends to that session is relayed to the
-gateway over the worker protocol (`event` and `ask` messages), and the gateway relays it to the MCP
-client that made the call.
+FastMCP server here. That keeps every Context feature (progress, logging, sampling, elicitation,
+cancellation) exactly as fastmcp implements it. What the tool sends is relayed to the gateway over the
+worker protocol (`event` and `ask` messages), and the gateway relays it to the MCP client that made the
+call. A Context tool's call is handed to the server's request runner directly (direct.py); resources and
+prompts are read over an in-memory MCP session (fastmcp's own in-memory transport and the SDK's
+`ClientSession`).
 
-Plain tools do not come here: `WorkerServer` runs them with `Tool.run`, which is several times cheaper
-than a session round trip. Context tools reuse warm sessions (sessionpool.py).
+Plain tools do not come here: `WorkerServer` runs them with `Tool.run`.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 
 from tooldock.namespace.extract import LoadedNamespace
+from tooldock.worker.direct import DirectCalls
 from tooldock.worker.guard import GuardServer
 from tooldock.worker.protocol import INPUT_REQUIRED
-from tooldock.worker.sessionpool import Pooled, SessionPool
 
 Ask = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 Event = Callable[[str, dict[str, Any]], Awaitable[None]]
@@ -118,10 +118,6 @@ def _result(model: Any) -> dict[str, Any]:
     return body
 
 
-async def _trusted(name: str, result: types.CallToolResult) -> None:
-    return None
-
-
 class Bridge:
     def __init__(self, namespace: str, loaded: LoadedNamespace) -> None:
         self.loaded = loaded
@@ -136,34 +132,20 @@ class Bridge:
             self.server.add_template(template)
         for prompt in loaded.prompts.values():
             self.server.add_prompt(prompt)
-        self.pool = SessionPool(self.session)  # warm sessions for Context tools (sessionpool.py)
+        self.direct = DirectCalls(self.server)  # Context tool calls, straight to the server (direct.py)
 
     @contextlib.asynccontextmanager
     async def session(self, **kwargs: Any) -> AsyncIterator[ClientSession]:
         async with FastMCPTransport(self.server).connect_session(**kwargs) as session:
             await session.initialize()
-            # This client trusts its own server's results: it would check each against the tool's output
-            # schema (listing the tools first, once per session), which plain tools, run without a client,
-            # never were. The MCP client that made the call checks the result against the schema it listed.
-            session.validate_tool_result = _trusted  # type: ignore[method-assign]
             yield session
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], relay: Relay, progress: bool, log_level: str | None
     ) -> dict[str, Any]:
-        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-            await relay.event("progress", {"progress": progress, "total": total, "message": message})
-
-        flags = tuple(bool(relay.client.get(k)) for k in ("sampling", "elicitation", "roots"))
-        kind = (*flags, log_level)
-
-        def callbacks(pooled: Pooled) -> dict[str, Any]:
-            return client_callbacks(lambda: pooled.current, *flags)
-
-        async with self.pool.lease(kind, relay, callbacks) as session:  # type: ignore[arg-type]
-            on = on_progress if progress else None
-            result = await session.call_tool(name, arguments, progress_callback=on, **relay.rounds)
-        body = _result(result)
+        body = dict(await self.direct.call_tool(name, arguments, relay, progress, log_level))
+        for key in ("ttlMs", "cacheScope", "resultType"):  # the wire result's, for a client of its own
+            body.pop(key, None)
         meta = body.pop("_meta", None) or {}  # fastmcp's own bookkeeping (`wrap_result`), not the tool's
         if INPUT_REQUIRED in meta:  # a guard asked for input (guard.py)
             body.update({"_meta": {INPUT_REQUIRED: meta[INPUT_REQUIRED]}, "isError": False})

@@ -59,8 +59,8 @@ class GuardServer(FastMCP[Any]):
     async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, **kwargs: Any) -> ToolResult:
         result = await super().call_tool(name, arguments, **kwargs)
         if isinstance(result, InputRequiredToolResult):
-            # Flagged as an error only so that the in-memory client skips output-schema validation; the
-            # bridge clears the flag.
+            # Flagged as an error only so that a client would skip output-schema validation; the bridge
+            # clears the flag.
             return ToolResult(content=[], meta=_carried(result), is_error=True)
         return result
 

@@ -1,0 +1,150 @@
+"""Context tool calls handed straight to the worker's fastmcp server, with no in-memory MCP session between.
+
+A Context tool used to run through a warm in-memory session: the SDK's client encoded the request, a
+JSON-RPC dispatcher carried it over memory streams to the server's, and every notification and the result
+were validated into models and dumped again on the way back. Here the SDK's own `ServerRunner` takes the
+call as its dispatcher would hand it over (`runner.on_request(channel, "tools/call", params)`), so the
+server side is exactly what it was: the request's validation, fastmcp's middleware, its `Context`, the
+result's shaping for 2025-11-25. Only the channel is ours: a `DispatchContext` whose notifications
+(progress, log messages) and requests (sampling, elicitation, roots) go to the call's `Relay`, that is,
+onto the worker protocol.
+
+The server's lifespan is entered once, by a keeper task of its own (an anyio context must be left by the
+task that entered it), and held until the worker stops. The channel does not re-check a result against the
+tool's output schema (an in-memory client did; a plain tool's result never was): the MCP client that made
+the call checks it against the schema it listed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import mcp_types as types
+from fastmcp.client.transports.memory import _enter_server_lifespan
+from mcp.server.connection import Connection
+from mcp.server.runner import ServerRunner
+from mcp.shared.exceptions import MCPError
+
+if TYPE_CHECKING:
+    from fastmcp import FastMCP
+
+    from tooldock.worker.bridge import Relay
+
+PROTOCOL = "2025-11-25"  # what the in-memory sessions spoke: `ctx.elicit()` and sampling have a back-channel
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+_CLIENT = types.Implementation(name="tooldock-gateway", version="1")
+# A question the calling client did not declare: refused as the SDK's client refuses it.
+UNDECLARED = {
+    "sampling/createMessage": ("sampling", "Sampling not supported"),
+    "elicitation/create": ("elicitation", "Elicitation not supported"),
+    "roots/list": ("roots", "List roots not supported"),
+}
+
+
+class CallChannel:
+    """One call's `DispatchContext`, and its connection's standalone channel too: what fastmcp sends for
+    the call (`ctx.list_roots()` and a log line without a request id use the standalone one) goes to its
+    relay, as everything an in-memory session received went to the call that held it."""
+
+    def __init__(self, relay: Relay, request_id: int, progress: bool, log_level: str | None) -> None:
+        self.relay, self._request_id, self._progress = relay, request_id, progress
+        self._threshold = LOG_LEVELS.index(log_level) if log_level in LOG_LEVELS else 0
+        self._cancelled = anyio.Event()
+        self.transport = None
+        self.message_metadata = None
+
+    @property
+    def request_id(self) -> int:
+        return self._request_id
+
+    @property
+    def can_send_request(self) -> bool:
+        return True
+
+    @property
+    def cancel_requested(self) -> anyio.Event:
+        return self._cancelled
+
+    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        if self._progress:
+            await self.relay.event("progress", {"progress": progress, "total": total, "message": message})
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None, opts: Any = None) -> None:
+        data = dict(params or {})
+        if method == "notifications/progress":
+            if self._progress:
+                await self.progress(data.get("progress", 0), data.get("total"), data.get("message"))
+        elif method == "notifications/message":
+            level = data.get("level")
+            if level not in LOG_LEVELS or LOG_LEVELS.index(level) >= self._threshold:
+                await self.relay.event("log", data)
+
+    async def send_raw_request(self, method: str, params: Mapping[str, Any] | None, opts: Any = None) -> dict[str, Any]:
+        flag, refusal = UNDECLARED.get(method, ("", ""))
+        if flag and not self.relay.client.get(flag):  # what the SDK's client answers when it has no callback
+            raise MCPError(types.INVALID_REQUEST, refusal)
+        return await self.relay.ask(method, dict(params or {}))
+
+
+class DirectCalls:
+    def __init__(self, server: FastMCP[Any]) -> None:
+        self.server = server
+        self._state: Any = None
+        self._ready: asyncio.Future[None] | None = None
+        self._closing = asyncio.Event()
+        self._keeper: asyncio.Task[None] | None = None
+        self._ids = itertools.count(1)
+
+    async def _started(self) -> None:
+        if self._ready is None:
+            self._ready = asyncio.get_running_loop().create_future()
+            self._keeper = asyncio.ensure_future(self._keep(self._ready))
+        await asyncio.shield(self._ready)
+
+    async def _keep(self, ready: asyncio.Future[None]) -> None:
+        lowlevel = self.server._mcp_server
+        try:
+            async with _enter_server_lifespan(server=self.server), lowlevel.lifespan(lowlevel) as state:
+                self._state = state
+                ready.set_result(None)
+                await self._closing.wait()
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], relay: Relay, progress: bool, log_level: str | None
+    ) -> dict[str, Any]:
+        """The server's wire result for `tools/call`, as a 2025-11-25 client would have received it."""
+        await self._started()
+        flags = relay.client
+        capabilities = types.ClientCapabilities(
+            sampling=types.SamplingCapability() if flags.get("sampling") else None,
+            elicitation=types.ElicitationCapability() if flags.get("elicitation") else None,
+            roots=types.RootsCapability() if flags.get("roots") else None,
+        )
+        channel = CallChannel(relay, next(self._ids), progress, log_level)
+        connection = Connection(
+            channel,
+            protocol_version=PROTOCOL,
+            client_params=types.InitializeRequestParams(
+                protocol_version=PROTOCOL, capabilities=capabilities, client_info=_CLIENT
+            ),
+        )
+        connection.initialized.set()
+        runner = ServerRunner(server=self.server._mcp_server, connection=connection, lifespan_state=self._state)
+        params: dict[str, Any] = {"name": name, "arguments": arguments}
+        if progress:
+            params["_meta"] = {"progressToken": f"p{channel.request_id}"}
+        rounds = relay.rounds
+        if rounds.get("input_responses") is not None:
+            params["inputResponses"] = rounds["input_responses"]
+        if rounds.get("request_state") is not None:
+            params["requestState"] = rounds["request_state"]
+        return await runner.on_request(channel, "tools/call", params)  # type: ignore[arg-type]
