@@ -4,29 +4,23 @@ Resources, resource templates, prompts, and tools that take a fastmcp `Context` 
 FastMCP server here. That keeps every Context feature (progress, logging, sampling, elicitation,
 cancellation) exactly as fastmcp implements it. What the tool sends is relayed to the gateway over the
 worker protocol (`event` and `ask` messages), and the gateway relays it to the MCP client that made the
-call. A Context tool's call is handed to the server's request runner directly (direct.py); resources and
-prompts are read over an in-memory MCP session (fastmcp's own in-memory transport and the SDK's
-`ClientSession`).
+call. Requests are handed to the server's request runner directly (direct.py), as an MCP session's
+dispatcher would hand them over, with no client or transport between.
 
 Plain tools do not come here: `WorkerServer` runs them with `Tool.run`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import inspect
 import typing
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from types import UnionType
 from typing import Any
 
-import mcp_types as types
 from fastmcp import FastMCP
-from fastmcp.client.transports.memory import FastMCPTransport
 from fastmcp.utilities.tasks import TaskConfig
-from mcp.client.session import ClientSession
-from mcp.shared.exceptions import MCPError
 
 from tooldock.namespace.extract import LoadedNamespace
 from tooldock.worker.direct import DirectCalls
@@ -45,78 +39,6 @@ class Relay:
         self.client = client  # what the calling MCP client supports: {"sampling": bool, "elicitation": bool, ...}
         self.rounds: dict[str, Any] = {}  # a guard's input_responses / request_state (protocol.round_fields)
 
-    def session_kwargs(self) -> dict[str, Any]:
-        flags = (bool(self.client.get(k)) for k in ("sampling", "elicitation", "roots"))
-        return client_callbacks(lambda: self, *flags)
-
-
-def client_callbacks(
-    relay_of: Callable[[], Relay | None], sampling: bool, elicitation: bool, roots: bool
-) -> dict[str, Any]:
-    """An in-memory session's client callbacks, forwarding to the call `relay_of()` names (a pooled session
-    serves one call after another); a message that arrives after its call ended is dropped."""
-
-    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
-        relay = relay_of()
-        if relay is not None:
-            await relay.event("log", params.model_dump(mode="json", by_alias=True, exclude_none=True))
-
-    async def asking(method: str, params: dict[str, Any]) -> dict[str, Any]:
-        relay = relay_of()
-        if relay is None:
-            raise MCPError(types.INTERNAL_ERROR, "the call that asked has ended")
-        return await relay.ask(method, params)
-
-    async def on_sampling(context: Any, params: types.CreateMessageRequestParams) -> Any:
-        try:
-            result = await asking("sampling/createMessage", _dump(params))
-        except MCPError as err:
-            return err.error
-        # As the gateway's relay decides: a request that offered tools may get tool-use content back.
-        model = types.CreateMessageResultWithTools if params.tools else types.CreateMessageResult
-        return model.model_validate(result)
-
-    async def on_elicit(context: Any, params: types.ElicitRequestParams) -> Any:
-        try:
-            return types.ElicitResult.model_validate(await asking("elicitation/create", _dump(params)))
-        except MCPError as err:
-            return err.error
-
-    async def on_roots(context: Any) -> Any:
-        try:
-            return types.ListRootsResult.model_validate(await asking("roots/list", {}))
-        except MCPError as err:
-            return err.error
-
-    kwargs: dict[str, Any] = {"logging_callback": on_log}
-    if sampling:
-        kwargs["sampling_callback"] = on_sampling
-    if elicitation:
-        kwargs["elicitation_callback"] = on_elicit
-    if roots:
-        kwargs["list_roots_callback"] = on_roots
-    return kwargs
-
-
-def _asking(relay: Relay | None) -> dict[str, Any]:
-    """A prompt's or a resource's session: its questions to the client relayed, its log messages not."""
-    kwargs = relay.session_kwargs() if relay is not None else {}
-    kwargs.pop("logging_callback", None)
-    return kwargs
-
-
-def _dump(model: Any) -> dict[str, Any]:
-    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
-
-
-def _result(model: Any) -> dict[str, Any]:
-    """An MCP result from the in-memory session, without the fields that session adds for its own
-    client (caching hints, result type): the gateway's session adds its own."""
-    body = _dump(model)
-    for key in ("ttlMs", "cacheScope", "resultType"):
-        body.pop(key, None)
-    return body
-
 
 class Bridge:
     def __init__(self, namespace: str, loaded: LoadedNamespace) -> None:
@@ -134,32 +56,24 @@ class Bridge:
             self.server.add_prompt(prompt)
         self.direct = DirectCalls(self.server)  # Context tool calls, straight to the server (direct.py)
 
-    @contextlib.asynccontextmanager
-    async def session(self, **kwargs: Any) -> AsyncIterator[ClientSession]:
-        async with FastMCPTransport(self.server).connect_session(**kwargs) as session:
-            await session.initialize()
-            yield session
-
     async def call_tool(
         self, name: str, arguments: dict[str, Any], relay: Relay, progress: bool, log_level: str | None
     ) -> dict[str, Any]:
-        body = dict(await self.direct.call_tool(name, arguments, relay, progress, log_level))
-        for key in ("ttlMs", "cacheScope", "resultType"):  # the wire result's, for a client of its own
-            body.pop(key, None)
+        params = {"name": name, "arguments": arguments}
+        body = await self.direct.request("tools/call", params, relay, progress, log_level)
         meta = body.pop("_meta", None) or {}  # fastmcp's own bookkeeping (`wrap_result`), not the tool's
         if INPUT_REQUIRED in meta:  # a guard asked for input (guard.py)
             body.update({"_meta": {INPUT_REQUIRED: meta[INPUT_REQUIRED]}, "isError": False})
         return body
 
-    async def read_resource(self, uri: str, relay: Relay | None = None, **rounds: Any) -> dict[str, Any]:
-        async with self.session(**_asking(relay)) as session:
-            return _result(await session.read_resource(uri, **rounds))
+    async def read_resource(self, uri: str, relay: Relay) -> dict[str, Any]:
+        """A resource's contents; its questions to the client go to `relay`, its log lines nowhere."""
+        return await self.direct.request("resources/read", {"uri": uri}, relay, logs=False)
 
-    async def get_prompt(
-        self, name: str, arguments: dict[str, str] | None, relay: Relay | None = None, **rounds: Any
-    ) -> dict[str, Any]:
-        async with self.session(**_asking(relay)) as session:
-            return _result(await session.get_prompt(name, arguments, **rounds))
+    async def get_prompt(self, name: str, arguments: dict[str, str] | None, relay: Relay) -> dict[str, Any]:
+        """A prompt's messages; its questions to the client go to `relay`, its log lines nowhere."""
+        params: dict[str, Any] = {"name": name, **({"arguments": arguments} if arguments is not None else {})}
+        return await self.direct.request("prompts/get", params, relay, logs=False)
 
     def complete(self, ref: dict[str, Any], argument: dict[str, Any]) -> dict[str, Any]:
         """Suggestions for a prompt argument or a template variable, from its type: the values of a

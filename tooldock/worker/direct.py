@@ -50,8 +50,8 @@ class CallChannel:
     the call (`ctx.list_roots()` and a log line without a request id use the standalone one) goes to its
     relay, as everything an in-memory session received went to the call that held it."""
 
-    def __init__(self, relay: Relay, request_id: int, progress: bool, log_level: str | None) -> None:
-        self.relay, self._request_id, self._progress = relay, request_id, progress
+    def __init__(self, relay: Relay, request_id: int, progress: bool, log_level: str | None, logs: bool) -> None:
+        self.relay, self._request_id, self._progress, self._logs = relay, request_id, progress, logs
         self._threshold = LOG_LEVELS.index(log_level) if log_level in LOG_LEVELS else 0
         self._cancelled = anyio.Event()
         self.transport = None
@@ -78,7 +78,7 @@ class CallChannel:
         if method == "notifications/progress":
             if self._progress:
                 await self.progress(data.get("progress", 0), data.get("total"), data.get("message"))
-        elif method == "notifications/message":
+        elif method == "notifications/message" and self._logs:
             level = data.get("level")
             if level not in LOG_LEVELS or LOG_LEVELS.index(level) >= self._threshold:
                 await self.relay.event("log", data)
@@ -118,10 +118,19 @@ class DirectCalls:
             if isinstance(exc, asyncio.CancelledError):
                 raise
 
-    async def call_tool(
-        self, name: str, arguments: dict[str, Any], relay: Relay, progress: bool, log_level: str | None
+    async def request(
+        self,
+        method: str,
+        params: dict[str, Any],
+        relay: Relay,
+        progress: bool = False,
+        log_level: str | None = None,
+        logs: bool = True,
     ) -> dict[str, Any]:
-        """The server's wire result for `tools/call`, as a 2025-11-25 client would have received it."""
+        """The server's wire result for `method` (`tools/call`, `resources/read`, `prompts/get`), as a
+        2025-11-25 client would have received it: log lines at `log_level` and up (all when None; none
+        without `logs`, as a resource's or prompt's never reached the caller), progress when asked; a
+        guard's rounds (`relay.rounds`) ride in the params."""
         await self._started()
         flags = relay.client
         capabilities = types.ClientCapabilities(
@@ -129,7 +138,7 @@ class DirectCalls:
             elicitation=types.ElicitationCapability() if flags.get("elicitation") else None,
             roots=types.RootsCapability() if flags.get("roots") else None,
         )
-        channel = CallChannel(relay, next(self._ids), progress, log_level)
+        channel = CallChannel(relay, next(self._ids), progress, log_level, logs)
         connection = Connection(
             channel,
             protocol_version=PROTOCOL,
@@ -139,7 +148,7 @@ class DirectCalls:
         )
         connection.initialized.set()
         runner = ServerRunner(server=self.server._mcp_server, connection=connection, lifespan_state=self._state)
-        params: dict[str, Any] = {"name": name, "arguments": arguments}
+        params = dict(params)
         if progress:
             params["_meta"] = {"progressToken": f"p{channel.request_id}"}
         rounds = relay.rounds
@@ -147,4 +156,7 @@ class DirectCalls:
             params["inputResponses"] = rounds["input_responses"]
         if rounds.get("request_state") is not None:
             params["requestState"] = rounds["request_state"]
-        return await runner.on_request(channel, "tools/call", params)  # type: ignore[arg-type]
+        result = dict(await runner.on_request(channel, method, params))  # type: ignore[arg-type]
+        for key in ("ttlMs", "cacheScope", "resultType"):  # the wire result's, for a client of its own
+            result.pop(key, None)
+        return result

@@ -172,19 +172,20 @@ class WorkerServer:
         resource that asks the client (`ctx.elicit()`, sampling, roots) is relayed as a Context tool is."""
         op, rid = request.get("op"), request.get("id")
         relay = self.relay(rid, send, request.get("client"))
+        relay.rounds = round_fields(request)
         try:
             if op == "resources.read":
                 uri = request.get("uri")
                 if not isinstance(uri, str) or not uri:
                     return protocol.error(rid, "invalid_arguments", "resources.read needs a 'uri' string")
-                return protocol.ok(rid, await self.bridge.read_resource(uri, relay, **round_fields(request)))
+                return protocol.ok(rid, await self.bridge.read_resource(uri, relay))
             if op == "prompts.get":
                 name, arguments = request.get("name"), request.get("arguments")
                 if not isinstance(name, str) or name not in self.loaded.prompts:
                     return protocol.error(rid, "not_found", f"no prompt named {name!r} in namespace {self.namespace!r}")
                 if arguments is not None and not isinstance(arguments, dict):
                     return protocol.error(rid, "invalid_arguments", "prompt arguments must be a JSON object of strings")
-                return protocol.ok(rid, await self.bridge.get_prompt(name, arguments, relay, **round_fields(request)))
+                return protocol.ok(rid, await self.bridge.get_prompt(name, arguments, relay))
             ref, argument = request.get("ref"), request.get("argument")
             if not isinstance(ref, dict) or not isinstance(argument, dict):
                 return protocol.error(
