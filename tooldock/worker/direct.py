@@ -1,13 +1,13 @@
-"""Context tool calls handed straight to the worker's fastmcp server, with no in-memory MCP session between.
+"""Context tool calls, resource reads and prompts handed straight to the worker's fastmcp server, with no
+in-memory MCP session between.
 
-A Context tool used to run through a warm in-memory session: the SDK's client encoded the request, a
-JSON-RPC dispatcher carried it over memory streams to the server's, and every notification and the result
-were validated into models and dumped again on the way back. Here the SDK's own `ServerRunner` takes the
-call as its dispatcher would hand it over (`runner.on_request(channel, "tools/call", params)`), so the
-server side is exactly what it was: the request's validation, fastmcp's middleware, its `Context`, the
-result's shaping for 2025-11-25. Only the channel is ours: a `DispatchContext` whose notifications
-(progress, log messages) and requests (sampling, elicitation, roots) go to the call's `Relay`, that is,
-onto the worker protocol.
+They used to run through in-memory sessions: the SDK's client encoded the request, a JSON-RPC dispatcher
+carried it over memory streams to the server's, and every notification and the result were validated into
+models and dumped again on the way back. Here the SDK's own `ServerRunner` takes the request as its
+dispatcher would hand it over (`runner.on_request(channel, "tools/call", params)`), so the server side is
+exactly what it was: the request's validation, fastmcp's middleware, its `Context`, the result's shaping
+for 2025-11-25. Only the channel is ours: a `DispatchContext` whose notifications (progress, log messages)
+and requests (sampling, elicitation, roots) go to the call's `Relay`, that is, onto the worker protocol.
 
 The server's lifespan is entered once, by a keeper task of its own (an anyio context must be left by the
 task that entered it), and held until the worker stops. The channel does not re-check a result against the
