@@ -37,7 +37,7 @@ class Relay:
     def __init__(self, event: Event, ask: Ask, client: dict[str, Any]) -> None:
         self.event, self.ask = event, ask
         self.client = client  # what the calling MCP client supports: {"sampling": bool, "elicitation": bool, ...}
-        self.rounds: dict[str, Any] = {}  # a guard's input_responses / request_state (protocol.round_fields)
+        self.rounds: dict[str, Any] = {}  # a guard's inputResponses / requestState (protocol.round_fields)
 
 
 class Bridge:

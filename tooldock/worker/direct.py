@@ -29,13 +29,14 @@ from mcp.server.connection import Connection
 from mcp.server.runner import ServerRunner
 from mcp.shared.exceptions import MCPError
 
+from tooldock.worker.protocol import LOG_LEVELS, shown_level
+
 if TYPE_CHECKING:
     from fastmcp import FastMCP
 
     from tooldock.worker.bridge import Relay
 
 PROTOCOL = "2025-11-25"  # what the in-memory sessions spoke: `ctx.elicit()` and sampling have a back-channel
-LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 _CLIENT = types.Implementation(name="tooldock-gateway", version="1")
 # A question the calling client did not declare: refused as the SDK's client refuses it.
 UNDECLARED = {
@@ -52,7 +53,7 @@ class CallChannel:
 
     def __init__(self, relay: Relay, request_id: int, progress: bool, log_level: str | None, logs: bool) -> None:
         self.relay, self._request_id, self._progress, self._logs = relay, request_id, progress, logs
-        self._threshold = LOG_LEVELS.index(log_level) if log_level in LOG_LEVELS else 0
+        self._log_level = log_level if log_level in LOG_LEVELS else None
         self._cancelled = anyio.Event()
         self.transport = None
         self.message_metadata = None
@@ -78,10 +79,8 @@ class CallChannel:
         if method == "notifications/progress":
             if self._progress:
                 await self.progress(data.get("progress", 0), data.get("total"), data.get("message"))
-        elif method == "notifications/message" and self._logs:
-            level = data.get("level")
-            if level not in LOG_LEVELS or LOG_LEVELS.index(level) >= self._threshold:
-                await self.relay.event("log", data)
+        elif method == "notifications/message" and self._logs and shown_level(data, self._log_level):
+            await self.relay.event("log", data)
 
     async def send_raw_request(self, method: str, params: Mapping[str, Any] | None, opts: Any = None) -> dict[str, Any]:
         flag, refusal = UNDECLARED.get(method, ("", ""))
@@ -95,7 +94,6 @@ class DirectCalls:
         self.server = server
         self._state: Any = None
         self._ready: asyncio.Future[None] | None = None
-        self._closing = asyncio.Event()
         self._keeper: asyncio.Task[None] | None = None
         self._ids = itertools.count(1)
 
@@ -111,7 +109,7 @@ class DirectCalls:
             async with _enter_server_lifespan(server=self.server), lowlevel.lifespan(lowlevel) as state:
                 self._state = state
                 ready.set_result(None)
-                await self._closing.wait()
+                await asyncio.get_running_loop().create_future()  # held until the worker stops (cancelled)
         except BaseException as exc:
             if not ready.done():
                 ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
@@ -151,11 +149,7 @@ class DirectCalls:
         params = dict(params)
         if progress:
             params["_meta"] = {"progressToken": f"p{channel.request_id}"}
-        rounds = relay.rounds
-        if rounds.get("input_responses") is not None:
-            params["inputResponses"] = rounds["input_responses"]
-        if rounds.get("request_state") is not None:
-            params["requestState"] = rounds["request_state"]
+        params.update(relay.rounds)
         result = dict(await runner.on_request(channel, method, params))  # type: ignore[arg-type]
         for key in ("ttlMs", "cacheScope", "resultType"):  # the wire result's, for a client of its own
             result.pop(key, None)

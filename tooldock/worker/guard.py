@@ -1,8 +1,8 @@
 """Guard-pattern tools, prompts and resources (MCP 2026-07-28, SEP-2322) inside the worker.
 
 A fastmcp "guard" returns an `InputRequiredResult` from its body to ask the client for input, and reads
-`ctx.input_responses` / `ctx.request_state` on the next round. The worker's in-memory session speaks
-2025-11-25 (so that imperative `ctx.elicit()` keeps working: the gateway relays or records it), where
+`ctx.input_responses` / `ctx.request_state` on the next round. The worker's server is called as
+2025-11-25 (direct.py, so that imperative `ctx.elicit()` keeps working: the gateway relays or records it), where
 fastmcp refuses to put an `InputRequiredResult` on the wire. `GuardServer` hands it over instead as an
 ordinary, empty result whose `_meta` carries it under `INPUT_REQUIRED`; the gateway's
 `runtime/mcp/inputreq.py` turns that back into an `input_required` result (or, for a 2025-11-25 client,

@@ -98,14 +98,28 @@ def error(request_id: Any, code: str, message: str, details: dict[str, Any] | No
 
 
 def round_fields(request: dict[str, Any]) -> dict[str, Any]:
-    """The guard's fields of a worker request (`inputResponses`, `requestState`), as session keywords."""
+    """The guard's fields of a worker request (`inputResponses`, `requestState`) that are well formed, as
+    the MCP request's params carry them."""
     fields: dict[str, Any] = {}
     responses, state = request.get("inputResponses"), request.get("requestState")
     if isinstance(responses, dict) and responses:
-        fields["input_responses"] = responses
+        fields["inputResponses"] = responses
     if isinstance(state, str):
-        fields["request_state"] = state
+        fields["requestState"] = state
     return fields
+
+
+# MCP's log levels, lowest first: the gateway's relays and the worker's channel (direct.py) filter by them.
+LOG_LEVELS: tuple[str, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+
+
+def shown_level(data: dict[str, Any], threshold: str | None) -> str | None:
+    """A log message's level (`info` when it names none MCP knows), or None when it is below `threshold`
+    (the level the client set with `logging/setLevel`; None: every level)."""
+    level = data.get("level") if data.get("level") in LOG_LEVELS else "info"
+    if threshold and LOG_LEVELS.index(level) < LOG_LEVELS.index(threshold):
+        return None
+    return str(level)
 
 
 class Outbox:

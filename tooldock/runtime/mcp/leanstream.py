@@ -27,7 +27,8 @@ from mcp.shared.exceptions import MCPError
 from starlette.types import Send
 
 from tooldock.runtime.mcp.events import SessionEvents
-from tooldock.runtime.mcp.relay import CAPABILITIES, declared, question, shown_level, undeclared
+from tooldock.runtime.mcp.relay import CAPABILITIES, declared, question, undeclared
+from tooldock.worker.protocol import shown_level
 
 HEADERS = [
     (b"cache-control", b"no-cache, no-transform"),

@@ -21,8 +21,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 
 from tooldock.runtime.mcp import inputreq
-
-LOG_LEVELS: tuple[str, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+from tooldock.worker.protocol import shown_level
 
 # What a worker may ask the client: the request model and the result model for each method.
 ASKS: dict[str, tuple[Any, Any]] = {
@@ -62,15 +61,6 @@ def question(method: str, params: dict[str, Any]) -> tuple[Any, Any]:
     question a tool may ask). McpRelay's and the lean stream's (leanstream.py)."""
     request_model, result_model = _models(method, params)
     return request_model.model_validate({"method": method, **({"params": params} if params else {})}), result_model
-
-
-def shown_level(data: dict[str, Any], threshold: str | None) -> str | None:
-    """A worker log message's level (`info` when it names none MCP knows), or None when it is below the level
-    the client set with `logging/setLevel`."""
-    level = data.get("level") if data.get("level") in LOG_LEVELS else "info"
-    if threshold and LOG_LEVELS.index(level) < LOG_LEVELS.index(threshold):
-        return None
-    return str(level)
 
 
 class McpRelay:
