@@ -5,7 +5,9 @@ at once, each keeping one request in flight; responses read as JSON or as an SSE
     .venv/bin/python bench/mcp_raw.py [--calls 3000] [--concurrency 1 16] [--seconds 30]
 
 Every target is measured in the same run on 127.0.0.1, bounded by a call count and a time limit. The table
-shows the load generator's own CPU per call, so it can be seen not to be the bottleneck.
+shows the load generator's own CPU per call, so it can be seen not to be the bottleneck, and the server's:
+the CPU the target's processes (the gateway and its workers, or the peer) spent per call, read from /proc,
+with the workers' share of it.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).parent))
-from run import TOKEN, start_gateway, start_peer  # noqa: E402
+from run import TOKEN, start_gateway, start_peer, tree_cpu  # noqa: E402
 
 TOOL = "echo_number"
 
@@ -39,6 +41,8 @@ class Outcome:
     wall: float
     cpu: float  # the load generator's CPU seconds
     latencies: list[float]
+    server: float = 0.0  # CPU seconds of the server's process (the gateway, or the peer)
+    workers: float = 0.0  # CPU seconds of the gateway's workers (and fork servers)
 
     @property
     def rate(self) -> float:
@@ -99,7 +103,7 @@ def answer_of(headers: dict[str, str], data: bytes) -> dict:
 
 async def measure(
     target: str, url: str, headers: dict[str, str], calls: int, concurrency: int, seconds: float, tool: str = TOOL,
-    capabilities: dict | None = None,
+    capabilities: dict | None = None, pid: int | None = None,
 ) -> Outcome:
     host_port, _, path = url.removeprefix("http://").partition("/")
     host, _, port = host_port.partition(":")
@@ -147,13 +151,16 @@ async def measure(
     barrier = asyncio.Barrier(concurrency + 1)
     tasks = [asyncio.create_task(loop(c, i)) for i, c in enumerate(conns)]
     await barrier.wait()
+    server0 = tree_cpu(pid) if pid else (0.0, 0.0)
     cpu0, started = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     await asyncio.gather(*tasks)
     wall, cpu1 = time.perf_counter() - started, resource.getrusage(resource.RUSAGE_SELF)
+    server1 = tree_cpu(pid) if pid else (0.0, 0.0)
     for conn in conns:
         conn.close()
     cpu = (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime)
-    return Outcome(target, concurrency, len(latencies), errors, wall, cpu, latencies)
+    return Outcome(target, concurrency, len(latencies), errors, wall, cpu, latencies,
+                   server1[0] - server0[0], server1[1] - server0[1])
 
 
 async def main(calls: int, levels: list[int], seconds: float) -> list[tuple[Outcome, ...]]:
@@ -167,18 +174,21 @@ async def main(calls: int, levels: list[int], seconds: float) -> list[tuple[Outc
             auth = {"Authorization": f"Bearer {TOKEN}"}
             for level in levels:
                 rows.append((
-                    await measure("ToolDock MCP (lean path)", gw_url + "/ns/bench/mcp", auth, calls, level, seconds),
-                    await measure("ToolDock MCP (SDK path)", sdk_url + "/ns/bench/mcp", auth, calls, level, seconds),
-                    await measure("FastMCP direct, JSON answers (peer)", peer_url + "/mcp", {}, calls, level, seconds),
+                    await measure("ToolDock MCP (lean path)", gw_url + "/ns/bench/mcp", auth, calls, level, seconds,
+                                  pid=gateway.pid),
+                    await measure("ToolDock MCP (SDK path)", sdk_url + "/ns/bench/mcp", auth, calls, level, seconds,
+                                  pid=sdk_only.pid),
+                    await measure("FastMCP direct, JSON answers (peer)", peer_url + "/mcp", {}, calls, level, seconds,
+                                  pid=peer.pid),
                 ))
             for level in levels:  # a Context tool with progress (a client that declares sampling): streamed by
                 rows.append((  # the lean path, or by the SDK; the worker's warm sessions either way
                     await measure("ToolDock MCP (lean path), Context tool + progress", gw_url + "/ns/bench/mcp", auth,
-                                  calls, level, seconds, "echo_progress", {"sampling": {}}),
+                                  calls, level, seconds, "echo_progress", {"sampling": {}}, gateway.pid),
                     await measure("ToolDock MCP (SDK path), Context tool + progress", sdk_url + "/ns/bench/mcp", auth,
-                                  calls, level, seconds, "echo_progress", {"sampling": {}}),
+                                  calls, level, seconds, "echo_progress", {"sampling": {}}, sdk_only.pid),
                     await measure("FastMCP direct, Context tool + progress (peer)", streaming_url + "/mcp", {}, calls,
-                                  level, seconds, "echo_progress", {"sampling": {}}),
+                                  level, seconds, "echo_progress", {"sampling": {}}, streaming.pid),
                 ))
         finally:
             for proc in (gateway, sdk_only, peer, streaming):
@@ -195,11 +205,16 @@ if __name__ == "__main__":
     args = parser.parse_args()
     rows = asyncio.run(main(args.calls, args.concurrency, args.seconds))
     table = Table(title=f"MCP tools/call {TOOL}, one session, raw HTTP/1.1 keep-alive, loopback ({os.cpu_count()} CPUs)")
-    for column in ("target", "concurrent", "calls/s", "p50 ms", "p99 ms", "errors", "vs peer", "loadgen CPU µs/call"):
+    columns = ("target", "concurrent", "calls/s", "p50 ms", "p99 ms", "errors", "vs peer", "server CPU µs/call",
+               "workers' share", "loadgen CPU µs/call")
+    for column in columns:
         table.add_column(column, justify="left" if column == "target" else "right")
     for row in rows:
         peer = row[-1]
         for r in row:
             table.add_row(r.target, str(r.concurrency), f"{r.rate:.0f}", f"{r.pct(0.5):.2f}", f"{r.pct(0.99):.2f}",
-                          str(r.errors), f"{r.rate / peer.rate:.2f}x", f"{r.cpu / max(r.calls, 1) * 1e6:.0f}")
-    Console(width=150).print(table)
+                          str(r.errors), f"{r.rate / peer.rate:.2f}x",
+                          f"{(r.server + r.workers) / max(r.calls, 1) * 1e6:.0f}",
+                          f"{r.workers / max(r.calls, 1) * 1e6:.0f}" if r.workers else "-",
+                          f"{r.cpu / max(r.calls, 1) * 1e6:.0f}")
+    Console(width=200).print(table)

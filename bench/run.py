@@ -66,6 +66,26 @@ def start_gateway(log, args: list[str] | None = None, env: dict[str, str] | None
     raise SystemExit("gateway did not start within 300 s")
 
 
+def tree_cpu(pid: int) -> tuple[float, float]:
+    """CPU seconds (user + system) used so far by process `pid`, and by its live descendants (a gateway's
+    workers and fork servers), read from /proc."""
+    parents: dict[int, int] = {}
+    used: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:  # gone meanwhile
+                continue
+            parents[int(entry.name)] = int(fields[1])
+            used[int(entry.name)] = (int(fields[11]) + int(fields[12])) / tick
+    tree = {pid}
+    while found := {p for p, parent in parents.items() if parent in tree} - tree:  # pids are not in tree order
+        tree |= found
+    return used.get(pid, 0.0), sum(used.get(p, 0.0) for p in tree - {pid})
+
+
 def start_peer(*args: str) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen([sys.executable, str(HERE / "peer_fastmcp.py"), *args], stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True)
