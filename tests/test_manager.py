@@ -335,3 +335,40 @@ def test_the_manager_goes_when_its_gateway_is_terminated(make_gateway):
         time.sleep(0.2)
     else:
         raise AssertionError(f"the manager still answers after its gateway stopped: {children.stdout}")
+
+
+def test_the_manager_takes_only_an_unrestricted_admin_key(make_gateway, store, tmp_path):
+    """The manager can write any namespace: an admin key without globs gets in, a key narrowed by scope or
+    globs is refused with 403 naming the key (and logged), a revoked admin key is 401 at once."""
+    from tooldock.keys import KeyStore
+
+    keys = KeyStore(tmp_path / "keys")
+    gateway = make_gateway(EXAMPLES, env={**store, "TOOLDOCK_KEYS_DIR": str(tmp_path / "keys")}, args=MANAGER_ARGS)
+    url = manager_url(gateway)
+    admin_record, admin = keys.create("ops", "admin")
+    narrowed_record, narrowed = keys.create("ops-project", "admin", ("project",))
+    tool_record, tool_narrowed = keys.create("ops-get", "admin", (), ("get_*",))
+    _, writer = keys.create("droid", "write")
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+
+    def post(key: str) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {key}", "Accept": "application/json, text/event-stream"}
+        return httpx.post(f"{url}/mcp", headers=headers, json=init, timeout=30)
+
+    accepted = post(admin)
+    assert accepted.status_code == 200, accepted.text
+    assert "tooldock-manager" in accepted.text
+    for record, key in ((narrowed_record, narrowed), (tool_record, tool_narrowed)):
+        refused = post(key)
+        assert refused.status_code == 403, refused.text
+        message = refused.json()["error"]["message"]
+        assert f"API key {record.id}" in message and "may not use the manager" in message
+        assert key not in refused.text
+    refused = post(writer)
+    assert refused.status_code == 403 and "scope write" in refused.json()["error"]["message"]
+    keys.revoke(admin_record.id)
+    assert post(admin).status_code == 401
+    gateway.wait_for(lambda: f"key {narrowed_record.id} refused" in gateway.logs, 10, "the refusal's log line")
+    assert "not an unrestricted admin key" in gateway.logs
+    assert admin not in gateway.logs and narrowed not in gateway.logs
