@@ -1,10 +1,11 @@
 """The relay client behind `tooldock relay`: an MCP server on stdio (the official SDK) whose tools are the
 ones an API key may use through the relay socket (seed 002's oubliette-client).
 
-At start it asks the socket for the key's tools (`oubliette_tools`) and registers each as
-`<prefix><name>` with its schemas; each call is forwarded (`oubliette_call_tool`, the key with it) and its
-result relayed as it is. A socket it cannot reach or a key it is refused leaves a warning on stderr and no
-tools, never a crash. The key is sent only to the socket: never printed, logged or put in an error.
+It asks the socket for the key's tools (`oubliette_tools`) at start and again on every `tools/list`, and
+registers each as `<prefix><name>` with its schemas; each call is forwarded (`oubliette_call_tool`, the key
+with it) and its result relayed as it is. A socket it cannot reach or a key it is refused leaves a warning
+on stderr and no tools (or, for a socket gone for a moment, the last list), never a crash. The key is sent
+only to the socket: never printed, logged or put in an error.
 Light on imports (it runs in sandbox images): the SDK's server side, anyio and the relay's wire format.
 """
 
@@ -106,44 +107,68 @@ def warn(message: str) -> None:
     print(f"tooldock relay: warning: {message}", file=sys.stderr, flush=True)
 
 
-async def discover(client: SocketClient, key: str | None) -> list[dict[str, Any]]:
-    """The key's tools, or [] with a warning saying why there are none."""
-    if not key:
-        warn("no API key: set TOOLDOCK_API_KEY (or OUBLIETTE_API_KEY); serving no tools")
-        return []
-    try:
-        answer = await asyncio.wait_for(client.request(TOOLS, {"api_key": key}), LIST_TIMEOUT)
-    except RelayError as err:
-        warn(f"the relay refused the key: {err}; serving no tools")
-        return []
-    except (OSError, TimeoutError) as exc:
-        reason = getattr(exc, "strerror", None) or str(exc) or "no answer in time"
-        warn(f"cannot reach the relay socket {client.path}: {reason}; serving no tools")
-        return []
-    tools = answer.get("tools") if isinstance(answer, dict) else None
-    if not isinstance(tools, list):
-        warn("the relay's answer has no tool list; serving no tools")
-        return []
-    return [t for t in tools if isinstance(t, dict) and isinstance(t.get("name"), str)]
+class KeyTools:
+    """The tools the key may use, as registered here (`<prefix><name>`), asked of the socket again on every
+    `tools/list` and before refusing a name it does not know: a tool added since shows up, and a key revoked
+    since lists none. When the socket cannot be reached, the last list stays. Each warning is printed once
+    until the situation changes."""
 
+    def __init__(self, client: SocketClient, key: str | None, prefix: str) -> None:
+        self.client, self.key, self.prefix = client, key, prefix
+        self.registered: dict[str, types.Tool] = {}
+        self._said: str | None = None
 
-def build_server(client: SocketClient, key: str | None, prefix: str, tools: list[dict[str, Any]]) -> Server[Any]:
-    registered: dict[str, types.Tool] = {}
-    for tool in tools:
+    def _warn(self, message: str) -> None:
+        if message != self._said:
+            warn(message)
+        self._said = message
+
+    async def refresh(self) -> None:
+        if not self.key:
+            self._warn("no API key: set TOOLDOCK_API_KEY (or OUBLIETTE_API_KEY); serving no tools")
+            return
         try:
-            registered[prefix + tool["name"]] = types.Tool.model_validate({**tool, "name": prefix + tool["name"]})
-        except ValueError as exc:
-            warn(f"skipping tool {tool['name']!r}: its descriptor is not a valid MCP tool ({exc})")
+            answer = await asyncio.wait_for(self.client.request(TOOLS, {"api_key": self.key}), LIST_TIMEOUT)
+        except RelayError as err:
+            self.registered = {}
+            self._warn(f"the relay refused the key: {err}; serving no tools")
+            return
+        except (OSError, TimeoutError) as exc:
+            reason = getattr(exc, "strerror", None) or str(exc) or "no answer in time"
+            kept = f"; keeping the {len(self.registered)} tool(s) listed before" if self.registered else ""
+            self._warn(f"cannot reach the relay socket {self.client.path}: {reason}{kept or '; serving no tools'}")
+            return
+        tools = answer.get("tools") if isinstance(answer, dict) else None
+        if not isinstance(tools, list):
+            self._warn("the relay's answer has no tool list; serving no tools")
+            self.registered = {}
+            return
+        registered: dict[str, types.Tool] = {}
+        for tool in tools:
+            if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
+                continue
+            try:
+                named = self.prefix + tool["name"]
+                registered[named] = types.Tool.model_validate({**tool, "name": named})
+            except ValueError as exc:
+                self._warn(f"skipping tool {tool['name']!r}: its descriptor is not a valid MCP tool ({exc})")
+        self.registered, self._said = registered, None
 
+
+def build_server(client: SocketClient, tools: KeyTools) -> Server[Any]:
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=list(registered.values()))
+        await tools.refresh()
+        return types.ListToolsResult(tools=list(tools.registered.values()))
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        if params.name not in registered:
+        if params.name not in tools.registered:
+            await tools.refresh()  # added since the client listed?
+        if params.name not in tools.registered:
             raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}")
-        name = params.name.removeprefix(prefix)
+        name = params.name.removeprefix(tools.prefix)
         try:
-            result = await client.request(CALL, {"api_key": key, "tool": name, "arguments": params.arguments or {}})
+            arguments = params.arguments or {}
+            result = await client.request(CALL, {"api_key": tools.key, "tool": name, "arguments": arguments})
             return types.CallToolResult.model_validate(result)
         except RelayError as err:
             text = f"relay refused {name}: {err}"
@@ -165,10 +190,11 @@ def build_server(client: SocketClient, key: str | None, prefix: str, tools: list
 async def serve(path: Path, prefix: str, key: str | None) -> None:
     client = SocketClient(path)
     try:
-        tools = await discover(client, key)
-        if tools:
-            print(f"tooldock relay: {len(tools)} tool(s) from {path}", file=sys.stderr, flush=True)
-        server = build_server(client, key, prefix, tools)
+        tools = KeyTools(client, key, prefix)
+        await tools.refresh()
+        if tools.registered:
+            print(f"tooldock relay: {len(tools.registered)} tool(s) from {path}", file=sys.stderr, flush=True)
+        server = build_server(client, tools)
         async with stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())
     finally:
