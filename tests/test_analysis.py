@@ -629,3 +629,50 @@ def test_analyze_tree_on_a_plain_directory(tmp_path):
     assert [(t["name"], params(t)) for t in result["tools_found"]] == [("hello", {"name": ("string", True, "")})]
     with pytest.raises(AnalysisError, match="not a directory"):
         analyze_tree(tmp_path / "missing")
+
+
+def test_the_managers_analysis_limits_come_from_its_settings(tmp_path):
+    """ANALYZE_REPO_MAX_MB and READ_REPO_FILE_MAX_KB reach the manager's analyze_repo and read_repo_file;
+    a bad value stops the manager at start with the variable named."""
+    from tooldock.manager.app import build_manager, mcp_server
+    from tooldock.manager.settings import ManagerSettings
+    from tooldock.runtime.settings import SettingsError
+
+    base = {"TOOLDOCK_BEARER_TOKEN": "x" * 16, "TOOLDOCK_STATE_DIR": str(tmp_path / "state")}
+    for name, bad in [("ANALYZE_REPO_MAX_MB", "0"), ("READ_REPO_FILE_MAX_KB", "lots"),
+                      ("ANALYZE_REPO_TIMEOUT_SECONDS", "-1")]:
+        with pytest.raises(SettingsError, match=name):
+            ManagerSettings.from_env(tmp_path, env={**base, name: bad})
+    url = make_repo(tmp_path / "repo", {"server.py": "x = 1\n", "big.txt": "a" * 3000})
+    (tmp_path / "tools").mkdir()
+
+    async def run(**env: str) -> tuple[dict, dict | str]:
+        settings = ManagerSettings.from_env(tmp_path / "tools", env={**base, **env})
+        server = mcp_server(build_manager(settings, tmp_path / "cache", 8001))
+        analyzed = await server.call_tool("analyze_repo", {"repo_url": url})
+        try:
+            read = await server.call_tool("read_repo_file", {"repo_url": url, "path": "big.txt"})
+        except Exception as exc:  # in process, the SDK raises what a client would get as an error result
+            return analyzed.structured_content or {}, str(exc)
+        return analyzed.structured_content or {}, read.structured_content or {}
+
+    analyzed, refused = asyncio.run(run(READ_REPO_FILE_MAX_KB="2"))
+    assert analyzed.get("language") is not None
+    assert isinstance(refused, str) and "over the 2048-byte limit" in refused
+    _, read = asyncio.run(run(READ_REPO_FILE_MAX_KB="4"))
+    assert isinstance(read, dict) and read.get("content") == "a" * 3000
+    large = make_repo(tmp_path / "large", {"blob.bin": os.urandom(3 * 1024 * 1024)})
+
+    async def clone_large(**env: str) -> str:
+        settings = ManagerSettings.from_env(tmp_path / "tools", env={**base, **env})
+        server = mcp_server(build_manager(settings, tmp_path / "cache", 8001))
+        try:
+            await server.call_tool("analyze_repo", {"repo_url": large})
+        except Exception as exc:
+            return str(exc)
+        return "cloned"
+
+    assert "larger than 1 MB" in asyncio.run(clone_large(ANALYZE_REPO_MAX_MB="1"))
+    assert asyncio.run(clone_large(ANALYZE_REPO_MAX_MB="20")) == "cloned"
+    config = ManagerSettings.from_env(tmp_path, env={**base, "ANALYZE_REPO_MAX_MB": "5"}).public()
+    assert config["analyze_repo_max_mb"] == 5 and config["read_repo_file_max_kb"] == 512

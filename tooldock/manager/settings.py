@@ -10,7 +10,15 @@ from urllib.parse import urlparse
 from tooldock.runtime.settings import Settings, SettingsError, env_bool, env_number
 
 # Every environment variable the manager reads besides the gateway's own (the README documents each).
-ENV_VARS = ("TOOLDOCK_GATEWAY_URL", "CORE_URL", "ENABLE_FS_WATCHER", "FS_WATCHER_DEBOUNCE_MS")
+ENV_VARS = (
+    "TOOLDOCK_GATEWAY_URL",
+    "CORE_URL",
+    "ENABLE_FS_WATCHER",
+    "FS_WATCHER_DEBOUNCE_MS",
+    "ANALYZE_REPO_TIMEOUT_SECONDS",
+    "ANALYZE_REPO_MAX_MB",
+    "READ_REPO_FILE_MAX_KB",
+)
 
 DEFAULT_GATEWAY_URL = "http://127.0.0.1:8000"
 
@@ -31,6 +39,10 @@ class ManagerSettings:
     backend: str = "process"  # how the gateway runs workers: process (venvs) or docker (images to rebuild)
     watch: bool = False
     debounce_ms: int = 1500
+    # analyze_repo's limits: seconds for one `git clone` (and `git ls-remote`), a clone's size, read_repo_file
+    clone_timeout: float = 120.0
+    max_repo_bytes: int = 200 * 1024 * 1024
+    max_read_bytes: int = 512 * 1024
 
     @classmethod
     def from_env(
@@ -45,6 +57,9 @@ class ManagerSettings:
             backend=backend,
             watch=env_bool(env, "ENABLE_FS_WATCHER", False),
             debounce_ms=int(env_number(env, "FS_WATCHER_DEBOUNCE_MS", 1500, int)),
+            clone_timeout=env_number(env, "ANALYZE_REPO_TIMEOUT_SECONDS", 120.0),
+            max_repo_bytes=int(env_number(env, "ANALYZE_REPO_MAX_MB", 200, int)) * 1024 * 1024,
+            max_read_bytes=int(env_number(env, "READ_REPO_FILE_MAX_KB", 512, int)) * 1024,
         )
 
     def public(self) -> dict[str, object]:
@@ -62,4 +77,7 @@ class ManagerSettings:
             "mcp_session_ttl_hours": self.runtime.session_ttl / 3600,
             "enable_legacy_mcp": self.runtime.enable_legacy_mcp,
             "tool_call_timeout_seconds": self.runtime.call_timeout,
+            "analyze_repo_timeout_seconds": self.clone_timeout,
+            "analyze_repo_max_mb": self.max_repo_bytes // (1024 * 1024),
+            "read_repo_file_max_kb": self.max_read_bytes // 1024,
         }
