@@ -4,6 +4,7 @@ Accept and JSON-RPC batches, by hand over HTTP."""
 from __future__ import annotations
 
 import json
+import time
 
 import httpx
 import pytest
@@ -180,3 +181,28 @@ def test_sse_clients_are_untouched(gateway):
     reply = post(gateway, init(), accept=BOTH)
     assert reply.status_code == 200
     assert reply.headers["content-type"].startswith("text/event-stream")
+
+
+def test_a_json_only_client_is_not_left_waiting_by_a_tool_that_asks_it(gateway):
+    """A json-only POST has no stream for the server's requests: a Context tool's question (elicitation
+    here, though the client declared it) is refused at once in the client's name, not left to time out."""
+    payload = init()
+    payload["params"]["capabilities"] = {"elicitation": {}}
+    base = {**gateway.headers("testing"), "Content-Type": "application/json", "Accept": JSON_ONLY}
+    opened = httpx.post(f"{gateway.url}/mcp", json=payload, headers=base, timeout=60)
+    assert opened.status_code == 200, opened.text
+    session = {**base, "Mcp-Session-Id": opened.headers["mcp-session-id"]}
+    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert httpx.post(f"{gateway.url}/mcp", json=note, headers=session, timeout=60).status_code == 202
+    call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "ask_name", "arguments": {}}}
+    started = time.monotonic()
+    answer = httpx.post(f"{gateway.url}/mcp", json=call, headers=session, timeout=120)
+    took = time.monotonic() - started
+    assert answer.status_code == 200 and answer.headers["content-type"].startswith("application/json")
+    assert took < 10, f"the call waited {took:.1f} s for an answer the client could never send"
+    result = answer.json()["result"]
+    assert result["isError"] and "cannot be sent elicitation/create during this call" in result["content"][0]["text"]
+    # The session is still good: a plain call on it answers as before.
+    plain = {"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "chatty", "arguments": {}}}
+    again = httpx.post(f"{gateway.url}/mcp", json=plain, headers=session, timeout=60)
+    assert again.status_code == 200 and not again.json()["result"].get("isError"), again.text

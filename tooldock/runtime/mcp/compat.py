@@ -24,16 +24,15 @@ Inside a batch the messages run one after another, in order, so an `initialize` 
 the `Mcp-Session-Id` that the later messages (and the client's response headers) carry. An SDK error
 answer for one message becomes a JSON-RPC error object for that message's id, except a 403/404 (foreign
 Origin, unknown session) for the batch's first message, which holds for all of them and is passed through
-as is. Messages the SDK would send on a request's SSE stream besides its response (progress, logging,
-server-to-client requests) have no place in a JSON answer and are dropped.
+as is. Messages the SDK would send on a request's SSE stream besides its response have no place in a JSON
+answer: progress and log messages are dropped, and the server's requests to the client (a Context tool's
+sampling, elicitation or roots) are refused at once in the client's name (sdkcall.py), so the tool does not
+wait for its timeout. The step through the SDK itself is in sdkcall.py.
 """
 
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 from mcp.server.streamable_http import check_accept_headers
@@ -41,18 +40,13 @@ from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
 
 from tooldock.runtime.mcp.rules import header
+from tooldock.runtime.mcp.sdkcall import INTERNAL_ERROR, INVALID_REQUEST, Handler, call, loads, rpc_error, valid_id
 
 COMPAT_VERSION = "2025-03-26"
 COMPAT_VERSIONS = frozenset({"2024-11-05", COMPAT_VERSION})
 MAX_BATCH = 100
-SDK_ACCEPT = b"application/json, text/event-stream"
-INVALID_REQUEST, INTERNAL_ERROR = -32600, -32603
 # SDK answers that are about the whole HTTP request, not one message (foreign Origin, unknown session).
 WHOLE_REQUEST_STATUSES = frozenset({403, 404})
-
-Handler = Callable[[Scope, Receive, Send], Awaitable[None]]
-_UNPARSED = object()
-_LINE = re.compile(rb"\r\n|\r|\n")
 
 
 class Body:
@@ -89,71 +83,6 @@ class Body:
         return receive
 
 
-@dataclass
-class _Answer:
-    """What the SDK sent for one internal request."""
-
-    messages: list[Message]
-
-    @property
-    def status(self) -> int:
-        return self.messages[0]["status"] if self.messages else 500
-
-    def header(self, name: bytes) -> str | None:
-        headers = self.messages[0].get("headers", []) if self.messages else []
-        return next((bytes(v).decode("latin-1") for k, v in headers if bytes(k).lower() == name), None)
-
-    @property
-    def body(self) -> bytes:
-        return b"".join(m.get("body", b"") for m in self.messages if m["type"] == "http.response.body")
-
-    @property
-    def is_sse(self) -> bool:
-        return (self.header(b"content-type") or "").startswith("text/event-stream")
-
-    def json_messages(self) -> list[Any]:
-        """The JSON-RPC messages in the answer: every SSE event's data, or the JSON body."""
-        if not self.is_sse:
-            parsed = _loads(self.body)
-            return [] if parsed is _UNPARSED else [parsed]
-        events: list[bytes] = []
-        data: list[bytes] = []
-        for line in [*_LINE.split(self.body), b""]:
-            if not line:
-                if data:
-                    events.append(b"\n".join(data))
-                data = []
-            elif line.startswith(b"data:"):
-                value = line[5:]
-                data.append(value[1:] if value.startswith(b" ") else value)
-        return [m for m in map(_loads, events) if m is not _UNPARSED]
-
-    def response_to(self, request_id: Any) -> dict[str, Any] | None:
-        for message in self.json_messages():
-            if (
-                isinstance(message, dict)
-                and ("result" in message or "error" in message)
-                and str(message.get("id")) == str(request_id)
-            ):
-                return message
-        return None
-
-    async def replay(self, send: Send) -> None:
-        for message in self.messages:
-            await send(message)
-
-
-def _loads(data: bytes) -> Any:
-    try:
-        return json.loads(data) if data.strip() else _UNPARSED
-    except (ValueError, RecursionError):  # the SDK answers what it cannot parse with its parse error
-        return _UNPARSED
-
-
-def _error(request_id: Any, code: int, message: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
-
-
 async def _respond(send: Send, status: int, payload: Any, session: str | None) -> None:
     body = b"" if payload is None else json.dumps(payload, separators=(",", ":")).encode()
     headers = [(b"content-length", str(len(body)).encode())]
@@ -175,18 +104,13 @@ def _initialize_version(payload: Any) -> str | None:
     return None
 
 
-def _valid_id(item: Any) -> Any:
-    value = item.get("id") if isinstance(item, dict) else None
-    return value if isinstance(value, str | int) and not isinstance(value, bool) else None
-
-
 def _invalid(item: Any) -> str | None:
     """Why a batch element is not a JSON-RPC message at all (the SDK validates the rest)."""
     if not isinstance(item, dict):
         return "Invalid Request: a batch element must be a JSON-RPC message object"
     if item.get("jsonrpc") != "2.0":
         return 'Invalid Request: "jsonrpc" must be "2.0"'
-    if "id" in item and _valid_id(item) is None:
+    if "id" in item and valid_id(item) is None:
         return 'Invalid Request: "id" must be a string or an integer'
     if "method" in item:
         return None if isinstance(item["method"], str) else 'Invalid Request: "method" must be a string'
@@ -211,52 +135,27 @@ class _Client:
         return message
 
 
-async def _call(handler: Handler, scope: Scope, body: bytes, session: str | None, client: _Client) -> _Answer:
-    """One message through the SDK, as a request it accepts; its answer captured, not sent."""
-    dropped = (b"accept", b"content-length", b"mcp-session-id")
-    headers = [(k, v) for k, v in scope["headers"] if k not in dropped]
-    headers += [(b"accept", SDK_ACCEPT), (b"content-length", str(len(body)).encode())]
-    if session:
-        headers.append((b"mcp-session-id", session.encode("latin-1")))
-    delivered = False
-
-    async def receive() -> Message:
-        nonlocal delivered
-        if not delivered:
-            delivered = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await client.receive()  # after the body: waits until the client disconnects
-
-    messages: list[Message] = []
-
-    async def capture(message: Message) -> None:
-        messages.append(message)
-
-    await handler({**scope, "headers": headers}, receive, capture)
-    return _Answer(messages)
-
-
 async def _single(handler: Handler, scope: Scope, body: bytes, send: Send, client: _Client) -> None:
     """A json-only compat POST of one message (or of a body that does not parse: the SDK says why)."""
-    answer = await _call(handler, scope, body, header(scope, b"mcp-session-id"), client)
+    answer = await call(handler, scope, body, header(scope, b"mcp-session-id"), client.receive)
     if not answer.is_sse:  # 202 for a notification, or an error: already what the client should see
         await answer.replay(send)
         return
-    request_id = _valid_id(_loads(body))
+    request_id = valid_id(loads(body))
     response = answer.response_to(request_id)
     status = 200
     if response is None:
-        status, response = 500, _error(request_id, INTERNAL_ERROR, "the request ended without a response")
+        status, response = 500, rpc_error(request_id, INTERNAL_ERROR, "the request ended without a response")
     await _respond(send, status, response, answer.header(b"mcp-session-id"))
 
 
 async def _batch(handler: Handler, scope: Scope, batch: list[Any], send: Send, client: _Client) -> None:
     if not batch:
-        await _respond(send, 400, _error(None, INVALID_REQUEST, "Invalid Request: empty batch"), None)
+        await _respond(send, 400, rpc_error(None, INVALID_REQUEST, "Invalid Request: empty batch"), None)
         return
     if len(batch) > MAX_BATCH:
         message = f"Invalid Request: a batch may hold at most {MAX_BATCH} messages, this one has {len(batch)}"
-        await _respond(send, 400, _error(None, INVALID_REQUEST, message), None)
+        await _respond(send, 400, rpc_error(None, INVALID_REQUEST, message), None)
         return
     session = header(scope, b"mcp-session-id")
     results: list[dict[str, Any]] = []
@@ -264,9 +163,9 @@ async def _batch(handler: Handler, scope: Scope, batch: list[Any], send: Send, c
     for item in batch:
         problem = _invalid(item)
         if problem is not None:
-            results.append(_error(_valid_id(item), INVALID_REQUEST, problem))
+            results.append(rpc_error(valid_id(item), INVALID_REQUEST, problem))
             continue
-        answer = await _call(handler, scope, json.dumps(item).encode(), session, client)
+        answer = await call(handler, scope, json.dumps(item).encode(), session, client.receive)
         if client.gone:
             return
         if first and answer.status in WHOLE_REQUEST_STATUSES:
@@ -285,7 +184,7 @@ async def _batch(handler: Handler, scope: Scope, batch: list[Any], send: Send, c
             results.append({"jsonrpc": "2.0", "id": item["id"] if is_request else None, "error": error})
         elif is_request:
             response = answer.response_to(item["id"])
-            results.append(response or _error(item["id"], INTERNAL_ERROR, "the request ended without a response"))
+            results.append(response or rpc_error(item["id"], INTERNAL_ERROR, "the request ended without a response"))
     if results:
         await _respond(send, 200, results, session)
     else:
@@ -317,7 +216,7 @@ async def serve(handler: Handler, scope: Scope, receive: Receive, send: Send, ma
     if not body.complete:  # over the limit: the SDK reads the rest and answers 413
         await handler(scope, body.replay(), send)
         return
-    payload = _loads(bytes(body.data))
+    payload = loads(bytes(body.data))
     if version is None:
         version = _initialize_version(payload) or COMPAT_VERSION
     if version not in COMPAT_VERSIONS:  # an initialize for 2025-06-18+: the SDK's rules (406, 400)
