@@ -676,3 +676,23 @@ def test_the_managers_analysis_limits_come_from_its_settings(tmp_path):
     assert asyncio.run(clone_large(ANALYZE_REPO_MAX_MB="20")) == "cloned"
     config = ManagerSettings.from_env(tmp_path, env={**base, "ANALYZE_REPO_MAX_MB": "5"}).public()
     assert config["analyze_repo_max_mb"] == 5 and config["read_repo_file_max_kb"] == 512
+
+
+def test_the_workspace_keeps_its_clones_under_a_total_size(tmp_path):
+    """Past max_total_bytes the least recently analyzed URLs lose their clones (re-analyzing clones again);
+    reading a removed one says why."""
+    urls = {name: make_repo(tmp_path / name, {"blob.bin": os.urandom(100 * 1024), "a.py": "x = 1\n"})
+            for name in ("a", "b", "c")}
+    ws = RepoWorkspace(tmp_path / "ws", max_total_bytes=500 * 1024)
+    for name in ("a", "b", "c"):
+        assert asyncio.run(ws.analyze(urls[name]))["reused"] is False
+    with pytest.raises(AnalysisError, match="removed to make room"):
+        ws.read_file(urls["a"], "a.py")
+    assert ws.read_file(urls["b"], "a.py")["content"] == "x = 1\n"
+    assert asyncio.run(ws.analyze(urls["b"]))["reused"] is True  # b is now more recent than c
+    again = asyncio.run(ws.analyze(urls["a"]))
+    assert again["reused"] is False and ws.read_file(urls["a"], "a.py")["content"] == "x = 1\n"
+    with pytest.raises(AnalysisError, match="removed to make room"):
+        ws.read_file(urls["c"], "a.py")
+    assert ws.read_file(urls["b"], "a.py")["content"] == "x = 1\n"
+    assert not [p for p in (tmp_path / "ws").iterdir() if p.name.startswith(".")]

@@ -18,6 +18,7 @@ ENV_VARS = (
     "ANALYZE_REPO_TIMEOUT_SECONDS",
     "ANALYZE_REPO_MAX_MB",
     "READ_REPO_FILE_MAX_KB",
+    "ANALYZE_REPO_WORKSPACE_MAX_MB",
 )
 
 DEFAULT_GATEWAY_URL = "http://127.0.0.1:8000"
@@ -43,6 +44,7 @@ class ManagerSettings:
     clone_timeout: float = 120.0
     max_repo_bytes: int = 200 * 1024 * 1024
     max_read_bytes: int = 512 * 1024
+    max_workspace_bytes: int = 2048 * 1024 * 1024  # every clone together; the least recently analyzed go first
 
     @classmethod
     def from_env(
@@ -60,6 +62,7 @@ class ManagerSettings:
             clone_timeout=env_number(env, "ANALYZE_REPO_TIMEOUT_SECONDS", 120.0),
             max_repo_bytes=int(env_number(env, "ANALYZE_REPO_MAX_MB", 200, int)) * 1024 * 1024,
             max_read_bytes=int(env_number(env, "READ_REPO_FILE_MAX_KB", 512, int)) * 1024,
+            max_workspace_bytes=int(env_number(env, "ANALYZE_REPO_WORKSPACE_MAX_MB", 2048, int)) * 1024 * 1024,
         )
 
     def public(self) -> dict[str, object]:
@@ -80,4 +83,5 @@ class ManagerSettings:
             "analyze_repo_timeout_seconds": self.clone_timeout,
             "analyze_repo_max_mb": self.max_repo_bytes // (1024 * 1024),
             "read_repo_file_max_kb": self.max_read_bytes // 1024,
+            "analyze_repo_workspace_max_mb": self.max_workspace_bytes // (1024 * 1024),
         }

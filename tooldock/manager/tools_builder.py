@@ -30,7 +30,7 @@ def register(server: MCPServer, m: Manager) -> Translate:
     ws = m.workspace
     data = m.settings.runtime.state_dir / "manager"
     cfg = m.settings
-    repos = Sources(data / "repos", cfg.clone_timeout, cfg.max_repo_bytes, cfg.max_read_bytes)
+    repos = Sources(data / "repos", cfg.clone_timeout, cfg.max_repo_bytes, cfg.max_read_bytes, cfg.max_workspace_bytes)
 
     @server.tool()
     @edge
@@ -124,8 +124,8 @@ class Sources(RepoWorkspace):
     """The clones, plus the published packages install_from_registry fetched: read_repo_file reads either,
     a package by the `repo_url` its analysis answered (`npm:<name>@<version>`, `pypi:<name>@<version>`)."""
 
-    def __init__(self, root: Path, timeout: float, max_bytes: int, max_read_bytes: int) -> None:
-        super().__init__(root, timeout, max_bytes, max_read_bytes)
+    def __init__(self, root: Path, timeout: float, max_bytes: int, max_read_bytes: int, max_total: int) -> None:
+        super().__init__(root, timeout, max_bytes, max_read_bytes, max_total)
         self.packages: dict[str, Path] = {}
 
     def clone_dir(self, repo_url: object) -> Path:

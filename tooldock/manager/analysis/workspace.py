@@ -15,7 +15,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from tooldock.errors import AnalysisError
-from tooldock.manager.analysis.git import remote_head, shallow_clone
+from tooldock.manager.analysis.git import remote_head, shallow_clone, tree_bytes
 from tooldock.manager.analysis.tree import analyze_tree
 from tooldock.manager.analysis.urls import RepoUrl, parse_repo_url
 from tooldock.manager.analysis.walk import is_binary
@@ -23,6 +23,7 @@ from tooldock.manager.analysis.walk import is_binary
 CLONE_TIMEOUT = 120.0  # seconds for one git clone (ls-remote gets the same)
 MAX_REPO_BYTES = 200 * 1024 * 1024  # a clone's working tree and .git together
 MAX_READ_BYTES = 512 * 1024  # read_repo_file
+MAX_TOTAL_BYTES = 2048 * 1024 * 1024  # every clone together; the least recently analyzed go first
 CURRENT = "current"  # the file naming the commit read_file serves
 
 
@@ -33,18 +34,69 @@ class RepoWorkspace:
         timeout: float = CLONE_TIMEOUT,
         max_bytes: int = MAX_REPO_BYTES,
         max_read_bytes: int = MAX_READ_BYTES,
+        max_total_bytes: int = MAX_TOTAL_BYTES,
     ) -> None:
         self.root = Path(root)
         self.timeout, self.max_bytes, self.max_read_bytes = timeout, max_bytes, max_read_bytes
+        self.max_total_bytes = max_total_bytes
         self._locks: dict[str, asyncio.Lock] = {}
+        self._busy: dict[str, int] = {}  # URLs being cloned or analyzed now: never evicted
 
     async def analyze(self, repo_url: object) -> dict[str, Any]:
         """Seed 000's analyze_repo answer, plus `commit`, `path` (the clone) and `reused`."""
         url = parse_repo_url(repo_url)
-        path, commit, reused = await self.clone(url)
-        result = await asyncio.to_thread(analyze_tree, path, url.given)
+        self._busy[url.key] = self._busy.get(url.key, 0) + 1
+        try:
+            path, commit, reused = await self.clone(url)
+            result = await asyncio.to_thread(analyze_tree, path, url.given)
+        finally:
+            self._busy[url.key] -= 1
+            if not self._busy[url.key]:
+                del self._busy[url.key]
         result.update({"commit": commit, "path": str(path), "reused": reused})
+        if not reused:
+            await self._evict()
         return result
+
+    async def _evict(self) -> list[str]:
+        """Remove the clones of the least recently analyzed URLs (by their `current` file, rewritten on every
+        analyze) until all of them fit in `max_total_bytes`. The choice is made on the event loop, where a URL
+        being cloned or analyzed is known and kept; a chosen URL's directory is renamed away there and deleted
+        in a thread, so a new analyze of it starts from a fresh clone."""
+        sizes = await asyncio.to_thread(self._sizes)
+        total = sum(size for _, size in sizes.values())
+        gone: list[Path] = []
+        removed: list[str] = []
+        for name, (_, size) in sorted(sizes.items(), key=lambda item: item[1][0]):
+            if total <= self.max_total_bytes:
+                break
+            if name in self._busy or (name in self._locks and self._locks[name].locked()):
+                continue
+            trash = self.root / f".trash-{uuid.uuid4().hex}"
+            try:
+                (self.root / name).rename(trash)
+            except OSError:
+                continue
+            gone.append(trash)
+            removed.append(name)
+            total -= size
+        for trash in gone:
+            await asyncio.to_thread(shutil.rmtree, trash, ignore_errors=True)
+        return removed
+
+    def _sizes(self) -> dict[str, tuple[float, int]]:
+        """Each URL's directory: (when it was last analyzed, its bytes). Left-over trash is removed."""
+        found: dict[str, tuple[float, int]] = {}
+        for home in self.root.iterdir() if self.root.is_dir() else ():
+            if home.name.startswith(".trash-"):
+                shutil.rmtree(home, ignore_errors=True)
+            elif home.is_dir() and not home.name.startswith("."):
+                try:
+                    used = (home / CURRENT).stat().st_mtime
+                except OSError:
+                    used = 0.0
+                found[home.name] = (used, tree_bytes(home))
+        return found
 
     async def clone(self, url: RepoUrl) -> tuple[Path, str, bool]:
         """(the clone's directory, its commit, whether an existing clone was reused)."""
@@ -91,7 +143,10 @@ class RepoWorkspace:
             commit = ""
         target = home / commit
         if not commit or not (target / ".git").is_dir():
-            raise AnalysisError(f"{url.given} has not been analyzed; call analyze_repo with this repo_url first")
+            raise AnalysisError(
+                f"{url.given} has not been analyzed (or its clone was removed to make room for newer ones); "
+                "call analyze_repo with this repo_url first"
+            )
         return target
 
     def read_file(self, repo_url: object, path: object) -> dict[str, str]:
