@@ -166,53 +166,54 @@ def twice(x: int) -> int:
 '''
 
 
-def test_a_relist_shows_tools_added_since_and_none_once_the_key_is_revoked(tmp_path: Path):
-    """The relay asks the socket again on every tools/list (and before refusing a name it does not know):
-    a namespace added while it runs shows up without a restart; a key revoked meanwhile lists nothing."""
+@pytest.fixture
+def own(tmp_path: Path) -> Iterator[tuple[Gateway, Path, KeyStore]]:
+    """A gateway of the test's own, for tests that change its namespaces or stop it."""
     shutil.copytree(RELAY_TOOLS, tmp_path / "tools")
     env, sock, keys = relay_env()
     gateway = Gateway(tmp_path / "tools", tmp_path / "gateway.log", env).start()
-    record, key = keys.create("later", "write", ("later",))
-    try:
-        async def body(session):
-            before = await names(session)
-            (tmp_path / "tools" / "later").mkdir()
-            (tmp_path / "tools" / "later" / "later.py").write_text(LATER_TOOL)
-            gateway.proc.send_signal(signal.SIGHUP)  # reload
-            gateway.wait_for(lambda: "later" in gateway.get("/namespaces").text, 60, "the new namespace")
-            # Called before the client re-lists: the relay looks the name up again instead of refusing it.
-            called = await session.call_tool("oubliette_later_twice", {"x": 21})
-            after = await names(session)
-            keys.revoke(record.id)
-            revoked = await names(session)
-            return before, called, after, revoked
+    yield gateway, sock, keys
+    gateway.stop()
+    cleanup(sock)
 
-        (before, called, after, revoked), stderr = run_relay(sock, key, body)
-    finally:
-        gateway.stop()
-        cleanup(sock)
+
+def test_a_relist_shows_tools_added_since_and_none_once_the_key_is_revoked(own):
+    """The relay asks the socket again on every tools/list (and before refusing a name it does not know):
+    a namespace added while it runs shows up without a restart; a key revoked meanwhile lists nothing."""
+    gateway, sock, keys = own
+    record, key = keys.create("later", "write", ("later",))
+
+    async def body(session):
+        before = await names(session)
+        (gateway.tools_dir / "later").mkdir()
+        (gateway.tools_dir / "later" / "later.py").write_text(LATER_TOOL)
+        gateway.proc.send_signal(signal.SIGHUP)  # reload
+        gateway.wait_for(lambda: "later" in gateway.get("/namespaces").text, 60, "the new namespace")
+        # Called before the client re-lists: the relay looks the name up again instead of refusing it.
+        called = await session.call_tool("oubliette_later_twice", {"x": 21})
+        after = await names(session)
+        keys.revoke(record.id)
+        revoked = await names(session)
+        return before, called, after, revoked
+
+    (before, called, after, revoked), stderr = run_relay(sock, key, body)
     assert before == [] and after == ["oubliette_later_twice"] and revoked == []
     assert not called.is_error and called.structured_content == {"result": 42}
     assert stderr.count("the relay refused the key") == 1 and "revoked" in stderr
     assert key not in stderr and "Traceback" not in stderr
 
 
-def test_the_last_list_stays_while_the_socket_is_gone(tmp_path: Path):
-    shutil.copytree(RELAY_TOOLS, tmp_path / "tools")
-    env, sock, keys = relay_env()
-    gateway = Gateway(tmp_path / "tools", tmp_path / "gateway.log", env).start()
+def test_the_last_list_stays_while_the_socket_is_gone(own):
+    gateway, sock, keys = own
     _, key = keys.create("droid", "write", ("project",))
-    try:
-        async def body(session):
-            before = await names(session)
-            gateway.stop()
-            after = await names(session)
-            return before, after, await session.call_tool("oubliette_project_echo", {"text": "x"})
 
-        (before, after, call), stderr = run_relay(sock, key, body)
-    finally:
+    async def body(session):
+        before = await names(session)
         gateway.stop()
-        cleanup(sock)
+        after = await names(session)
+        return before, after, await session.call_tool("oubliette_project_echo", {"text": "x"})
+
+    (before, after, call), stderr = run_relay(sock, key, body)
     assert len(before) == 5 and after == before
     assert "keeping the 5 tool(s) listed before" in stderr
     assert call.is_error and "unreachable" in text(call)

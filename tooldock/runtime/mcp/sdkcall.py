@@ -97,16 +97,8 @@ def valid_id(item: Any) -> Any:
 
 
 async def call(handler: Handler, scope: Scope, body: bytes, session: str | None, client: Receive) -> Answer:
-    """One message through the SDK, as a request it accepts; its answer captured, not sent."""
-    delivered = False
-
-    async def receive() -> Message:
-        nonlocal delivered
-        if not delivered:
-            delivered = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await client()  # after the body: waits until the client disconnects
-
+    """One message through the SDK, as a request it accepts; its answer captured, not sent. After the body,
+    its receive waits for the outer client to disconnect."""
     messages: list[Message] = []
     asked = _Asked(handler, scope, session)
 
@@ -116,10 +108,28 @@ async def call(handler: Handler, scope: Scope, body: bytes, session: str | None,
             asked.feed(message.get("body", b""))
 
     try:
-        await handler(_internal(scope, body, session), receive, capture)
+        await handler(_internal(scope, body, session), _body_then(body, client), capture)
     finally:
         await asked.close()
     return Answer(messages)
+
+
+def _body_then(body: bytes, then: Receive) -> Receive:
+    """A receive that gives `body` as the whole request, then what `then` gives."""
+    delivered = False
+
+    async def receive() -> Message:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await then()
+
+    return receive
+
+
+async def _disconnected() -> Message:
+    return {"type": "http.disconnect"}
 
 
 def _internal(scope: Scope, body: bytes, session: str | None) -> Scope:
@@ -161,19 +171,11 @@ class _Asked:
             "which carries the response and nothing before it (accept text/event-stream too to be asked)"
         )
         body = json.dumps(rpc_error(request_id, INVALID_REQUEST, reason)).encode()
-        done = False
-
-        async def receive() -> Message:
-            nonlocal done
-            if not done:
-                done = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return {"type": "http.disconnect"}
 
         async def ignore(message: Message) -> None:  # the SDK's 202
             pass
 
-        await self.handler(_internal(self.scope, body, self.session), receive, ignore)
+        await self.handler(_internal(self.scope, body, self.session), _body_then(body, _disconnected), ignore)
 
     async def close(self) -> None:
         if self._answers:
