@@ -102,3 +102,26 @@ def test_a_changed_value_restarts_that_container_and_reaches_the_tool(setup):
     answer = gw.call("vault", "token_hash").json()
     assert answer.get("result") == sha("docker-vault-rotated-19e7"), (answer, gw.logs[-2000:])
     assert gw.call("vault", "leak", where="error").json()["error"]["message"].count("***") == 1
+
+
+def test_deploy_refuses_a_declared_secret_given_as_plain_environment(setup, docker_host, tmp_path):
+    """`deploy -e VAULT_TOKEN=...` would put the value where `docker inspect` shows it: refused, for a folder
+    before anything is built and for an image before any container starts; the value is never echoed."""
+    client = setup["client"]
+    env = {"DOCKER_HOST": docker_host, "TOOLDOCK_SOCKET_DIR": str(tmp_path)}
+    leaked = "plain-env-value-5be1c0d2"
+    before = {c.id for c in client.containers.list(all=True)}
+    try:
+        folder = tooldock_cli("deploy", str(FIXTURES / "secrets" / "vault"), "-e", f"VAULT_TOKEN={leaked}",
+                              env=env, check=False)
+        assert folder.returncode == 2 and "VAULT_TOKEN is a secret of namespace 'vault'" in folder.stderr
+        assert "tooldock secrets set VAULT_TOKEN --namespace vault" in folder.stderr and leaked not in folder.stderr
+        image = tooldock_cli("deploy", setup["results"]["vault"]["image"], "-e", f"VAULT_TOKEN={leaked}", "-e",
+                             "HARMLESS=1", env=env, check=False)
+        assert image.returncode == 1 and "VAULT_TOKEN is a secret of namespace 'vault'" in image.stderr
+        assert leaked not in image.stderr + image.stdout
+        assert {c.id for c in client.containers.list(all=True)} == before
+    finally:  # had a deploy gone through, its container would hold the value: never leave it behind
+        for container in client.containers.list(all=True):
+            if container.id not in before:
+                container.remove(force=True)

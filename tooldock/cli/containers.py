@@ -72,7 +72,8 @@ def deploy(
     from tooldock.builder.build import Builder, BuildOptions
     from tooldock.builder.daemon import engine
     from tooldock.builder.daemon import load as load_image
-    from tooldock.runtime.backends.deploy import deploy_image
+    from tooldock.namespace.config import read_config
+    from tooldock.runtime.backends.deploy import deploy_image, refuse_secret_env
 
     env = {}
     for pair in env_pairs:
@@ -80,6 +81,13 @@ def deploy(
         if not sep or not key:
             raise click.UsageError(f"--env {pair!r}: use KEY=VALUE")
         env[key] = value
+    for target in targets:  # before any build: a folder's declared secrets never go in as plain environment
+        if Path(target).is_dir():
+            config, _ = read_config(Path(target))
+            try:
+                refuse_secret_env(Path(target).resolve().name, config.secrets, env)
+            except BuilderError as exc:
+                raise click.UsageError(str(exc)) from None
     settings = _settings()
     console = Console(stderr=True, highlight=False, soft_wrap=True)
     try:

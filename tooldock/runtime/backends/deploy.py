@@ -37,6 +37,20 @@ def _handshake(sock: Path, timeout: float) -> dict[str, Any]:
             return json.loads(stream.readline())
 
 
+def refuse_secret_env(namespace: str, secrets: tuple[str, ...] | list[str], env: dict[str, str]) -> None:
+    """A value for a declared secret given as plain environment (`deploy -e`) would be readable by anyone
+    who can `docker inspect` the container: refused, pointing at the store the gateway delivers from."""
+    named = sorted(set(env) & set(secrets))
+    if named:
+        one = len(named) == 1
+        raise DeployError(
+            f"{', '.join(named)} {'is a secret' if one else 'are secrets'} of namespace {namespace!r}: a value "
+            f"given with -e would be readable in `docker inspect`; store {'it' if one else 'each'} with "
+            f"`tooldock secrets set {named[0] if one else 'NAME'} --namespace {namespace}` (the gateway hands "
+            "secrets to the container over its socket) and deploy without -e for it"
+        )
+
+
 def deploy_image(
     client: Any, ref: str, root: Path, env: dict[str, str] | None = None, wait: float = 60.0, drain: float = 30.0
 ) -> dict[str, Any]:
@@ -47,6 +61,7 @@ def deploy_image(
     except ImageNotFound:
         raise DeployError(f"no image {ref!r} in the Docker engine; build it with `tooldock build --load`") from None
     namespace, config, tools = image_contract(image.labels, f"image {ref!r}")
+    refuse_secret_env(namespace, config.secrets, env or {})
     old = worker_containers(client, namespace)
     gen = max((generation(c) for c in old), default=0) + 1
     name = container_name(namespace, gen)
