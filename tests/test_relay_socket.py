@@ -289,3 +289,25 @@ def test_a_second_gateway_on_the_same_socket_leaves_it_alone(relay: Relay, tmp_p
     finally:
         second.stop()
     assert relay.sock.exists()
+
+
+def test_relay_calls_carry_a_request_id_to_the_worker_and_the_logs(relay: Relay):
+    """As over HTTP: the caller's `request_id` (when safe to log) or a new one names the call in the worker's
+    line about a failure, the access line and an error's data."""
+    key = relay.key("write", "project")
+    line = relay.line()
+    failed = line.rpc("oubliette_call_tool", 1, api_key=key, tool="project_fail", arguments={"message": "traced"},
+                      request_id="relay-req-42")
+    assert failed["result"]["isError"] is True
+    refused = line.rpc("oubliette_call_tool", 2, api_key=key, tool="billing_balance", request_id="bad id\nx")
+    generated = refused["error"]["data"]["request_id"]
+    assert len(generated) == 24 and all(c in "0123456789abcdef" for c in generated)
+    line.close()
+    key_id = key.split("_")[1]
+    relay.gateway.wait_for(lambda: "relay-req-42" in relay.gateway.logs and generated in relay.gateway.logs,
+                           what="the relay call's log lines")
+    logs = relay.gateway.logs
+    assert "tool 'fail' failed (request relay-req-42)" in logs
+    assert f"key {key_id} (test-write, write) relay project_fail: internal_error (" in logs
+    assert ", request relay-req-42)" in logs and f"request {generated})" in logs
+    assert "bad id" not in logs

@@ -27,6 +27,7 @@ from tooldock.errors import (
     UpstreamError,
 )
 from tooldock.keys import ApiKey, KeyStore
+from tooldock.runtime import requestid
 from tooldock.runtime.access import audit, audit_refused
 from tooldock.runtime.engine import Engine
 from tooldock.runtime.observe import call_info
@@ -103,16 +104,22 @@ class RelayMethods:
                 INVALID_PARAMS, f"unknown tool {name[:200]!r}: relay tool names are <namespace>_<tool> (see {TOOLS})"
             )
         started = time.perf_counter()
+        presented = params.get("request_id")
+        rid = requestid.accept(presented if isinstance(presented, str) else None)
+        token = requestid.current.set(rid)  # named by the worker's lines and the audit log, as over HTTP
         try:
             with call_info(front_end="relay"):
                 result = await self.engine.call_tool(parts[0], parts[1], arguments, key=key)
         except ToolDockError as err:
             outcome = _outcome(err)
-            audit(key, VIA, name[:200], f"{err.code} ({_ms(started)})")
+            audit(key, VIA, name[:200], f"{err.code} ({_ms(started)}, request {rid})")
             if isinstance(outcome, RpcError):
+                outcome.data = {**(outcome.data or {}), "request_id": rid}
                 raise outcome from None
             return outcome
-        audit(key, VIA, name, f"{'tool error' if result.get('isError') else 'ok'} ({_ms(started)})")
+        finally:
+            requestid.current.reset(token)
+        audit(key, VIA, name, f"{'tool error' if result.get('isError') else 'ok'} ({_ms(started)}, request {rid})")
         answer = {k: result[k] for k in RESULT_FIELDS if k in result}
         answer.setdefault("content", [])
         answer["isError"] = bool(answer.get("isError"))
