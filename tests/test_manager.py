@@ -372,3 +372,11 @@ def test_the_manager_takes_only_an_unrestricted_admin_key(make_gateway, store, t
     gateway.wait_for(lambda: f"key {narrowed_record.id} refused" in gateway.logs, 10, "the refusal's log line")
     assert "not an unrestricted admin key" in gateway.logs
     assert admin not in gateway.logs and narrowed not in gateway.logs
+
+
+def test_the_manager_answers_carry_a_request_id(pair):
+    _, url = pair
+    echoed = httpx.post(f"{url}/mcp", json={}, headers={"X-Request-Id": "mgr-req-1"})
+    assert echoed.status_code == 401 and echoed.headers["x-request-id"] == "mgr-req-1"
+    made = httpx.get(f"{url}/health", headers={"X-Request-Id": "not safe"}).headers["x-request-id"]
+    assert len(made) == 24 and made != "not safe"

@@ -37,6 +37,7 @@ from tooldock.manager.workspace import Workspace
 from tooldock.namespace.config import read_config
 from tooldock.runtime.backends.environments import Environments
 from tooldock.runtime.http.auth import BearerAuth
+from tooldock.runtime.http.edge import RequestEdge
 from tooldock.runtime.mcp.legacy import MESSAGES_PATH, LegacySse
 from tooldock.runtime.mcp.server import McpHub
 from tooldock.runtime.observe import AuditLog
@@ -142,6 +143,7 @@ def create_manager_app(settings: ManagerSettings, cache: Path, host: str = "127.
     app.state.manager = manager
     # The bearer token, or an admin API key without globs: the manager can write any namespace.
     app.add_middleware(BearerAuth, token=settings.runtime.bearer_token, keys=KeyStore.from_env(), admin_only=True)
+    app.add_middleware(RequestEdge)  # outermost: a request id on every answer, 401s included; no traceback out
     print(
         f"tooldock manager: tools in {settings.tools_dir}, gateway at {settings.gateway_url} "
         f"({settings.backend} backend)",
