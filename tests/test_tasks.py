@@ -660,3 +660,28 @@ def test_a_context_tools_progress_is_the_tasks_status_message(gateway):
     messages, done = run(gateway, body)
     assert done.status == "completed" and done.result["content"][0]["text"] == "3 steps"
     assert messages and set(messages) <= {"1/3 step 1", "2/3 step 2", "3/3 step 3"}, messages
+
+
+def test_a_task_over_the_rate_limit_is_refused_at_tools_call(make_gateway, tmp_path):
+    """`limits.rate` counts a task when it is asked for, as a plain call: the one over the limit gets the
+    plain call's rate_limited error result at once instead of a task that fails later, and the admitted
+    task is not counted a second time when it runs."""
+    tools = tmp_path / "src"
+    shutil.copytree(FIXTURE, tools, ignore=shutil.ignore_patterns("__pycache__"))
+    config = tools / "jobs" / "tooldock.yaml"
+    config.write_text(config.read_text().replace("timeout: 30", "timeout: 30\n  rate: 0.1\n  burst: 1"))
+    gw = make_gateway(tools, env={"TOOLDOCK_LOG_DIR": str(tmp_path / "audit")})
+    gw.audit_dir = tmp_path / "audit"
+
+    async def body(s: Session) -> Any:
+        first = await s.start("slow_compute", seconds=0.2, label="admitted")
+        second = await s.client.session.call_tool("slow_compute", {"seconds": 0.2, "label": "over"},
+                                                  allow_claimed=True)
+        return first, second, await s.until(first.task_id, timeout=15)
+
+    first, second, done = run(gw, body)
+    assert isinstance(first, CreatedTask) and done.status == "completed", done
+    assert isinstance(second, types.CallToolResult) and second.is_error, second
+    assert second.structured_content["error"]["code"] == "rate_limited"
+    gw.wait_for(lambda: len(audit(gw, "slow_compute")) >= 2, 10, "the audit lines")
+    assert sorted(line["status"] for line in audit(gw, "slow_compute")) == ["ok", "rate_limited"]

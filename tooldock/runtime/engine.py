@@ -151,7 +151,9 @@ class Engine:
             raise NotInScope(key.why_not(name, found), {"namespace": name, "tool": tool, "key_id": key.id})
         return found
 
-    def _admit(self, entry: NamespaceEntry, key: ApiKey | None) -> None:
+    def admit(self, entry: NamespaceEntry, key: ApiKey | None) -> None:
+        """Take the call's tokens from its namespace's and key's rate limits, or raise RateLimited. Done by
+        `call_tool` itself, unless a front end admitted the call earlier (a task, admitted at `tools/call`)."""
         limits = entry.source.config.limits
         self.admission.admit("namespace", entry.source.name, limits.rate, limits.burst)
         if key is not None and key.rate:
@@ -173,6 +175,7 @@ class Engine:
         traceback: bool = False,
         session: Any = None,
         key: ApiKey | None = None,
+        admitted: bool = False,
     ) -> dict[str, Any]:
         """The worker's result: `{"content": [...], "structuredContent": ..., "isError": false}`.
         `relay` carries a Context tool's progress, log and client requests to the MCP caller. A failed call's
@@ -186,7 +189,8 @@ class Engine:
                 raise InvalidArguments(
                     f"arguments must be a JSON object of parameter names to values, got {type(arguments).__name__}"
                 )
-            self._admit(entry, key)
+            if not admitted:
+                self.admit(entry, key)
             try:
                 return await self._run(entry, f"tool {tool!r}", lambda worker: worker.call(tool, arguments, relay))
             except ToolDockError as err:
@@ -209,7 +213,7 @@ class Engine:
                 raise NotFound(f"namespace {entry.source.name!r} has no tools, resources or prompts")
             if session_views(entry.worker) is not None:
                 fields["session"] = session
-            self._admit(entry, key)
+            self.admit(entry, key)
             return await self._run(entry, op, lambda worker: worker.request(op, **fields))
 
         subject = fields.get("uri") or fields.get("name") or ""

@@ -36,6 +36,7 @@ from tooldock.errors import (
     DependencyError,
     ExecutionTimeout,
     InvalidArguments,
+    RateLimited,
     ToolDockError,
     ToolFailed,
     UpstreamError,
@@ -246,6 +247,11 @@ class TasksExtension(Extension):
             if mode == "required":
                 raise missing_extension(f"tool {params.name!r} runs only as a task: it")
             return await call_next(ctx)
+        try:  # the rate limits count the call now, as a plain call's: a refused one never becomes a task
+            self.engine.admit(entry, key)
+        except RateLimited as err:
+            self.engine.refused(self.namespace, params.name, err, key)
+            return types.CallToolResult.model_validate(_error_result(err))
         try:
             task = self.store.create(key.id if key is not None else None, params.name)
         except TooManyTasks as err:
@@ -286,7 +292,13 @@ class TasksExtension(Extension):
                 try:
                     with calling(ctx):
                         result = await self.engine.call_tool(
-                            self.namespace, params.name, arguments, relay, session=relay.session_key, key=key
+                            self.namespace,
+                            params.name,
+                            arguments,
+                            relay,
+                            session=relay.session_key,
+                            key=key,
+                            admitted=rounds is None,  # the first round was admitted at tools/call
                         )
                 finally:
                     if token is not None:
