@@ -163,3 +163,23 @@ def test_otel_traces_exporter_none_turns_tracing_off(make_gateway, collector, to
     gateway.post("/tools/add", "traced", {"a": 2, "b": 3}, headers={"traceparent": f"00-{TRACE}-{PARENT}-01"})
     time.sleep(1)
     assert collector.spans == [] and "OpenTelemetry traces on" not in gateway.logs
+
+
+def test_a_relay_socket_call_joins_the_callers_trace(make_gateway, collector, tools):
+    """`traceparent` in a relay call's params is what the header is over HTTP: the parent of the call's span."""
+    from relaykit import Line, cleanup, relay_env
+
+    env, sock, keys = relay_env(OTEL_EXPORTER_OTLP_ENDPOINT=collector.url, OTEL_BSP_SCHEDULE_DELAY="100")
+    make_gateway(tools, env=env)
+    _, key = keys.create("tracer", "write")
+    line = Line(sock)
+    try:
+        answer = line.rpc("oubliette_call_tool", 1, api_key=key, tool="traced_add", arguments={"a": 2, "b": 2},
+                          traceparent=f"00-{'ef' * 16}-{PARENT}-01")
+        assert answer["result"]["structuredContent"] == {"result": 4}
+    finally:
+        line.close()
+        cleanup(sock)
+    span = collector.wait(lambda s: s["name"] == "tools/call add" and s["trace"] == "ef" * 16, "for the relay call")[0]
+    assert span["parent"] == PARENT and span["attributes"]["tooldock.front_end"] == "relay"
+    collector.wait(lambda s: s["parent"] == span["id"] and s["name"] == "worker tool 'add'", "for the relay's hop")

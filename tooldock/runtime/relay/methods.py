@@ -30,7 +30,7 @@ from tooldock.keys import ApiKey, KeyStore
 from tooldock.runtime import requestid
 from tooldock.runtime.access import audit, audit_refused
 from tooldock.runtime.engine import Engine
-from tooldock.runtime.observe import call_info
+from tooldock.runtime.observe import call_info, tracing
 from tooldock.runtime.relay.protocol import (
     CALL,
     INVALID_KEY,
@@ -107,8 +107,14 @@ class RelayMethods:
         presented = params.get("request_id")
         rid = requestid.accept(presented if isinstance(presented, str) else None)
         token = requestid.current.set(rid)  # named by the worker's lines and the audit log, as over HTTP
+        # The caller's trace context, as the HTTP edge takes it from headers (ToolDock's addition to seed 002).
+        carrier = [
+            (field.encode(), value.encode())
+            for field in ("traceparent", "tracestate")
+            if isinstance(value := params.get(field), str) and len(value) <= 512 and value.isprintable()
+        ]
         try:
-            with call_info(front_end="relay"):
+            with tracing.incoming(carrier), call_info(front_end="relay"):
                 result = await self.engine.call_tool(parts[0], parts[1], arguments, key=key)
         except ToolDockError as err:
             outcome = _outcome(err)
