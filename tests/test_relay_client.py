@@ -30,7 +30,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Gateway, 
     cleanup(sock)
 
 
-def run_relay(sock: Path, key: str | None, body: Any, *args: str, env_name: str = "TOOLDOCK_API_KEY") -> tuple[Any, str]:
+def run_relay(sock: Path, key: str | None, body: Any, *args: str, env_name: str = "TOOLDOCK_API_KEY",
+              on_message: Any = None) -> tuple[Any, str]:
     """Run `body(session)` against `tooldock relay --socket SOCK`; returns its result and the relay's stderr."""
     from mcp.client.session import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -42,7 +43,7 @@ def run_relay(sock: Path, key: str | None, body: Any, *args: str, env_name: str 
     with tempfile.TemporaryFile("w+") as errlog:
         async def main() -> Any:
             async with stdio_client(params, errlog=errlog) as (read, write):
-                async with ClientSession(read, write) as session:
+                async with ClientSession(read, write, message_handler=on_message) as session:
                     await session.initialize()
                     return await body(session)
 
@@ -217,3 +218,30 @@ def test_the_last_list_stays_while_the_socket_is_gone(own):
     assert len(before) == 5 and after == before
     assert "keeping the 5 tool(s) listed before" in stderr
     assert call.is_error and "unreachable" in text(call)
+
+
+def test_the_relay_tells_its_client_when_the_keys_tools_change(own):
+    """With --watch, the relay asks the socket on its own and sends notifications/tools/list_changed when the
+    key's tools changed; the client lists again and sees the new tool."""
+    import mcp_types as types
+
+    gateway, sock, keys = own
+    _, key = keys.create("watcher", "write", ("later",))
+    changed = asyncio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    async def body(session):
+        caps = session.server_capabilities
+        before = await names(session)
+        (gateway.tools_dir / "later").mkdir()
+        (gateway.tools_dir / "later" / "later.py").write_text(LATER_TOOL)
+        gateway.proc.send_signal(signal.SIGHUP)
+        await asyncio.wait_for(changed.wait(), 30)
+        return caps, before, await names(session)
+
+    (caps, before, after), _ = run_relay(sock, key, body, "--watch", "0.3", on_message=on_message)
+    assert caps.tools.list_changed is True
+    assert before == [] and after == ["oubliette_later_twice"]

@@ -24,7 +24,16 @@ ENV_VARS = ("TOOLDOCK_API_KEY", "OUBLIETTE_API_KEY")
     help="The relay socket, as mounted in this sandbox.",
 )
 @click.option("--prefix", default="oubliette_", show_default=True, help="Prepended to every tool name (`''` for none).")
-def relay(socket_path: Path, prefix: str) -> None:
+@click.option(
+    "--watch",
+    "every",
+    default=30.0,
+    show_default=True,
+    type=click.FloatRange(0),
+    help="Ask the socket for the key's tools every this many seconds and tell the client when they change "
+    "(0: only when the client lists).",
+)
+def relay(socket_path: Path, prefix: str, every: float) -> None:
     """Serve the tools an API key allows over MCP on stdio, forwarding each call to the relay socket.
 
     The key comes from TOOLDOCK_API_KEY (or OUBLIETTE_API_KEY), never from an argument. Without a key, or
@@ -33,4 +42,4 @@ def relay(socket_path: Path, prefix: str) -> None:
     from tooldock.cli.relayclient import run
 
     key = os.environ.get("TOOLDOCK_API_KEY") or os.environ.get("OUBLIETTE_API_KEY") or None
-    run(socket_path, prefix, key)
+    run(socket_path, prefix, key, every)

@@ -20,7 +20,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-from mcp.server.lowlevel import Server
+from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
@@ -116,6 +116,7 @@ class KeyTools:
     def __init__(self, client: SocketClient, key: str | None, prefix: str) -> None:
         self.client, self.key, self.prefix = client, key, prefix
         self.registered: dict[str, types.Tool] = {}
+        self.session: Any = None  # the client's session, once it has listed: told when the list changes
         self._said: str | None = None
 
     def _warn(self, message: str) -> None:
@@ -157,6 +158,7 @@ class KeyTools:
 
 def build_server(client: SocketClient, tools: KeyTools) -> Server[Any]:
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        tools.session = ctx.session
         await tools.refresh()
         return types.ListToolsResult(tools=list(tools.registered.values()))
 
@@ -187,7 +189,19 @@ def build_server(client: SocketClient, tools: KeyTools) -> Server[Any]:
     )
 
 
-async def serve(path: Path, prefix: str, key: str | None) -> None:
+async def watch(tools: KeyTools, every: float) -> None:
+    """Ask the socket again every `every` seconds; when the key's tools changed, tell the client
+    (`notifications/tools/list_changed`, which it answers by listing again)."""
+    while True:
+        await anyio.sleep(every)
+        before = set(tools.registered)
+        await tools.refresh()
+        if set(tools.registered) != before and tools.session is not None:
+            with contextlib.suppress(Exception):  # the client is gone: the server's own loop ends
+                await tools.session.send_tool_list_changed()
+
+
+async def serve(path: Path, prefix: str, key: str | None, every: float = 0) -> None:
     client = SocketClient(path)
     try:
         tools = KeyTools(client, key, prefix)
@@ -195,11 +209,15 @@ async def serve(path: Path, prefix: str, key: str | None) -> None:
         if tools.registered:
             print(f"tooldock relay: {len(tools.registered)} tool(s) from {path}", file=sys.stderr, flush=True)
         server = build_server(client, tools)
-        async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+        options = server.create_initialization_options(NotificationOptions(tools_changed=every > 0))
+        async with stdio_server() as (read, write), anyio.create_task_group() as group:
+            if every > 0 and key:
+                group.start_soon(watch, tools, every)
+            await server.run(read, write, options)
+            group.cancel_scope.cancel()
     finally:
         await client.close()
 
 
-def run(path: Path, prefix: str, key: str | None) -> None:
-    anyio.run(serve, path, prefix, key)
+def run(path: Path, prefix: str, key: str | None, every: float = 0) -> None:
+    anyio.run(serve, path, prefix, key, every)
