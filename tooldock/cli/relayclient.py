@@ -117,7 +117,8 @@ class KeyTools:
         self.client, self.key, self.prefix = client, key, prefix
         self.registered: dict[str, types.Tool] = {}
         self.session: Any = None  # the client's session, once it has listed: told when the list changes
-        self._said: str | None = None
+        self._said: str | None = None  # the last warning about the socket or the key, until things are well
+        self._skipped: set[str] = set()  # invalid descriptors already reported
 
     def _warn(self, message: str) -> None:
         if message != self._said:
@@ -152,7 +153,9 @@ class KeyTools:
                 named = self.prefix + tool["name"]
                 registered[named] = types.Tool.model_validate({**tool, "name": named})
             except ValueError as exc:
-                self._warn(f"skipping tool {tool['name']!r}: its descriptor is not a valid MCP tool ({exc})")
+                if tool["name"] not in self._skipped:
+                    self._skipped.add(tool["name"])
+                    warn(f"skipping tool {tool['name']!r}: its descriptor is not a valid MCP tool ({exc})")
         self.registered, self._said = registered, None
 
 
