@@ -380,3 +380,11 @@ def test_the_manager_answers_carry_a_request_id(pair):
     assert echoed.status_code == 401 and echoed.headers["x-request-id"] == "mgr-req-1"
     made = httpx.get(f"{url}/health", headers={"X-Request-Id": "not safe"}).headers["x-request-id"]
     assert len(made) == 24 and made != "not safe"
+
+
+def test_json_logs_cover_the_managers_lines_too(make_gateway, store):
+    gateway = make_gateway(EXAMPLES, env={**store, "TOOLDOCK_LOG_FORMAT": "json"}, args=MANAGER_ARGS)
+    manager_url(gateway)
+    gateway.wait_for(lambda: "tooldock manager: ready on" in gateway.logs, 30, "the manager's ready line")
+    lines = [json.loads(line) for line in gateway.logs.splitlines() if line.strip()]  # every line is JSON
+    assert any(e["message"].startswith("tooldock manager: ready on") for e in lines)

@@ -69,6 +69,10 @@ def manager(
         raise click.ClickException(str(exc)) from None
     if watch is not None:
         settings = dataclasses.replace(settings, watch=watch)
+    if settings.runtime.log_format == "json":  # from the first line on, as `tooldock serve` does
+        from tooldock.runtime.logs import use_json_lines
+
+        use_json_lines()
     if settings.runtime.token_generated:
         click.echo(
             "tooldock manager: TOOLDOCK_BEARER_TOKEN is not set; this run's bearer token is:\n"
