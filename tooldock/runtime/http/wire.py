@@ -13,9 +13,13 @@ and before the connection is closed.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, cast
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+# In each request's scope: a list of callables run when the client goes away before its answer is complete.
+# A handler that would otherwise work on for nobody (hotrest: a REST call's tool) adds one that stops it.
+ON_DISCONNECT = "tooldock.on_disconnect"
 
 
 class CoalescingTransport:
@@ -63,7 +67,20 @@ class CoalescingTransport:
 
 
 class GatewayHttpProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol on a CoalescingTransport (`uvicorn.Config(http=GatewayHttpProtocol)`)."""
+    """uvicorn's httptools protocol on a CoalescingTransport (`uvicorn.Config(http=GatewayHttpProtocol)`),
+    which also tells a request's handlers when its client goes away (ON_DISCONNECT)."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(CoalescingTransport(transport, self.loop))  # type: ignore[arg-type]
+
+    def on_headers_complete(self) -> None:
+        super().on_headers_complete()  # builds the scope and creates the request's task (not run yet)
+        scope = cast(dict[str, Any], self.scope)  # uvicorn's TypedDict names no extra keys
+        scope[ON_DISCONNECT] = []
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        cycle = self.cycle
+        super().connection_lost(exc)
+        if cycle is not None and not cycle.response_complete:
+            for hook in list(cast(dict[str, Any], cycle.scope).get(ON_DISCONNECT) or ()):
+                hook()
