@@ -391,22 +391,24 @@ def test_an_unhandled_exception_is_a_500_in_the_error_shape_without_traceback(ca
     assert "GET /x: unhandled RuntimeError (request unhandled-1): boom inside" in caplog.text
 
 
-def test_a_rest_client_that_goes_away_cancels_its_call(gw, tmp_path):
+@pytest.mark.parametrize("path", ["/tools/watch_cancel", "/tools/call"])
+def test_a_rest_client_that_goes_away_cancels_its_call(gw, tmp_path, path):
     """As an MCP client's notifications/cancelled does: the worker is told to stop the tool, and the
-    gateway says so in one quiet line."""
+    gateway says so in one quiet line (the hot route and the Tool Vault alias alike)."""
     marker = tmp_path / "cancelled.txt"
-    body = json.dumps({"marker": str(marker)})
+    arguments = {"marker": str(marker)}
+    body = json.dumps(arguments if path != "/tools/call" else {"name": "watch_cancel", "arguments": arguments})
     host, port = gw.url.removeprefix("http://").split(":")
     before = len(gw.logs)
     with socket.create_connection((host, int(port))) as sock:
         sock.sendall(
-            f"POST /tools/watch_cancel HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {gw.token}\r\n"
+            f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {gw.token}\r\n"
             f"X-Namespace: testing\r\nContent-Type: application/json\r\nX-Request-Id: rest-gone-1\r\n"
             f"Content-Length: {len(body)}\r\n\r\n{body}".encode()
         )
         time.sleep(1.0)  # the tool is running (it waits 30 s unless cancelled)
     gw.wait_for(lambda: marker.exists() and marker.read_text() == "cancelled", 15, "the tool to be cancelled")
-    gw.wait_for(lambda: "client disconnected before the answer: POST /tools/watch_cancel (request rest-gone-1)"
+    gw.wait_for(lambda: f"client disconnected before the answer: POST {path} (request rest-gone-1)"
                 in gw.logs[before:], 10, "the disconnect line")
     assert "Traceback" not in gw.logs[before:]
     assert gw.call("multi-tool", "add", a=1, b=2).json() == {"result": 3}

@@ -9,17 +9,16 @@ so the answers are the same: the same error bodies and statuses, the same `{"res
 
 from __future__ import annotations
 
-import asyncio
 import json
 
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from tooldock.errors import ToolDockError
 from tooldock.runtime.engine import Engine
 from tooldock.runtime.http.responses import error_response
 from tooldock.runtime.http.rest import call_rest
-from tooldock.runtime.http.wire import ON_DISCONNECT
+from tooldock.runtime.http.wire import cancelled_on_disconnect
 
 # FastAPI's JSON (no NaN, UTF-8 as is), built once: `json.dumps` with options builds one per call.
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
@@ -33,30 +32,12 @@ class RestCall:
         request = Request(scope, receive)
         if namespace is None:
             namespace = request.headers.get("x-namespace")
-        # A client that goes away mid-call cancels it, as an MCP client's notifications/cancelled does: the
-        # worker is told to stop (an async tool is cancelled; a sync one's result is dropped).
-        hooks, task, gone = scope.get(ON_DISCONNECT), asyncio.current_task(), []
-
-        def stop() -> None:
-            gone.append(True)
-            if task is not None:
-                task.cancel()
-
-        if hooks is not None:
-            hooks.append(stop)
-        try:  # a client that goes away raises ClientDisconnect, which the request edge logs quietly
-            payload = await call_rest(self.engine, self.max_body, namespace, name, request)
+        try:  # a client that goes away cancels the call (ClientDisconnect, which the edge logs quietly)
+            with cancelled_on_disconnect(scope):
+                payload = await call_rest(self.engine, self.max_body, namespace, name, request)
         except ToolDockError as err:
             await error_response(err)(scope, receive, send)
             return
-        except asyncio.CancelledError:
-            if not gone or task is None:
-                raise
-            task.uncancel()
-            raise ClientDisconnect() from None
-        finally:
-            if hooks is not None:
-                hooks.remove(stop)
         body = _ENCODER.encode(payload).encode()
         headers = [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")]
         await send({"type": "http.response.start", "status": 200, "headers": headers})

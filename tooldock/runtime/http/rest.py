@@ -17,6 +17,7 @@ from tooldock.runtime.access import key_of, restricted
 from tooldock.runtime.engine import Engine
 from tooldock.runtime.http.auth import token_matches
 from tooldock.runtime.http.openapi import namespace_openapi
+from tooldock.runtime.http.wire import cancelled_on_disconnect
 from tooldock.runtime.observe import call_info
 from tooldock.runtime.settings import Settings
 
@@ -152,7 +153,8 @@ def create_router(engine: Engine, settings: Settings) -> APIRouter:
         return {"namespace": entry.source.name, "tools": engine.visible(entry.source.name, entry.tools, key)}
 
     async def call_tool(namespace: str | None, name: str, request: Request) -> dict[str, Any]:
-        return await call_rest(engine, settings.max_body_bytes, namespace, name, request)
+        with cancelled_on_disconnect(request.scope):
+            return await call_rest(engine, settings.max_body_bytes, namespace, name, request)
 
     async def vault_call(namespace: str | None, request: Request) -> dict[str, Any]:
         """Tool Vault (seed 004): `{"name": ..., "arguments": {...}}` in the body."""
@@ -167,7 +169,8 @@ def create_router(engine: Engine, settings: Settings) -> APIRouter:
             except ToolDockError as err:
                 engine.refused(namespace, body["name"], err, key)
                 raise
-            result = await engine.call_tool(namespace, body["name"], body.get("arguments") or {}, key=key)
+            with cancelled_on_disconnect(request.scope):
+                result = await engine.call_tool(namespace, body["name"], body.get("arguments") or {}, key=key)
         return {"result": rest_value(result, descriptor)}
 
     # The same endpoints twice: routed by the X-Namespace header, and under /ns/{namespace}/ for clients
