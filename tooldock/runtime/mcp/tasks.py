@@ -45,6 +45,7 @@ from tooldock.runtime import jsonin, requestid
 from tooldock.runtime.access import key_of_request
 from tooldock.runtime.engine import Engine
 from tooldock.runtime.mcp.caller import calling
+from tooldock.runtime.mcp.results import error_payload, error_result
 from tooldock.runtime.mcp.tasklisten import TaskListen
 from tooldock.runtime.mcp.taskstore import Task, TaskStore, TooManyTasks
 from tooldock.runtime.workerclient import round_fields
@@ -113,20 +114,13 @@ def _rpc_error(code: int, message: str, data: Any = None) -> dict[str, Any]:
     return {"code": code, "message": message, **({"data": data} if data is not None else {})}
 
 
-def _error_result(err: ToolDockError) -> dict[str, Any]:
-    """The `isError` result a plain call answers with (the same as server.error_result)."""
-    text = types.TextContent(type="text", text=f"{err.code}: {err.message}")
-    result = types.CallToolResult(content=[text], structured_content={"error": err.to_dict()}, is_error=True)
-    return result.model_dump(mode="json", by_alias=True, exclude_none=True)
-
-
 def outcome(err: ToolDockError) -> tuple[str, dict[str, Any]]:
     """How a failed call ends its task: the tool's own failure is `completed` with an `isError` result (as a
     plain call answers); the gateway not getting a result (time limit, crash, unavailable, a JSON-RPC error
     from an upstream server or raised by the tool as `MCPError`) is `failed` with a JSON-RPC error."""
     details = err.details or {}
     if isinstance(err, InvalidArguments):  # checked by the tool's schema, whichever way it was reported
-        return "completed", _error_result(err)
+        return "completed", error_payload(err)
     if isinstance(err, UpstreamError) or "rpc_code" in details:
         code = details.get("rpc_code")
         message = str(details.get("rpc_message") or err.message)
@@ -136,7 +130,7 @@ def outcome(err: ToolDockError) -> tuple[str, dict[str, Any]]:
     if isinstance(err, ExecutionTimeout):
         return "failed", _rpc_error(REQUEST_TIMEOUT, err.message, err.to_dict())
     if isinstance(err, (ToolFailed, DependencyError)):
-        return "completed", _error_result(err)
+        return "completed", error_payload(err)
     return "failed", _rpc_error(types.INTERNAL_ERROR, f"{err.code}: {err.message}", err.to_dict())
 
 
@@ -251,7 +245,7 @@ class TasksExtension(Extension):
             self.engine.admit(entry, key)
         except RateLimited as err:
             self.engine.refused(self.namespace, params.name, err, key)
-            return types.CallToolResult.model_validate(_error_result(err))
+            return error_result(err)
         try:
             task = self.store.create(key.id if key is not None else None, params.name)
         except TooManyTasks as err:
