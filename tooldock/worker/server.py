@@ -90,8 +90,10 @@ class WorkerServer:
             **({"secrets_token": self.secrets_token} if self.secrets_token else {}),
         }
 
-    def relay(self, rid: Any, send: Any, client: Any) -> Relay:
-        """How a Context tool reaches the caller: events and asks on this connection, tied to the call's id."""
+    def relay(self, request: dict[str, Any], send: Any) -> Relay:
+        """How a Context tool (a prompt, a resource) reaches the caller: events and asks on this connection,
+        tied to the request's id, with what its client supports and a guard's rounds from the request."""
+        rid, client = request.get("id"), request.get("client")
 
         async def event(kind: str, data: dict[str, Any]) -> None:
             await send({"op": "event", "id": rid, "event": kind, "data": data})
@@ -112,7 +114,9 @@ class WorkerServer:
 
         from tooldock.worker.bridge import Relay
 
-        return Relay(event, ask, client if isinstance(client, dict) else {})
+        relay = Relay(event, ask, client if isinstance(client, dict) else {})
+        relay.rounds = round_fields(request)
+        return relay
 
     async def call_tool(self, request: dict[str, Any], send: Any) -> dict[str, Any]:
         rid, name, arguments = request.get("id"), request.get("tool"), request.get("arguments") or {}
@@ -141,8 +145,7 @@ class WorkerServer:
 
     async def call_context_tool(self, request: dict[str, Any], send: Any, started: float) -> dict[str, Any]:
         rid, name = request.get("id"), str(request.get("tool"))
-        relay = self.relay(rid, send, request.get("client"))
-        relay.rounds = round_fields(request)
+        relay = self.relay(request, send)
         level = request.get("logLevel") if isinstance(request.get("logLevel"), str) else None
         try:
             body = await self.bridge.call_tool(
@@ -171,8 +174,7 @@ class WorkerServer:
         """resources.read, prompts.get, completion.complete: MCP results from the bridge. A prompt or a
         resource that asks the client (`ctx.elicit()`, sampling, roots) is relayed as a Context tool is."""
         op, rid = request.get("op"), request.get("id")
-        relay = self.relay(rid, send, request.get("client"))
-        relay.rounds = round_fields(request)
+        relay = self.relay(request, send)
         try:
             if op == "resources.read":
                 uri = request.get("uri")
