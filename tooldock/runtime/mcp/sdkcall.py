@@ -23,7 +23,9 @@ INVALID_REQUEST, INTERNAL_ERROR = -32600, -32603
 Handler = Callable[[Scope, Receive, Send], Awaitable[None]]
 _UNPARSED = object()
 _LINE = re.compile(rb"\r\n|\r|\n")
-_EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
+# The blank line that ends an SSE event: two line ends (CRLF, CR or LF, mixed too), a CRLF never split in two.
+_EOL = rb"(?:\r\n|\r(?!\n)|\n)"
+_EVENT_END = re.compile(_EOL + _EOL)
 
 
 @dataclass
@@ -53,17 +55,7 @@ class Answer:
         if not self.is_sse:
             parsed = loads(self.body)
             return [] if parsed is _UNPARSED else [parsed]
-        events: list[bytes] = []
-        data: list[bytes] = []
-        for line in [*_LINE.split(self.body), b""]:
-            if not line:
-                if data:
-                    events.append(b"\n".join(data))
-                data = []
-            elif line.startswith(b"data:"):
-                value = line[5:]
-                data.append(value[1:] if value.startswith(b" ") else value)
-        return [m for m in map(loads, events) if m is not _UNPARSED]
+        return [m for m in map(event_data, _EVENT_END.split(self.body)) if m is not _UNPARSED]
 
     def response_to(self, request_id: Any) -> dict[str, Any] | None:
         for message in self.json_messages():
@@ -78,6 +70,12 @@ class Answer:
     async def replay(self, send: Send) -> None:
         for message in self.messages:
             await send(message)
+
+
+def event_data(event: bytes) -> Any:
+    """The JSON in one SSE event's `data:` lines (joined by newlines, one leading space dropped), or
+    _UNPARSED (a comment, an event with no data, or data that is not JSON)."""
+    return loads(b"\n".join(line[5:].removeprefix(b" ") for line in _LINE.split(event) if line.startswith(b"data:")))
 
 
 def loads(data: bytes) -> Any:
@@ -157,9 +155,7 @@ class _Asked:
         if not self.session:  # no session, no request the server could make
             return
         *events, self._pending = _EVENT_END.split(self._pending + chunk)
-        for event in events:
-            data = b"\n".join(line[5:].removeprefix(b" ") for line in _LINE.split(event) if line.startswith(b"data:"))
-            message = loads(data)
+        for message in map(event_data, events):
             if isinstance(message, dict) and isinstance(message.get("method"), str) and valid_id(message) is not None:
                 task = asyncio.ensure_future(self._refuse(message["id"], message["method"]))
                 self._answers.add(task)
