@@ -193,13 +193,13 @@ def build_server(client: SocketClient, tools: KeyTools) -> Server[Any]:
 
 
 async def watch(tools: KeyTools, every: float) -> None:
-    """Ask the socket again every `every` seconds; when the key's tools changed, tell the client
-    (`notifications/tools/list_changed`, which it answers by listing again)."""
+    """Ask the socket again every `every` seconds; when the key's tools changed (names or descriptors), tell
+    the client (`notifications/tools/list_changed`, which it answers by listing again)."""
     while True:
         await anyio.sleep(every)
-        before = set(tools.registered)
+        before = tools.registered
         await tools.refresh()
-        if set(tools.registered) != before and tools.session is not None:
+        if tools.registered != before and tools.session is not None:  # a tool added, removed or changed
             with contextlib.suppress(Exception):  # the client is gone: the server's own loop ends
                 await tools.session.send_tool_list_changed()
 
