@@ -240,8 +240,15 @@ def test_the_relay_tells_its_client_when_the_keys_tools_change(own):
         (gateway.tools_dir / "later" / "later.py").write_text(LATER_TOOL)
         gateway.proc.send_signal(signal.SIGHUP)
         await asyncio.wait_for(changed.wait(), 30)
-        return caps, before, await names(session)
+        after = await names(session)
+        changed.clear()  # the same tool with another description: announced too
+        (gateway.tools_dir / "later" / "later.py").write_text(LATER_TOOL.replace("Return 2x.", "Double x."))
+        gateway.proc.send_signal(signal.SIGHUP)
+        await asyncio.wait_for(changed.wait(), 30)
+        described = {t.name: t.description for t in (await session.list_tools()).tools}
+        return caps, before, after, described
 
-    (caps, before, after), _ = run_relay(sock, key, body, "--watch", "0.3", on_message=on_message)
+    (caps, before, after, described), _ = run_relay(sock, key, body, "--watch", "0.3", on_message=on_message)
     assert caps.tools.list_changed is True
     assert before == [] and after == ["oubliette_later_twice"]
+    assert described["oubliette_later_twice"].startswith("Double x.")
