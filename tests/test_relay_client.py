@@ -19,15 +19,19 @@ from relaykit import RELAY_TOOLS, cleanup, relay_env
 from tooldock.keys import KeyStore
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Gateway, Path, KeyStore]]:
-    tmp = tmp_path_factory.mktemp("relayclient")
+def relay_gateway(tmp: Path) -> Iterator[tuple[Gateway, Path, KeyStore]]:
+    """A gateway over a copy of the relay fixture, with its own relay socket and keys; stopped after."""
     shutil.copytree(RELAY_TOOLS, tmp / "tools")
     env, sock, keys = relay_env()
     gateway = Gateway(tmp / "tools", tmp / "gateway.log", env).start()
     yield gateway, sock, keys
     gateway.stop()
     cleanup(sock)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Gateway, Path, KeyStore]]:
+    yield from relay_gateway(tmp_path_factory.mktemp("relayclient"))
 
 
 def run_relay(sock: Path, key: str | None, body: Any, *args: str, env_name: str = "TOOLDOCK_API_KEY",
@@ -170,12 +174,7 @@ def twice(x: int) -> int:
 @pytest.fixture
 def own(tmp_path: Path) -> Iterator[tuple[Gateway, Path, KeyStore]]:
     """A gateway of the test's own, for tests that change its namespaces or stop it."""
-    shutil.copytree(RELAY_TOOLS, tmp_path / "tools")
-    env, sock, keys = relay_env()
-    gateway = Gateway(tmp_path / "tools", tmp_path / "gateway.log", env).start()
-    yield gateway, sock, keys
-    gateway.stop()
-    cleanup(sock)
+    yield from relay_gateway(tmp_path)
 
 
 def test_a_relist_shows_tools_added_since_and_none_once_the_key_is_revoked(own):
