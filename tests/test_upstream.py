@@ -352,6 +352,10 @@ def test_upstream_errors_are_relayed_unwrapped(agg):
         )
 
     run(go())
+    # over REST the failed result is a failure too (it was a 200 carrying the error text)
+    failed = agg.call("agg", "demo_fail", reason="the test asked")
+    assert failed.status_code == 500 and failed.json()["error"]["code"] == "internal_error", failed.text
+    assert failed.json()["error"]["message"] == "Error executing tool fail"
 
 
 def test_rest_and_openapi_see_the_configured_default(agg):
@@ -436,6 +440,107 @@ def test_progress_and_log_messages_are_relayed_to_the_caller(agg):
     run(go())
 
 
+# -- the server's questions: sampling and elicitation reach the caller ----------------------------------
+
+
+async def answering_client(gw: Gateway, mode: str, heard: list[Any], **declared: bool) -> AsyncIterator[Client]:
+    """A client of namespace `asks` that answers sampling with "Tea is warm." and elicitation with teal
+    (`declared`: which of the two it declares), recording each question it is asked."""
+
+    async def sample(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        heard.append(params.messages[0].content.text)
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text="Tea is warm."), model="test-model"
+        )
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        heard.append(params.message)
+        return types.ElicitResult(action="accept", content={"colour": "teal"})
+
+    callbacks: dict[str, Any] = {}
+    if declared.get("sampling", True):
+        callbacks["sampling_callback"] = sample
+    if declared.get("elicitation", True):
+        callbacks["elicitation_callback"] = elicit
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {gw.token}"}, timeout=60) as http:
+        transport = streamable_http_client(f"{gw.url}/ns/asks/mcp", http_client=http)
+        async with Client(transport, mode=mode, cache=None, **callbacks) as client:
+            yield client
+
+
+answering = contextlib.asynccontextmanager(answering_client)
+
+
+@pytest.fixture(scope="module")
+def asks(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    tmp = tmp_path_factory.mktemp("asks")
+    toml = f'active_toolsets = ["demo_*"]\n[[servers]]\nnamespace = "demo"\ncommand = "{DEMO}"\n'
+    write_upstream(tmp / "tools", "asks", toml)
+    gw = Gateway(tmp / "tools", tmp / "gateway.log").start()
+    gw.wait_for(lambda: gw.namespace("asks")["servers"][0]["state"] == "ready", what="the upstream")
+    yield gw
+    gw.stop()
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_sampling_and_elicitation_of_an_upstream_reach_the_client_that_called(asks, mode):
+    """A 2025-11-25 client is asked over its session; a 2026-07-28 client (`auto`) through input_required
+    rounds, the upstream call run again with its answer."""
+
+    async def go() -> None:
+        heard: list[Any] = []
+        async with answering(asks, mode, heard) as client:
+            mused = await client.call_tool("demo_muse", {"topic": "tea"})
+            assert not mused.is_error and text(mused) == "the client wrote: Tea is warm.", text(mused)
+            chosen = await client.call_tool("demo_favourite", {})
+            assert not chosen.is_error and text(chosen) == "accept: teal", text(chosen)
+        assert heard[0] == "a line about tea" and heard[-1] == "Your favourite colour?"
+
+    run(go())
+
+
+def test_an_upstream_question_to_a_client_that_did_not_declare_it_is_refused(asks):
+    async def go() -> None:
+        heard: list[Any] = []
+        async with answering(asks, "legacy", heard, sampling=False) as client:
+            with pytest.raises(MCPError, match="did not declare the sampling capability") as refused:
+                await client.call_tool("demo_muse", {"topic": "tea"})
+            assert refused.value.error.code == types.INVALID_REQUEST
+            chosen = await client.call_tool("demo_favourite", {})  # what it did declare still works
+            assert text(chosen) == "accept: teal"
+        assert heard == ["Your favourite colour?"]
+
+    run(go())
+    assert "refused its sampling/createMessage request: the calling client did not declare" in asks.logs
+
+
+def test_an_upstream_question_during_a_rest_call_is_refused_with_the_reason(asks):
+    answer = asks.call("asks", "demo_muse", topic="tea")
+    assert answer.status_code == 502 and answer.json()["error"]["code"] == "upstream_error", answer.text
+    assert "REST or the relay socket, which have no MCP client to ask" in answer.text, answer.text
+
+
+def test_a_2026_upstream_asks_each_caller_its_own_question_while_others_are_in_flight(asks):
+    """A 2026-07-28 server's questions come back as the call's own input_required result: there is no doubt
+    whose they are, so they are put to that caller with other calls running (contrast server-everything,
+    a 2025 server, in test_upstream_real.py)."""
+
+    async def go() -> None:
+        first: list[Any] = []
+        second: list[Any] = []
+        async with answering(asks, "legacy", first) as slow_client, answering(asks, "auto", second) as client:
+            slow = asyncio.ensure_future(slow_client.call_tool("demo_slow", {"seconds": 2}))
+            try:
+                await asyncio.sleep(0.5)
+                mused = await client.call_tool("demo_muse", {"topic": "rain"})
+                assert text(mused) == "the client wrote: Tea is warm."
+            finally:
+                assert text(await slow) == "slept 2.0"
+        assert first == [] and second == ["a line about rain"]
+
+    run(go())
+
+
 # -- life: crashes, restarts, shutdown ---------------------------------------------------------------------
 
 
@@ -498,7 +603,7 @@ def test_crashed_upstream_items_leave_the_catalog_and_it_is_logged(tmp_path, mak
     )
     status = gw.namespace("crash")
     assert status["state"] == "degraded"
-    assert all(not name.startswith("demo_") for name in status["tools"])
+    assert all(not name.startswith("demo_") for name in status["tools"]), status["tools"]
 
     async def go() -> None:
         async with session(gw, "crash") as client:
@@ -508,7 +613,7 @@ def test_crashed_upstream_items_leave_the_catalog_and_it_is_logged(tmp_path, mak
             assert [p.name for p in (await client.list_prompts()).prompts] == ["other_greet"]
 
     run(go())
-    assert "its 5 tool(s), 2 resource(s) and 1 prompt(s) left the catalog" in gw.logs
+    assert "its 7 tool(s), 2 resource(s) and 1 prompt(s) left the catalog" in gw.logs
     time.sleep(1.5)
     assert gw.namespace("crash")["servers"][0]["restarts"] == 0  # v1: never restarted
 
@@ -648,6 +753,29 @@ def test_schema_cache_lists_tools_before_the_upstream_is_up_again(tmp_path, make
     # a call waits (bounded) for the server to come up
     assert second.call("cached", "demo_add", a=3, b=4).json() == {"result": {"result": 7}}
     assert json.loads((state / "upstream-cache" / "cached.json").read_text())
+
+
+def test_a_cached_server_that_fails_its_first_start_leaves_the_catalog(tmp_path, make_gateway):
+    """Listed from the schema cache while it starts; when that start fails its cached tools go (they used
+    to stay listed, every call failing, until a reload)."""
+    tools = tmp_path / "src"
+    broken = tmp_path / "broken"
+    flaky = f"sh -c 'sleep 1; test -e {broken} && exit 3; exec {DEMO} --flavor cached'"
+    write_upstream(
+        tools,
+        "cached",
+        f'active_toolsets = ["demo_add"]\nrestart = false\n[[servers]]\nnamespace = "demo"\ncommand = "{flaky}"\n',
+    )
+    env = {"TOOLDOCK_STATE_DIR": str(tmp_path / "state")}
+    first = make_gateway(tools, env=env)
+    assert first.namespace("cached")["tools"] == ["demo_add"]
+    first.stop()
+    broken.touch()
+    second = make_gateway(tools, env=env)
+    assert second.namespace("cached")["tools"] == ["demo_add"]  # from the cache, while it starts
+    second.wait_for(lambda: second.namespace("cached")["servers"][0]["state"] == "failed", what="the failed start")
+    assert second.namespace("cached")["tools"] == []
+    assert "its 7 tool(s), 2 resource(s) and 1 prompt(s) left the catalog" in second.logs
 
 
 def test_a_registry_server_that_cannot_be_resolved_is_reported_not_crashed(tmp_path, make_gateway):

@@ -5,19 +5,24 @@ once per pin under the test state directory."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import mcp_types as types
+import httpx2
 import pytest
 from conftest import STATE_DIR, Gateway, npm_install
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from test_upstream import activate, catalog_of, run, session, text, write_upstream
 
@@ -80,6 +85,7 @@ def real(tmp_path_factory: pytest.TempPathFactory, everything_command: str, time
         tmp / "tools",
         "real",
         f"""active_toolsets = ["everything_echo", "everything_get-sum", "everything_trigger-long-running-operation",
+                   "everything_trigger-sampling-request", "everything_trigger-elicitation-request",
                    "time_*", "everything_demo://resource/static/*"]
 
 [[servers]]
@@ -214,6 +220,74 @@ def test_errors_of_server_everything_are_relayed_as_sent(real, everything_comman
         assert gateway_answer.error.message == server_answer.error.message
     else:
         assert gateway_answer.is_error and text(gateway_answer) == text(server_answer)
+
+
+@contextlib.asynccontextmanager
+async def answering(gw: Gateway, heard: list[str]) -> AsyncIterator[Client]:
+    """A 2025-11-25 client of namespace `real` that answers sampling with "Paris." and elicitation with a
+    name, recording what it is asked."""
+
+    async def sample(context: object, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        heard.append(params.messages[0].content.text)
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text="Paris."), model="m"
+        )
+
+    async def elicit(context: object, params: types.ElicitRequestParams) -> types.ElicitResult:
+        heard.append(params.message)
+        return types.ElicitResult(action="accept", content={"name": "Ada Lovelace"})
+
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {gw.token}"}, timeout=60) as http:
+        transport = streamable_http_client(f"{gw.url}/ns/real/mcp", http_client=http)
+        async with Client(
+            transport, mode="legacy", cache=None, sampling_callback=sample, elicitation_callback=elicit
+        ) as client:
+            yield client
+
+
+def test_sampling_and_elicitation_requests_of_server_everything_reach_the_caller(real):
+    """server-everything (a 2025 server) sends them in the middle of the call: with that one call in flight
+    on it, ToolDock puts them to the client that made it, over its session."""
+
+    async def go() -> None:
+        heard: list[str] = []
+        async with answering(real, heard) as client:
+            sampled = await client.call_tool("everything_trigger-sampling-request", {"prompt": "capital of France?"})
+            assert not sampled.is_error and "Paris." in text(sampled), text(sampled)
+            elicited = await client.call_tool("everything_trigger-elicitation-request", {})
+            assert not elicited.is_error and "Ada Lovelace" in text(elicited), text(elicited)
+        assert heard == [
+            "Resource trigger-sampling-request context: capital of France?",
+            "Please provide inputs for the following fields:",
+        ]
+
+    run(go())
+
+
+def test_a_mid_call_request_of_server_everything_is_refused_when_its_caller_is_not_known(real):
+    """Over stdio the request carries no id linking it to a call: with two calls in flight it goes to neither
+    client; over REST there is no client to ask. The server gets the refusal as a JSON-RPC error."""
+
+    async def go() -> None:
+        heard: list[str] = []
+        async with answering(real, heard) as waiting, answering(real, heard) as client:
+            slow = asyncio.ensure_future(
+                waiting.call_tool("everything_trigger-long-running-operation", {"duration": 2, "steps": 2})
+            )
+            try:
+                await asyncio.sleep(0.5)
+                refused = await client.call_tool("everything_trigger-sampling-request", {"prompt": "hi"})
+                assert refused.is_error and "2 requests are in flight on this server" in text(refused), text(refused)
+            finally:
+                assert not (await slow).is_error
+        assert heard == []
+
+    run(go())
+    answer = real.call("real", "everything_trigger-sampling-request", prompt="hi")
+    assert answer.status_code == 500 and "REST or the relay socket, which have no MCP client" in answer.text, (
+        answer.text
+    )
+    assert "refused its sampling/createMessage request" in real.logs
 
 
 def test_mcp_server_time_over_rest_and_mcp(real):

@@ -23,6 +23,7 @@ import anyio
 import mcp_types as types
 from mcp import Client
 from mcp.shared.exceptions import MCPError
+from pydantic import TypeAdapter, ValidationError
 
 import tooldock
 from tooldock.errors import RegistryError, UpstreamError, UpstreamUnavailable
@@ -35,6 +36,7 @@ MAX_PAGES = 100  # a paginator that never ends cannot hang a listing
 MAX_RESULT_BYTES = 16 * 1024 * 1024  # like a worker's largest message
 BACKOFF_FIRST, BACKOFF_MAX, HEALTHY_AFTER = 1.0, 30.0, 60.0
 CLIENT_INFO = types.Implementation(name="tooldock-gateway", version=tooldock.__version__)
+CALL_RESULT = TypeAdapter(types.CallToolResult | types.InputRequiredResult)  # as the SDK client reads it
 CONNECTION_CLOSED = -32000  # the SDK's code for a request whose connection ended
 
 
@@ -99,6 +101,9 @@ class Connection:
         self.capabilities: types.ServerCapabilities | None = None
         self.first_attempt = asyncio.Event()  # set once the first connection attempt succeeded or failed
         self.log_sink: Callable[[types.LoggingMessageNotificationParams], Awaitable[None]] | None = None
+        # Set by the owner: the server's sampling / elicitation request, asked of the caller whose call it
+        # belongs to; the caller's result as JSON, or MCPError (refused).
+        self.ask_sink: Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]] | None = None
         self._stopping = False
         self._scope: anyio.CancelScope | None = None
         self._task: asyncio.Task[None] | None = None
@@ -140,8 +145,9 @@ class Connection:
                 file=sys.stderr,
                 flush=True,
             )
+            first = not self.first_attempt.is_set()
             self.first_attempt.set()
-            if was_up:
+            if was_up or first:  # first: what was listed from the schema cache meanwhile goes too
                 self._on_down(self)
             if not self.restart:
                 return
@@ -168,6 +174,8 @@ class Connection:
                 # 2026-07-28 servers log only for requests that opt in; the caller's own level filters later
                 log_level="debug",
                 message_handler=self._message,
+                sampling_callback=self._sample,
+                elicitation_callback=self._elicit,
                 cache=None,
             )
             async with client:
@@ -220,6 +228,29 @@ class Connection:
         if isinstance(message, types.ServerNotification):
             await self._on_notification(self, message)
 
+    # -- the server's requests to its client (relayed to the caller) --------------------------------------
+    # Roots are not declared: a server keeps the roots it is given for its whole session (server-filesystem
+    # narrows its allowed directories to them), and this one session serves every caller.
+
+    async def _sample(self, context: Any, params: types.CreateMessageRequestParams) -> Any:
+        answer = await self._ask("sampling/createMessage", params)
+        if isinstance(answer, types.ErrorData):
+            return answer
+        model = types.CreateMessageResultWithTools if params.tools else types.CreateMessageResult
+        return _answer(model, answer)
+
+    async def _elicit(self, context: Any, params: types.ElicitRequestParams) -> Any:
+        answer = await self._ask("elicitation/create", params)
+        return answer if isinstance(answer, types.ErrorData) else _answer(types.ElicitResult, answer)
+
+    async def _ask(self, method: str, params: Any) -> dict[str, Any] | types.ErrorData:
+        if self.ask_sink is None:
+            return types.ErrorData(code=types.INVALID_REQUEST, message=f"{method} is not relayed here")
+        try:
+            return await self.ask_sink(method, dump(params))
+        except MCPError as err:
+            return err.error
+
     # -- requests -------------------------------------------------------------------------------------
 
     def _client(self) -> Client:
@@ -230,6 +261,18 @@ class Connection:
                 {"server": self.spec.namespace, "state": self.state},
             )
         return self.client
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], progress: Any, answers: dict[str, Any] | None, state: str | None
+    ) -> dict[str, Any]:
+        """One round of a tools/call: its result, or a 2026-07-28 server's `input_required` (asking.py)."""
+        params: dict[str, Any] = {"name": name, "arguments": arguments}
+        if answers is not None:
+            params["inputResponses"] = answers
+        if state is not None:
+            params["requestState"] = state
+        request = types.CallToolRequest(params=types.CallToolRequestParams.model_validate(params))
+        return await self.request(request, CALL_RESULT, progress)
 
     async def request(self, request: Any, result_type: Any, progress: Any = None) -> dict[str, Any]:
         """Send one request; the result as JSON. Upstream JSON-RPC errors become `UpstreamError`."""
@@ -256,6 +299,15 @@ class Connection:
                 {"rpc_code": types.INTERNAL_ERROR, "rpc_message": "result too large", "size": size},
             )
         return data
+
+
+def _answer(model: Any, answer: dict[str, Any]) -> Any:
+    """The caller's answer as the SDK's result model (checked by the relay already; this is the last guard)."""
+    try:
+        return model.model_validate(answer, by_name=False)
+    except ValidationError as err:
+        reason = err.errors()[0]["msg"]
+        return types.ErrorData(code=types.INTERNAL_ERROR, message=f"the caller's answer is not valid: {reason}")
 
 
 async def _pages(fetch: Callable[..., Awaitable[Any]], attr: str) -> list[dict[str, Any]]:

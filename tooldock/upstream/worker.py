@@ -19,10 +19,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import mcp_types as types
+from mcp.shared.exceptions import MCPError
 
 from tooldock.errors import InvalidArguments, NotFound, ToolInactive
 from tooldock.namespace.models import NamespaceSource
 from tooldock.namespace.toolsfile import UpstreamConfig
+from tooldock.upstream.asking import drive, put, refusal_mid_call
 from tooldock.upstream.cache import SchemaCache
 from tooldock.upstream.catalog import ACTIVATE, Activation, Catalog, names_in, prefixed
 from tooldock.upstream.connection import Connection, Listing
@@ -58,6 +60,7 @@ class UpstreamWorker:
         ]
         for index, conn in enumerate(self.connections):
             conn.log_sink = self._log_sink(index)
+            conn.ask_sink = self._ask_sink(index)
         self._cached = [self.cache.get(spec) for spec in self.config.servers]
         self.catalog = self._build()
         self._views: weakref.WeakKeyDictionary[Any, Activation] = weakref.WeakKeyDictionary()
@@ -95,16 +98,19 @@ class UpstreamWorker:
             self._rebuild()
 
     def _down(self, conn: Connection) -> None:
-        gone = conn.listing
-        print(
-            f"tooldock: namespace {self.namespace!r}: upstream {conn.spec.label} is down; its {len(gone.tools)} "
-            f"tool(s), {len(gone.resources) + len(gone.templates)} resource(s) and {len(gone.prompts)} prompt(s) "
-            f"left the catalog{' until it is restarted' if conn.restart else ''}",
-            file=sys.stderr,
-            flush=True,
-        )
+        """A server went away, or failed the first start of this gateway while listed from the cache."""
+        gone = conn.listing if conn.listing != Listing() else (self._cached[self.connections.index(conn)] or Listing())
+        if gone != Listing():
+            print(
+                f"tooldock: namespace {self.namespace!r}: upstream {conn.spec.label} is down; its {len(gone.tools)} "
+                f"tool(s), {len(gone.resources) + len(gone.templates)} resource(s) and {len(gone.prompts)} prompt(s) "
+                f"left the catalog{' until it is restarted' if conn.restart else ''}",
+                file=sys.stderr,
+                flush=True,
+            )
         conn.listing = Listing()
-        self._rebuild()
+        if self._phase == "ready":
+            self._rebuild()
 
     async def _notification(self, conn: Connection, message: Any) -> None:
         root = message.root if hasattr(message, "root") else message
@@ -227,10 +233,10 @@ class UpstreamWorker:
                 {"op": "event", "event": "progress", "data": {"progress": value, "total": total, "message": message}}
             )
 
-        request = types.CallToolRequest(params=types.CallToolRequestParams(name=item.original, arguments=arguments))
-        return await self._tracked(
-            item.server, relay, conn.request(request, types.CallToolResult, progress if wants_progress else None)
-        )
+        def send(answers: dict[str, Any] | None, state: str | None) -> Any:
+            return conn.call_tool(item.original, arguments, progress if wants_progress else None, answers, state)
+
+        return await self._tracked(item.server, relay, drive(send, relay, conn.spec.label))
 
     async def _tracked(self, index: int, relay: Any, work: Any) -> dict[str, Any]:
         calls = self._inflight[index]
@@ -250,6 +256,19 @@ class UpstreamWorker:
                 data = {"level": params.level, "data": params.data, "logger": params.logger}
                 with contextlib.suppress(Exception):
                     await calls[0].handle({"op": "event", "event": "log", "data": data})
+
+        return sink
+
+    def _ask_sink(self, index: int) -> Callable[[str, dict[str, Any]], Any]:
+        label = self.connections[index].spec.label
+
+        async def sink(method: str, params: dict[str, Any]) -> dict[str, Any]:
+            calls = self._inflight[index]
+            why = refusal_mid_call(calls, method)
+            if why is not None:
+                print(f"tooldock: upstream {label}: refused its {method} request: {why}", file=sys.stderr, flush=True)
+                raise MCPError(types.INVALID_REQUEST, f"ToolDock refused {method}: {why}")
+            return await put(calls[0], method, params)
 
         return sink
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Header, Request
 
-from tooldock.errors import BadRequest, Forbidden, PayloadTooLarge, ToolDockError
+from tooldock.errors import BadRequest, Forbidden, PayloadTooLarge, ToolDockError, ToolFailed
 from tooldock.keys import ApiKey
 from tooldock.runtime import jsonin
 from tooldock.runtime.access import key_of, restricted
@@ -25,7 +25,12 @@ NamespaceHeader = Header(default=None, alias="X-Namespace", description="The nam
 
 
 def rest_value(result: dict[str, Any], descriptor: dict[str, Any]) -> Any:
-    """The tool's return value as plain JSON: structured content, unwrapped when fastmcp wrapped it."""
+    """The tool's return value as plain JSON: structured content, unwrapped when fastmcp wrapped it. An
+    `isError` result (an upstream server's tool failed; a worker's failure is ToolFailed already) is a 500,
+    as a worker tool's failure is, not a 200 carrying the error text."""
+    if result.get("isError"):
+        texts = [c.get("text", "") for c in result.get("content") or [] if c.get("type") == "text"]
+        raise ToolFailed(" ".join(texts) or "the tool failed")
     structured = result.get("structuredContent")
     if structured is not None:
         if (descriptor.get("outputSchema") or {}).get("x-fastmcp-wrap-result") and isinstance(structured, dict):
