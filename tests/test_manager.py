@@ -33,13 +33,13 @@ async def add(a: int, b: int) -> int:
 
 CALC_V2 = CALC_V1.replace("return a + b", "return a + b + 1000")
 
-NO_HINTS = '''from fastmcp.tools import tool
+NO_HINTS = """from fastmcp.tools import tool
 
 
 @tool
 def shout(text):
     return text.upper()
-'''
+"""
 
 USES_SIX = '''from fastmcp.tools import tool
 import six
@@ -111,10 +111,18 @@ def test_an_llm_writes_a_tool_adds_a_requirement_reloads_and_calls_it(pair):
         return steps
 
     steps = run_manager(url, flow)
-    assert steps["list"] == (False, [
-        {"name": "basic-tool", "tool_count": 1, "has_requirements": False,
-         "secrets_status": "no_secrets_needed", "loaded": True},
-    ])
+    assert steps["list"] == (
+        False,
+        [
+            {
+                "name": "basic-tool",
+                "tool_count": 1,
+                "has_requirements": False,
+                "secrets_status": "no_secrets_needed",
+                "loaded": True,
+            },
+        ],
+    )
     assert steps["create"] == (False, {"created": True, "path": str((gateway.tools_dir / "calc").resolve())})
     # The bad tool is refused with its line, and nothing is on disk.
     error, bad = steps["bad"]
@@ -126,8 +134,11 @@ def test_an_llm_writes_a_tool_adds_a_requirement_reloads_and_calls_it(pair):
     assert steps["reqs"] == (False, {"namespace": "calc", "packages": ["six==1.16.0"]})
     assert steps["tools"][1] == [
         {"name": "add", "description": "Add two numbers.", "filename": "arith.py"},
-        {"name": "six_version", "description": "The version of the six package this namespace's environment has.",
-         "filename": "versions.py"},
+        {
+            "name": "six_version",
+            "description": "The version of the six package this namespace's environment has.",
+            "filename": "versions.py",
+        },
     ]
     error, reloaded = steps["reload"]
     assert not error and reloaded["reloaded"] is True and reloaded["failed"] == {}
@@ -301,15 +312,21 @@ def test_the_manager_speaks_every_protocol_version(pair):
     assert version == "2026-07-28" and len(names) == MANAGER_TOOLS
     assert called == {"namespace": "basic-tool", "packages": []}
 
-    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "old", "version": "1"}}}
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "old", "version": "1"}},
+    }
     headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json", "Accept": "application/json"}
     reply = httpx.post(f"{url}/mcp", json=init, headers=headers)
     assert reply.status_code == 200 and reply.json()["result"]["serverInfo"]["name"] == "tooldock-manager"
     session = {**headers, "Mcp-Session-Id": reply.headers["mcp-session-id"]}
     httpx.post(f"{url}/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
-    batch = [{"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
-             {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "health", "arguments": {}}}]
+    batch = [
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "health", "arguments": {}}},
+    ]
     answers = httpx.post(f"{url}/mcp", json=batch, headers=session, timeout=60).json()
     assert [a["id"] for a in answers] == [2, 3] and len(answers[0]["result"]["tools"]) == MANAGER_TOOLS
     assert answers[1]["result"]["structuredContent"]["core_reachable"] is True
@@ -324,8 +341,9 @@ def test_the_manager_goes_when_its_gateway_is_terminated(make_gateway):
     assert httpx.get(f"{url}/health").status_code == 200
     gateway.proc.send_signal(signal.SIGTERM)
     gateway.proc.wait(30)
-    children = subprocess.run(["pgrep", "-f", f"tooldock.cli manager {gateway.tools_dir}"], capture_output=True,
-                              text=True)
+    children = subprocess.run(
+        ["pgrep", "-f", f"tooldock.cli manager {gateway.tools_dir}"], capture_output=True, text=True
+    )
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         try:
@@ -349,8 +367,12 @@ def test_the_manager_takes_only_an_unrestricted_admin_key(make_gateway, store, t
     narrowed_record, narrowed = keys.create("ops-project", "admin", ("project",))
     tool_record, tool_narrowed = keys.create("ops-get", "admin", (), ("get_*",))
     _, writer = keys.create("droid", "write")
-    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
 
     def post(key: str) -> httpx.Response:
         headers = {"Authorization": f"Bearer {key}", "Accept": "application/json, text/event-stream"}
@@ -380,6 +402,44 @@ def test_the_manager_answers_carry_a_request_id(pair):
     assert echoed.status_code == 401 and echoed.headers["x-request-id"] == "mgr-req-1"
     made = httpx.get(f"{url}/health", headers={"X-Request-Id": "not safe"}).headers["x-request-id"]
     assert len(made) == 24 and made != "not safe"
+
+
+def test_the_managers_calls_to_the_gateway_carry_its_request_id(make_gateway, store, tmp_path):
+    """test_tool's call and reload_core's reload reach the gateway under the id of the manager request that
+    made them: the gateway's audit line and log name the id the client sent the manager."""
+    import httpx2
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    log_dir = tmp_path / "audit"
+    gateway = make_gateway(EXAMPLES, env={**store, "TOOLDOCK_LOG_DIR": str(log_dir)}, args=MANAGER_ARGS)
+    url = manager_url(gateway)
+
+    async def main() -> None:
+        headers = {"Authorization": f"Bearer {TOKEN}", "X-Request-Id": "mgr-call-42"}
+        async with httpx2.AsyncClient(headers=headers, timeout=600) as http:
+            async with streamable_http_client(f"{url}/mcp", http_client=http) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    tested = await session.call_tool(
+                        "test_tool", {"namespace": "basic-tool", "tool_name": "say_hello", "input": {"name": "Ada"}}
+                    )
+                    assert not tested.is_error, tested
+                    reloaded = await session.call_tool("reload_core", {})
+                    assert not reloaded.is_error, reloaded
+
+    asyncio.run(main())
+    deadline = time.monotonic() + 10
+    found: list[dict] = []
+    while time.monotonic() < deadline and not found:
+        for path in log_dir.glob("*.jsonl"):
+            for line in path.read_text().splitlines():
+                entry = json.loads(line) if line.strip() else {}
+                if entry.get("tool") == "say_hello" and entry.get("front_end") == "rest":
+                    found.append(entry)
+        time.sleep(0.1)
+    assert found and found[0]["request_id"] == "mgr-call-42", found
+    assert "reload over HTTP from 127.0.0.1 (request mgr-call-42)" in gateway.logs, gateway.logs[-3000:]
 
 
 def test_json_logs_cover_the_managers_lines_too(make_gateway, store):

@@ -38,6 +38,7 @@ from tooldock.namespace.config import read_config
 from tooldock.runtime.backends.environments import Environments
 from tooldock.runtime.http.auth import BearerAuth
 from tooldock.runtime.http.edge import RequestEdge
+from tooldock.runtime.mcp.caller import with_request_id
 from tooldock.runtime.mcp.legacy import MESSAGES_PATH, LegacySse
 from tooldock.runtime.mcp.server import McpHub
 from tooldock.runtime.observe import AuditLog
@@ -105,6 +106,7 @@ def create_manager_app(settings: ManagerSettings, cache: Path, host: str = "127.
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per gateway request otherwise
     manager = build_manager(settings, cache, port)
     server = lowlevel(mcp_server(manager))
+    server.middleware.append(with_request_id)  # test_tool's and reload_core's calls carry the request's id
     hub = McpHub(None, settings.runtime, host, servers=lambda _name: server)
     legacy = LegacySse(hub, settings.runtime.max_body_bytes)
 

@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 
 from tooldock.errors import GatewayError
+from tooldock.runtime import requestid
 
 RELOAD_TIMEOUT = 900.0  # a reload may install dependencies or start containers
 
@@ -28,6 +29,9 @@ class GatewayClient:
         return {"Authorization": f"Bearer {self._bearer}", **extra}
 
     async def _send(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        rid = requestid.current.get()  # the manager request this serves: the gateway logs the same id
+        if rid is not None:
+            kw["headers"] = {**(kw.get("headers") or {}), "X-Request-Id": rid}
         try:
             return await self._http.request(method, path, **kw)
         except httpx.TimeoutException:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import ipaddress
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -12,7 +13,7 @@ from fastapi import APIRouter, Depends, Header, Request
 
 from tooldock.errors import BadRequest, Forbidden, PayloadTooLarge, ToolDockError, ToolFailed
 from tooldock.keys import ApiKey
-from tooldock.runtime import jsonin
+from tooldock.runtime import jsonin, requestid
 from tooldock.runtime.access import key_of, restricted
 from tooldock.runtime.engine import Engine
 from tooldock.runtime.http.auth import token_matches
@@ -21,6 +22,7 @@ from tooldock.runtime.http.wire import cancelled_on_disconnect
 from tooldock.runtime.observe import call_info
 from tooldock.runtime.settings import Settings
 
+log = logging.getLogger("tooldock.http")
 NamespaceHeader = Header(default=None, alias="X-Namespace", description="The namespace to use, e.g. multi-tool")
 
 
@@ -237,6 +239,8 @@ def create_router(engine: Engine, settings: Settings) -> APIRouter:
             raise Forbidden("reload is only accepted from INTERNAL_ALLOWED_CIDRS") from None
         if not any(address in net for net in settings.internal_allowed_cidrs):
             raise Forbidden(f"reload is not accepted from {client}: not in INTERNAL_ALLOWED_CIDRS")
+        rid = requestid.of_scope(request)
+        log.info("reload over HTTP from %s (request %s)", client, rid, extra={"request_id": rid})
         return await engine.registry.reload()
 
     return router

@@ -39,3 +39,10 @@ def request_id_of(ctx: Any) -> Iterator[None]:
         yield
     finally:
         requestid.current.reset(token)
+
+
+async def with_request_id(ctx: Any, call_next: Any) -> Any:
+    """Server middleware (`Server.middleware`): every handler of an MCP request runs with the HTTP request's
+    id as `requestid.current`, so what it sends on (the manager's calls to the gateway) carries it."""
+    with request_id_of(ctx):
+        return await call_next(ctx)
