@@ -1,8 +1,9 @@
 """`install_from_repo(mode="upstream")` (issue 12): a repository's MCP server served as it is behind a
 namespace, driven by the official MCP client. The repository is made by the test: a zero-dependency
 Node server with a `bin`, run by the real `npx` from `git+file://...#<commit>` (the npm registry pointed
-at a closed loopback port: nothing is fetched from outside). Python repositories are checked by the
-command written for them; repositories that cannot run this way get an error saying what to do."""
+at a closed loopback port: nothing is fetched from outside), and a Python server in a monorepo folder, run
+by the real `uvx` from `#subdirectory=` (its build backend in its tree, the index a closed loopback port);
+repositories that cannot run this way get an error saying what to do."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -127,3 +129,64 @@ def test_python_repositories_run_with_uvx_and_others_are_refused_with_what_to_do
     assert e3 and "holds tool files" in tooly
     assert e4 and "prefix 'no spaces' must be letters" in prefix
     assert not (gateway.tools_dir / "kit").exists() and not (gateway.tools_dir / "gosrv").exists()
+
+
+CLOCK = Path(__file__).parent / "fixtures" / "clock_server"
+
+
+def test_a_python_server_in_a_monorepo_folder_runs_with_uvx_and_the_root_names_the_folders(
+    make_gateway,
+    store,  # noqa: F811
+    tmp_path,
+):
+    """`subfolder` picks the server of a monorepo: uvx builds and runs `#subdirectory=src/clock` of the
+    analyzed commit (its build backend is in the tree and the index is a closed loopback port: nothing is
+    fetched). The root alone names the folders that have a server; npm folders and bad paths are refused."""
+    files = {f"src/clock/{p.relative_to(CLOCK)}": p.read_text() for p in CLOCK.rglob("*") if p.is_file()}
+    files |= {
+        "package.json": '{"name": "mono", "private": true, "workspaces": ["src/*"]}',
+        "src/shout/package.json": PACKAGE_JSON,
+        "src/shout/server.js": SERVER_JS,
+        "docs/notes.md": "# notes\n",
+    }
+    url = git_repo(tmp_path / "mono", files)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path / "mono", capture_output=True, text=True)
+    env = {
+        **store,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",  # uvx, from the test's venv
+        "UV_INDEX_URL": "http://127.0.0.1:9/",  # a closed port: nothing is fetched from outside
+        "UV_CACHE_DIR": str(tmp_path / "uv-cache"),
+    }
+    gateway, manager = start(make_gateway, env)
+
+    async def flow(call):
+        up = {"repo_url": url, "mode": "upstream"}
+        return [
+            await call("install_from_repo", namespace="mono", **up),
+            await call("install_from_repo", namespace="mono", subfolder="src/clock", **up),
+            await call("install_from_repo", namespace="shout", subfolder="src/shout", **up),
+            await call("install_from_repo", namespace="docs", subfolder="docs", **up),
+            await call("install_from_repo", namespace="up", subfolder="../mono", **up),
+            await call("install_from_repo", namespace="file", subfolder="src/clock/clock_server.py", **up),
+            await call("install_from_repo", namespace="gone", subfolder="src/nope", **up),
+            await call("install_from_repo", repo_url=url, namespace="tr", subfolder="src/clock"),
+            await call("reload_core"),
+        ]
+
+    results = run_manager(manager, flow)
+    (e0, root), (e1, clock), (e2, shout), (e3, docs), (e4, up), (e5, file), (e6, gone), (e7, tr), (e8, _) = results
+    assert e0 and "these folders do: src/clock, src/shout" in root and "subfolder=" in root, root
+    assert not e1, clock
+    spec = f"git+{url}@{commit.stdout.strip()}#subdirectory=src/clock"
+    assert shlex.split(clock["runs"]) == ["uvx", "--from", spec, "mcp-server-clock"]
+    assert clock["subfolder"] == "src/clock" and clock["prefix"] == "clock"
+    assert e2 and "npm cannot run a package from a folder of a git repository" in shout
+    assert e3 and "cannot tell how to run docs/" in docs
+    assert e4 and "stay inside it (no '..')" in up
+    assert e5 and "is a file" in file
+    assert e6 and "src/nope is not in the repository" in gone
+    assert e7 and "subfolder is for mode='upstream'" in tr
+    assert not e8
+    assert sorted(p.name for p in gateway.tools_dir.iterdir() if p.name in {"shout", "docs", "up", "file"}) == []
+    gateway.wait_for(lambda: gateway.namespace("mono")["state"] == "ready", 180, "uvx to build and start the server")
+    assert gateway.call("mono", "clock_chime", hour=3).json()["result"] == "dong dong dong "

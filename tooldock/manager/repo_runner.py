@@ -3,8 +3,11 @@
 The repository says how it runs in its own manifest: a `package.json` with `bin` runs with `npx` from the
 git URL, a `pyproject.toml` with `[project.scripts]` with `uvx --from git+...`. Both are pinned to the
 commit that was analyzed, so the server that runs is the code the LLM read, and `npm` / `uv` fetch and build
-it when the namespace starts (never the manager: a repository's code is not run here). Anything else
-(Go, Rust, a monorepo, a script with no entry point) is refused with what to do instead.
+it when the namespace starts (never the manager: a repository's code is not run here). A monorepo's
+server is picked with `subfolder` (`src/time`): uv takes it as `#subdirectory=`, npm has no way to run a
+package from a folder of a git repository (refused, pointing at the published package). Anything else (Go,
+Rust, a script with no entry point) is refused with what to do instead; a root with none of these names the
+folders below it that have one.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import stat
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +23,7 @@ from typing import Any
 
 from tooldock.errors import InvalidInput
 from tooldock.manager.analysis.urls import parse_repo_url
+from tooldock.manager.analysis.workspace import inside
 from tooldock.manager.installer import add_server, default_prefix, server_table
 from tooldock.manager.workspace import Workspace
 from tooldock.namespace.toolsfile import ENV_NAME_RE, PREFIX_RE
@@ -66,28 +71,68 @@ def _pick(programs: list[str], package: str, where: str) -> str:
     )
 
 
-def runner_for(clone: Path, git: str, commit: str) -> Runner:
-    """How the repository at `clone` (cloned from `git` at `commit`) runs as a stdio MCP server."""
+def runner_for(clone: Path, git: str, commit: str, subfolder: str = "") -> Runner:
+    """How the repository at `clone` (cloned from `git` at `commit`) runs as a stdio MCP server; `subfolder`:
+    where the server is in a monorepo (checked by `inside`), "" for the root."""
+    where = clone / subfolder if subfolder else clone
+    named = f"{subfolder}/" if subfolder else ""
     source = vcs_url(git)
-    package = _manifest(clone, "package.json")
+    package = _manifest(where, "package.json")
     if isinstance(package, dict) and package.get("bin"):
         name, bins = str(package.get("name") or ""), package["bin"]
+        if subfolder:
+            raise InvalidInput(
+                f"{named}package.json declares a program, but npm cannot run a package from a folder of a git "
+                f"repository: if {name or 'the package'} is published on npm, use install_from_registry (or ask "
+                "the user to write its `npx -y <package>@<version>` command into tools.toml)"
+            )
         programs = [name.rsplit("/", 1)[-1]] if isinstance(bins, str) else [str(b) for b in bins]
         program = _pick(programs, name, "package.json 'bin'")
         spec = f"{source}#{commit}"
         single = isinstance(bins, str) or len(programs) == 1
         argv = ["npx", "-y", spec] if single else ["npx", "-y", "-p", spec, program]
         return Runner(shlex.join(argv), "npx", program)
-    project = _manifest(clone, "pyproject.toml")
+    project = _manifest(where, "pyproject.toml")
     scripts = project.get("project", {}).get("scripts") if isinstance(project, dict) else None
     if isinstance(scripts, dict) and scripts:
-        program = _pick([str(s) for s in scripts], str(project["project"].get("name") or ""), "[project.scripts]")
-        return Runner(shlex.join(["uvx", "--from", f"{source}@{commit}", program]), "uvx", program)
+        where_scripts = f"{named}pyproject.toml [project.scripts]"
+        program = _pick([str(s) for s in scripts], str(project["project"].get("name") or ""), where_scripts)
+        spec = f"{source}@{commit}" + (f"#subdirectory={subfolder}" if subfolder else "")
+        return Runner(shlex.join(["uvx", "--from", spec, program]), "uvx", program)
+    found = servers_below(clone)
+    if found and not subfolder:
+        raise InvalidInput(
+            "the repository's root has no package.json with 'bin' or pyproject.toml with [project.scripts], but "
+            f"these folders do: {', '.join(found)}; install one of them with subfolder='<folder>'"
+        )
     raise InvalidInput(
-        "cannot tell how to run this repository: its root has no package.json with 'bin' and no pyproject.toml "
-        "with [project.scripts] (Go, Rust and monorepos are not run from a repository); translate it instead "
+        f"cannot tell how to run {named or 'this repository'}: it has no package.json with 'bin' and no "
+        "pyproject.toml with [project.scripts] (Go and Rust are not run from a repository); translate it instead "
         "(mode='translate'), or ask the user to write its command into tools.toml"
     )
+
+
+def servers_below(clone: Path, depth: int = 3, limit: int = 20) -> list[str]:
+    """Folders of a monorepo (up to `depth` below the root) whose manifest declares a program to run."""
+    found: list[str] = []
+    level = [clone]
+    for _ in range(depth):
+        below = []
+        for folder in level:
+            try:
+                children = sorted(c for c in folder.iterdir() if c.is_dir() and not c.is_symlink())
+            except OSError:
+                continue
+            below += [c for c in children if not c.name.startswith(".") and c.name != "node_modules"]
+        for folder in below:
+            package, project = _manifest(folder, "package.json"), _manifest(folder, "pyproject.toml")
+            scripts = project.get("project", {}).get("scripts") if isinstance(project, dict) else None
+            if (isinstance(package, dict) and package.get("bin")) or (isinstance(scripts, dict) and scripts):
+                found.append(folder.relative_to(clone).as_posix())
+                if len(found) >= limit:
+                    return found
+        level = below
+    return found
 
 
 def _table(prefix: str, runner: Runner, env: dict[str, str], secrets: list[str]) -> str:
@@ -118,13 +163,20 @@ def install_repo_upstream(
     prefix: object,
     env: dict[str, str],
     secret_names: object,
+    subfolder: object = None,
 ) -> dict[str, Any]:
-    """The analyzed repository as an upstream server of `namespace` (analysis: RepoWorkspace.analyze's answer)."""
+    """The analyzed repository as an upstream server of `namespace` (analysis: RepoWorkspace.analyze's answer);
+    `subfolder`: the server's folder in a monorepo."""
     folder = ws.namespace_dir(namespace, must_exist=False)
     url = parse_repo_url(analysis["repo_url"])
-    runner = runner_for(Path(analysis["path"]), url.git, analysis["commit"])
+    clone, sub = Path(analysis["path"]), ""
+    if subfolder not in (None, ""):
+        _, sub, info = inside(clone, subfolder, "subfolder", "a folder of the repository, e.g. 'src/time'")
+        if not stat.S_ISDIR(info.st_mode):
+            raise InvalidInput(f"subfolder {sub!r} is a file; give the folder that holds the server's manifest")
+    runner = runner_for(clone, url.git, analysis["commit"], sub)
     if prefix in (None, ""):
-        repo = url.git.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git")
+        repo = sub.rsplit("/", 1)[-1] if sub else url.git.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git")
         prefix = default_prefix({"server": {"name": repo}})
     if not isinstance(prefix, str) or not PREFIX_RE.fullmatch(prefix):
         raise InvalidInput(f"prefix {prefix!r} must be letters, digits, '_' or '-', e.g. 'github'")
@@ -138,6 +190,7 @@ def install_repo_upstream(
         "mode": "upstream",
         "repo_url": analysis["repo_url"],
         "commit": analysis["commit"],
+        **({"subfolder": sub} if sub else {}),
         "prefix": prefix,
         "runs": runner.command,
         "runtime": runner.runtime,

@@ -78,6 +78,7 @@ def register(server: MCPServer, m: Manager) -> Translate:
         prefix: str | None = None,
         env: dict[str, str] | None = None,
         secrets: list[str] | None = None,
+        subfolder: str | None = None,
     ) -> JsonObject:
         """Begin the translation process for a git repository URL. Clones the repo and runs analyze_repo. Same
         as install_from_registry but takes a URL instead of a package name.
@@ -86,7 +87,8 @@ def register(server: MCPServer, m: Manager) -> Translate:
         it adds a server to the namespace's tools.toml that runs the analyzed commit (package.json "bin" with
         npx, pyproject.toml [project.scripts] with uvx), so after reload_core() its tools work at once
         (prefixed "<prefix>_") and translation can follow later. The namespace must be new or already hold
-        upstream servers (not tool files).
+        upstream servers (not tool files). In a monorepo, name the server's folder with subfolder (Python
+        servers only: npm cannot run a package from a folder of a git repository).
 
         Args:
             repo_url: Git URL. Example: "https://github.com/someone/my-tools"
@@ -97,21 +99,25 @@ def register(server: MCPServer, m: Manager) -> Translate:
             secrets: upstream mode: names from the analysis' secrets_needed that the server must get as
                 secrets, e.g. ["GITHUB_TOKEN"]: a placeholder is prepared for each and the user sets the
                 value in a terminal. Never put a secret's value anywhere.
+            subfolder: upstream mode: the server's folder in a monorepo, e.g. "src/time" of
+                https://github.com/modelcontextprotocol/servers (default: the repository's root).
 
         Returns: Same as analyze_repo (plus "namespace" and "next_steps"); upstream: {"namespace", "mode",
-        "repo_url", "commit", "prefix", "runs", "runtime", "secrets_needed", "tools_toml", "secrets",
-        "next_steps"}.
+        "repo_url", "commit", "subfolder" (when given), "prefix", "runs", "runtime", "secrets_needed",
+        "tools_toml", "secrets", "next_steps"}.
 
         Next steps: Follow the translation workflow."""
         if mode not in ("translate", "upstream"):
             raise InvalidInput(f"mode must be 'translate' or 'upstream', got {mode!r}")
+        if mode == "translate" and subfolder not in (None, ""):
+            raise InvalidInput("subfolder is for mode='upstream'; to translate, read the folder's files instead")
         name = ws.namespace_name(namespace)
         if mode == "translate":
             return {**await repos.analyze(repo_url), "namespace": name, "next_steps": NEXT}
         values = installer.env_values(env)
         analysis = await repos.analyze(repo_url)
         async with m.writes:
-            return install_repo_upstream(ws, m.store, analysis, namespace, prefix, values, secrets)
+            return install_repo_upstream(ws, m.store, analysis, namespace, prefix, values, secrets, subfolder)
 
     async def translate(entry: dict[str, Any]) -> JsonObject:
         source, analysis = await _fetch_and_analyze(repos, entry, data)

@@ -153,28 +153,9 @@ class RepoWorkspace:
         """`{"path", "content"}` of a text file of the clone. Refused: absolute paths, `..`, `.git`, any
         symbolic link on the way, non-files, binaries (a NUL byte) and files over `max_read_bytes`."""
         root = self.clone_dir(repo_url)
-        if not isinstance(path, str) or not path.strip() or "\0" in path:
-            raise AnalysisError("path must be a file path inside the repository, e.g. 'src/index.ts'")
-        rel = PurePosixPath(path.strip().replace("\\", "/"))
-        if rel.is_absolute() or ".." in rel.parts:
-            raise AnalysisError(f"path {path!r} must be relative to the repository and stay inside it (no '..')")
-        parts = [p for p in rel.parts if p not in ("", ".")]
-        shown = "/".join(parts)
-        if not parts or parts[0] == ".git":
-            raise AnalysisError(f"path {path!r} is not a file of the repository")
-        target = root
-        for part in parts:
-            target = target / part
-            try:
-                info = target.lstat()
-            except OSError:
-                raise AnalysisError(f"{shown} is not in the repository; analyze_repo lists its files") from None
-            if stat.S_ISLNK(info.st_mode):
-                raise AnalysisError(f"{shown} is (or is inside) a symbolic link, which is never followed")
+        target, shown, info = inside(root, path, "path", "a file path inside the repository, e.g. 'src/index.ts'")
         if not stat.S_ISREG(info.st_mode):
             raise AnalysisError(f"{shown} is not a regular file (a directory?); pick one from 'files'")
-        if not target.resolve().is_relative_to(root.resolve()):
-            raise AnalysisError(f"{shown} resolves outside the repository")
         if info.st_size > self.max_read_bytes:
             raise AnalysisError(
                 f"{shown} is {info.st_size} bytes, over the {self.max_read_bytes}-byte limit of read_repo_file"
@@ -183,4 +164,30 @@ class RepoWorkspace:
             data = fh.read(self.max_read_bytes + 1)
         if is_binary(data) or len(data) > self.max_read_bytes:
             raise AnalysisError(f"{shown} is a binary file (or grew past the limit); only text is served")
-        return {"path": "/".join(parts), "content": data.decode("utf-8", errors="replace")}
+        return {"path": shown, "content": data.decode("utf-8", errors="replace")}
+
+
+def inside(root: Path, path: object, name: str, example: str) -> tuple[Path, str, os.stat_result]:
+    """`path` (relative, `/`-separated) inside the clone at `root`: the target, its normalized text and its
+    lstat. Refused: absolute paths, `..`, `.git`, any symbolic link on the way and anything not there."""
+    if not isinstance(path, str) or not path.strip() or "\0" in path:
+        raise AnalysisError(f"{name} must be {example}")
+    rel = PurePosixPath(path.strip().replace("\\", "/"))
+    if rel.is_absolute() or ".." in rel.parts:
+        raise AnalysisError(f"{name} {path!r} must be relative to the repository and stay inside it (no '..')")
+    parts = [p for p in rel.parts if p not in ("", ".")]
+    shown = "/".join(parts)
+    if not parts or parts[0] == ".git":
+        raise AnalysisError(f"{name} {path!r} is not a file or folder of the repository")
+    target, info = root, root.lstat()
+    for part in parts:
+        target = target / part
+        try:
+            info = target.lstat()
+        except OSError:
+            raise AnalysisError(f"{shown} is not in the repository; analyze_repo lists its files") from None
+        if stat.S_ISLNK(info.st_mode):
+            raise AnalysisError(f"{shown} is (or is inside) a symbolic link, which is never followed")
+    if not target.resolve().is_relative_to(root.resolve()):
+        raise AnalysisError(f"{shown} resolves outside the repository")
+    return target, shown, info
