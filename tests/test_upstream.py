@@ -138,8 +138,8 @@ def test_prefixes_tool_prompt_resource_and_template_names(agg):
             assert resources == ["demo_demo://greeting"]
             templates = [t.uri_template for t in (await client.list_resource_templates()).resource_templates]
             assert templates == ["demo_demo://items/{item}"]
-            prompts = [p.name for p in (await client.list_prompts()).prompts]
-            assert prompts == ["demo_greet", "greet"]  # "" keeps the upstream's own names
+            prompts = sorted(p.name for p in (await client.list_prompts()).prompts)
+            assert prompts == ["demo_greet", "demo_haiku", "greet", "haiku"]  # "" keeps the upstream's own names
             read = await client.read_resource("demo_demo://items/42")
             assert read.contents[0].text == "item 42" and str(read.contents[0].uri) == "demo_demo://items/42"
             prompt = await client.get_prompt("demo_greet", {"name": "Ada"})
@@ -177,10 +177,10 @@ def test_globs_activate_tools_and_resources_independently(agg):
 def test_prompts_are_always_active(agg):
     async def go() -> None:
         async with session(agg, "agg") as client:
-            assert len((await client.list_prompts()).prompts) == 2
+            assert len((await client.list_prompts()).prompts) == 4
             # no activation list names prompts, and deactivating everything leaves them
             await activate(client, tools_off=["demo_add"], resources_off=["demo_demo://greeting"])
-            assert len((await client.list_prompts()).prompts) == 2
+            assert len((await client.list_prompts()).prompts) == 4
 
     run(go())
 
@@ -494,7 +494,9 @@ def test_sampling_and_elicitation_of_an_upstream_reach_the_client_that_called(as
             assert not mused.is_error and text(mused) == "the client wrote: Tea is warm.", text(mused)
             chosen = await client.call_tool("demo_favourite", {})
             assert not chosen.is_error and text(chosen) == "accept: teal", text(chosen)
-        assert heard[0] == "a line about tea" and heard[-1] == "Your favourite colour?"
+            prompt = await client.get_prompt("demo_haiku", {})  # a prompt's input_required rounds too
+            assert prompt.messages[0].content.text == "A haiku about teal"
+        assert heard == ["a line about tea", "Your favourite colour?", "Which colour?"]
 
     run(go())
 
@@ -610,10 +612,10 @@ def test_crashed_upstream_items_leave_the_catalog_and_it_is_logged(tmp_path, mak
             tools = (await client.list_tools()).tools
             assert [t.name for t in tools if t.name.startswith("demo_")] == []
             assert "demo_add" not in catalog_of(tools) and "other_add" in catalog_of(tools)
-            assert [p.name for p in (await client.list_prompts()).prompts] == ["other_greet"]
+            assert sorted(p.name for p in (await client.list_prompts()).prompts) == ["other_greet", "other_haiku"]
 
     run(go())
-    assert "its 7 tool(s), 2 resource(s) and 1 prompt(s) left the catalog" in gw.logs
+    assert "its 7 tool(s), 2 resource(s) and 2 prompt(s) left the catalog" in gw.logs
     time.sleep(1.5)
     assert gw.namespace("crash")["servers"][0]["restarts"] == 0  # v1: never restarted
 
@@ -775,7 +777,7 @@ def test_a_cached_server_that_fails_its_first_start_leaves_the_catalog(tmp_path,
     assert second.namespace("cached")["tools"] == ["demo_add"]  # from the cache, while it starts
     second.wait_for(lambda: second.namespace("cached")["servers"][0]["state"] == "failed", what="the failed start")
     assert second.namespace("cached")["tools"] == []
-    assert "its 7 tool(s), 2 resource(s) and 1 prompt(s) left the catalog" in second.logs
+    assert "its 7 tool(s), 2 resource(s) and 2 prompt(s) left the catalog" in second.logs
 
 
 def test_a_registry_server_that_cannot_be_resolved_is_reported_not_crashed(tmp_path, make_gateway):

@@ -38,6 +38,7 @@ from tooldock.runtime.backend import SessionViews
 from tooldock.runtime.observe import AuditLog, Metrics, current_call, timestamp, tracing
 from tooldock.runtime.registry import NamespaceEntry, Registry
 from tooldock.runtime.settings import Settings
+from tooldock.runtime.workerclient import round_relay
 from tooldock.upstream.catalog import ACTIVATE
 
 _VIEWS: dict[type, bool] = {}
@@ -212,7 +213,11 @@ class Engine:
             if entry.worker is None:
                 raise NotFound(f"namespace {entry.source.name!r} has no tools, resources or prompts")
             if session_views(entry.worker) is not None:
+                # an upstream namespace: the caller's view, and who answers its server's questions (for a
+                # worker namespace the worker client takes the relay from the same variable itself)
                 fields["session"] = session
+                if op in ("prompts.get", "resources.read"):
+                    fields["relay"] = round_relay.get()
             self.admit(entry, key)
             return await self._run(entry, op, lambda worker: worker.request(op, **fields))
 

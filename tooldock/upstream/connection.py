@@ -36,7 +36,25 @@ MAX_PAGES = 100  # a paginator that never ends cannot hang a listing
 MAX_RESULT_BYTES = 16 * 1024 * 1024  # like a worker's largest message
 BACKOFF_FIRST, BACKOFF_MAX, HEALTHY_AFTER = 1.0, 30.0, 60.0
 CLIENT_INFO = types.Implementation(name="tooldock-gateway", version=tooldock.__version__)
-CALL_RESULT = TypeAdapter(types.CallToolResult | types.InputRequiredResult)  # as the SDK client reads it
+# The requests a 2026-07-28 server may answer `input_required`: request and params models, and the result as
+# the SDK client reads it.
+ROUNDS: dict[str, tuple[Any, Any, Any]] = {
+    "tools/call": (
+        types.CallToolRequest,
+        types.CallToolRequestParams,
+        TypeAdapter(types.CallToolResult | types.InputRequiredResult),
+    ),
+    "prompts/get": (
+        types.GetPromptRequest,
+        types.GetPromptRequestParams,
+        TypeAdapter(types.GetPromptResult | types.InputRequiredResult),
+    ),
+    "resources/read": (
+        types.ReadResourceRequest,
+        types.ReadResourceRequestParams,
+        TypeAdapter(types.ReadResourceResult | types.InputRequiredResult),
+    ),
+}
 CONNECTION_CLOSED = -32000  # the SDK's code for a request whose connection ended
 
 
@@ -262,17 +280,23 @@ class Connection:
             )
         return self.client
 
-    async def call_tool(
-        self, name: str, arguments: dict[str, Any], progress: Any, answers: dict[str, Any] | None, state: str | None
+    async def send_round(
+        self,
+        method: str,
+        params: dict[str, Any],
+        answers: dict[str, Any] | None,
+        state: str | None,
+        progress: Any = None,
     ) -> dict[str, Any]:
-        """One round of a tools/call: its result, or a 2026-07-28 server's `input_required` (asking.py)."""
-        params: dict[str, Any] = {"name": name, "arguments": arguments}
+        """One round of a tools/call, prompts/get or resources/read: its result, or a 2026-07-28 server's
+        `input_required` (asking.py drives the rounds)."""
+        request_model, params_model, result_type = ROUNDS[method]
+        params = dict(params)
         if answers is not None:
             params["inputResponses"] = answers
         if state is not None:
             params["requestState"] = state
-        request = types.CallToolRequest(params=types.CallToolRequestParams.model_validate(params))
-        return await self.request(request, CALL_RESULT, progress)
+        return await self.request(request_model(params=params_model.model_validate(params)), result_type, progress)
 
     async def request(self, request: Any, result_type: Any, progress: Any = None) -> dict[str, Any]:
         """Send one request; the result as JSON. Upstream JSON-RPC errors become `UpstreamError`."""

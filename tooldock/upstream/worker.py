@@ -234,7 +234,8 @@ class UpstreamWorker:
             )
 
         def send(answers: dict[str, Any] | None, state: str | None) -> Any:
-            return conn.call_tool(item.original, arguments, progress if wants_progress else None, answers, state)
+            params = {"name": item.original, "arguments": arguments}
+            return conn.send_round("tools/call", params, answers, state, progress if wants_progress else None)
 
         return await self._tracked(item.server, relay, drive(send, relay, conn.spec.label))
 
@@ -259,6 +260,10 @@ class UpstreamWorker:
 
         return sink
 
+    @staticmethod
+    def _rounds(conn: Connection, method: str, params: dict[str, Any], relay: Any) -> Any:
+        return drive(lambda answers, state: conn.send_round(method, params, answers, state), relay, conn.spec.label)
+
     def _ask_sink(self, index: int) -> Callable[[str, dict[str, Any]], Any]:
         label = self.connections[index].spec.label
 
@@ -272,13 +277,14 @@ class UpstreamWorker:
 
         return sink
 
-    async def request(self, op: str, session: Any = None, **fields: Any) -> Any:
+    async def request(self, op: str, session: Any = None, relay: Any = None, **fields: Any) -> Any:
+        """`relay`: who answers the server's questions (a 2026-07-28 server's `input_required`, asking.py)."""
         view = self.activation(session)
         if op == "resources.read":
             index, uri = self.catalog.resource(str(fields.get("uri")), view)
             conn = await self._connection_for(index)
-            request = types.ReadResourceRequest(params=types.ReadResourceRequestParams(uri=uri))
-            result = await self._tracked(index, None, conn.request(request, types.ReadResourceResult))
+            read = self._rounds(conn, "resources/read", {"uri": uri}, relay)
+            result = await self._tracked(index, relay, read)
             for content in result.get("contents") or []:
                 if isinstance(content.get("uri"), str):
                     content["uri"] = prefixed(conn.spec.namespace, content["uri"])
@@ -286,10 +292,8 @@ class UpstreamWorker:
         if op == "prompts.get":
             item = self.catalog.prompt(str(fields.get("name")))
             conn = await self._connection_for(item.server)
-            params = types.GetPromptRequestParams(name=item.original, arguments=fields.get("arguments"))
-            return await self._tracked(
-                item.server, None, conn.request(types.GetPromptRequest(params=params), types.GetPromptResult)
-            )
+            params = {"name": item.original, "arguments": fields.get("arguments")}
+            return await self._tracked(item.server, relay, self._rounds(conn, "prompts/get", params, relay))
         if op in ("resources.subscribe", "resources.unsubscribe"):
             index, uri = self.catalog.resource(str(fields.get("uri")), view)
             conn = await self._connection_for(index)
