@@ -93,3 +93,45 @@ def test_audit_log_directory_defaults_under_the_state_dir_and_can_be_turned_off(
     assert Settings.from_env({"TOOLDOCK_LOG_DIR": str(tmp_path / "a")}).log_dir == tmp_path / "a"
     assert parse_config({"audit": {"arguments": True}}).audit_arguments is True
     assert parse_config({}).audit_arguments is False
+
+
+def test_secret_settings_are_read_from_the_files_their_FILE_variables_name(tmp_path):
+    token, metrics = tmp_path / "bearer", tmp_path / "metrics"
+    token.write_text("a-token-from-a-file\n")
+    metrics.write_text("  metrics-token-value  ")
+    settings = Settings.from_env({"TOOLDOCK_BEARER_TOKEN_FILE": str(token), "METRICS_TOKEN_FILE": str(metrics)})
+    assert settings.bearer_token == "a-token-from-a-file" and not settings.token_generated
+    assert settings.metrics_token == "metrics-token-value"
+    keys = tmp_path / "keys"
+    keys.write_text("k" * 40 + "," + "o" * 40)
+    manager = tmp_path / "manager"
+    manager.write_text("internal-token-value")
+    both = Settings.from_env({"TOOLDOCK_STATE_KEY_FILE": str(keys), "MANAGER_INTERNAL_TOKEN_FILE": str(manager)})
+    assert both.manager_token == "internal-token-value" and len(both.state_keys) == 2
+
+
+@pytest.mark.parametrize(
+    "setup, fragment",
+    [
+        (lambda p: {"TOOLDOCK_BEARER_TOKEN_FILE": str(p / "missing")}, "TOOLDOCK_BEARER_TOKEN_FILE: cannot read"),
+        (lambda p: {"TOOLDOCK_BEARER_TOKEN_FILE": str(p)}, "cannot read"),  # a directory
+        (lambda p: {"TOOLDOCK_BEARER_TOKEN_FILE": str(_file(p, b""))}, "is empty"),
+        (lambda p: {"TOOLDOCK_BEARER_TOKEN_FILE": str(_file(p, b"\xff\xfe"))}, "not UTF-8"),
+        (lambda p: {"METRICS_TOKEN_FILE": str(_file(p, b"x" * 70_000))}, "over 64 KB"),
+        (lambda p: {"TOOLDOCK_BEARER_TOKEN_FILE": str(_file(p, b"short"))}, "at least 8 characters"),
+        (
+            lambda p: {"TOOLDOCK_BEARER_TOKEN": "inline-token", "TOOLDOCK_BEARER_TOKEN_FILE": str(_file(p, b"x" * 9))},
+            "both set",
+        ),
+    ],
+)
+def test_a_bad_secret_file_is_refused_with_the_variable_and_the_file_and_no_value(tmp_path, setup, fragment):
+    with pytest.raises(SettingsError, match=fragment) as refused:
+        Settings.from_env(setup(tmp_path))
+    assert "inline-token" not in str(refused.value) and "xxxxxxxx" not in str(refused.value)
+
+
+def _file(folder, data: bytes):
+    path = folder / "value"
+    path.write_bytes(data)
+    return path

@@ -260,7 +260,7 @@ def test_idle_container_scales_to_zero_and_wakes(docker_gateway, deployed, docke
     tooldock_cli("stop", "sleepy", env=deployed["env"])
 
 
-def test_gateway_in_a_container_serves_the_deployed_workers(deployed, docker_host):
+def test_gateway_in_a_container_serves_the_deployed_workers(deployed, docker_host, tmp_path):
     """`tooldock deploy --gateway`: the gateway image, docker backend, host network on 127.0.0.1, the
     Docker socket and the worker socket directory mounted; it serves the workers deployed earlier."""
     import socket
@@ -271,7 +271,7 @@ def test_gateway_in_a_container_serves_the_deployed_workers(deployed, docker_hos
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    env = {**deployed["env"], "TOOLDOCK_BEARER_TOKEN": "container-gateway-token"}
+    env = {**deployed["env"], "TOOLDOCK_BEARER_TOKEN": "container-gateway-token", "TOOLDOCK_STATE_DIR": str(tmp_path)}
     started = json.loads(tooldock_cli("deploy", "--gateway", "--port", str(port), "--json", env=env).stdout)
     client = docker.DockerClient(base_url=docker_host)
     try:
@@ -282,6 +282,11 @@ def test_gateway_in_a_container_serves_the_deployed_workers(deployed, docker_hos
         attrs = client.containers.get("tooldock-gateway").attrs
         assert attrs["Config"]["User"] == "65532:65532" and attrs["HostConfig"]["ReadonlyRootfs"] is True
         assert attrs["HostConfig"]["NetworkMode"] == "host"
+        # the token is a read-only file, not an environment variable `docker inspect` shows
+        assert "container-gateway-token" not in json.dumps(attrs)
+        assert "TOOLDOCK_BEARER_TOKEN_FILE=/run/secrets/tooldock/bearer_token" in attrs["Config"]["Env"]
+        token_file = Path(env["TOOLDOCK_STATE_DIR"]) / "gateway-secrets" / "bearer_token"
+        assert token_file.read_text() == "container-gateway-token" and token_file.stat().st_mode & 0o777 == 0o440
     finally:
         client.containers.get("tooldock-gateway").remove(force=True)
 

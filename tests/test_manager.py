@@ -442,6 +442,31 @@ def test_the_managers_calls_to_the_gateway_carry_its_request_id(make_gateway, st
     assert "reload over HTTP from 127.0.0.1 (request mgr-call-42)" in gateway.logs, gateway.logs[-3000:]
 
 
+def test_serve_manager_takes_its_tokens_from_files(make_gateway, store, tmp_path):
+    """TOOLDOCK_BEARER_TOKEN_FILE and MANAGER_INTERNAL_TOKEN_FILE (compose and Docker secrets): the gateway
+    and the manager both read them, nothing is generated, and neither value is printed."""
+    bearer, internal = tmp_path / "bearer", tmp_path / "internal"
+    bearer.write_text(TOKEN + "\n")
+    internal.write_text("an-internal-token-from-a-file")
+    env = {
+        **store,
+        "TOOLDOCK_BEARER_TOKEN": "",
+        "TOOLDOCK_BEARER_TOKEN_FILE": str(bearer),
+        "MANAGER_INTERNAL_TOKEN_FILE": str(internal),
+    }
+    gateway = make_gateway(EXAMPLES, env=env, args=MANAGER_ARGS)
+    url = manager_url(gateway)
+
+    async def reload(call):
+        return await call("reload_core")
+
+    error, reloaded = run_manager(url, reload)
+    assert not error and "basic-tool" in reloaded["namespaces"], reloaded  # the reload token matched
+    assert gateway.call("basic-tool", "say_hello", name="Ada").json() == {"result": "Hello, Ada!"}
+    assert TOKEN not in gateway.logs and "an-internal-token-from-a-file" not in gateway.logs
+    assert "bearer token is" not in gateway.logs  # none was generated
+
+
 def test_json_logs_cover_the_managers_lines_too(make_gateway, store):
     gateway = make_gateway(EXAMPLES, env={**store, "TOOLDOCK_LOG_FORMAT": "json"}, args=MANAGER_ARGS)
     manager_url(gateway)

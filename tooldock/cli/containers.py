@@ -156,6 +156,7 @@ def _deploy_gateway(
                 host,
                 port,
                 settings.bearer_token,
+                settings.state_dir / "gateway-secrets",
             )
     except BuilderError as exc:
         console.print(f"[red]✗ gateway[/red]: {exc}")

@@ -136,7 +136,8 @@ def shared_tokens() -> None:
     import os
     import secrets
 
-    if not (os.environ.get("TOOLDOCK_BEARER_TOKEN") or os.environ.get("BEARER_TOKEN")):
+    given = ("TOOLDOCK_BEARER_TOKEN", "BEARER_TOKEN", "TOOLDOCK_BEARER_TOKEN_FILE")  # a file is read by both
+    if not any(os.environ.get(name) for name in given):
         os.environ["TOOLDOCK_BEARER_TOKEN"] = secrets.token_urlsafe(32)
         click.echo(
             "tooldock: TOOLDOCK_BEARER_TOKEN is not set; this run's bearer token (gateway and manager) is:\n"
@@ -144,7 +145,8 @@ def shared_tokens() -> None:
             "Set TOOLDOCK_BEARER_TOKEN to choose your own.",
             err=True,
         )
-    os.environ.setdefault("MANAGER_INTERNAL_TOKEN", secrets.token_urlsafe(32))
+    if not os.environ.get("MANAGER_INTERNAL_TOKEN_FILE"):
+        os.environ.setdefault("MANAGER_INTERNAL_TOKEN", secrets.token_urlsafe(32))
 
 
 def start_manager(

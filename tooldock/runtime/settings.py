@@ -41,11 +41,49 @@ ENV_VARS = (
     "METRICS_TOKEN",
     "TOOLDOCK_STATE_KEY",
     "TOOLDOCK_STATE_TTL_SECONDS",
+    "TOOLDOCK_BEARER_TOKEN_FILE",
+    "MANAGER_INTERNAL_TOKEN_FILE",
+    "METRICS_TOKEN_FILE",
+    "TOOLDOCK_STATE_KEY_FILE",
 )
+# The settings that are secrets: each may instead be read from the file `<NAME>_FILE` names (as Docker and
+# compose mount secrets at /run/secrets/...), so the value is not in an environment `docker inspect` shows.
+SECRET_VARS = ("TOOLDOCK_BEARER_TOKEN", "MANAGER_INTERNAL_TOKEN", "METRICS_TOKEN", "TOOLDOCK_STATE_KEY")
+MAX_SECRET_FILE = 64 * 1024
 
 
 class SettingsError(ValueError):
     pass
+
+
+def with_secret_files(env: dict[str, str]) -> dict[str, str]:
+    """`env` with each `<NAME>_FILE` of SECRET_VARS read into `<NAME>` (the file's text, surrounding
+    whitespace and the final newline taken off). The errors name the variable and the file, never a value."""
+    for name in SECRET_VARS:
+        path = env.get(f"{name}_FILE", "").strip()
+        if not path:
+            continue
+        if env.get(name):
+            raise SettingsError(
+                f"{name} and {name}_FILE are both set: keep one (the file, to keep it out of the environment)"
+            )
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read(MAX_SECRET_FILE + 1)
+        except OSError as exc:
+            raise SettingsError(f"{name}_FILE: cannot read {path}: {exc.strerror or exc}") from None
+        if len(data) > MAX_SECRET_FILE:
+            raise SettingsError(
+                f"{name}_FILE: {path} is over {MAX_SECRET_FILE // 1024} KB; it must hold only the value"
+            )
+        try:
+            value = data.decode("utf-8").strip()
+        except UnicodeDecodeError:
+            raise SettingsError(f"{name}_FILE: {path} is not UTF-8 text") from None
+        if not value:
+            raise SettingsError(f"{name}_FILE: {path} is empty")
+        env[name] = value
+    return env
 
 
 def _log_dir(env: dict[str, str]) -> Path | None:
@@ -184,7 +222,7 @@ class Settings:
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
-        env = dict(os.environ if env is None else env)
+        env = with_secret_files(dict(os.environ if env is None else env))
         token = env.get("TOOLDOCK_BEARER_TOKEN") or env.get("BEARER_TOKEN") or ""
         generated = not token
         if generated:
