@@ -5,6 +5,7 @@ and follows a redeploy with no restart of its own."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 import threading
@@ -289,6 +290,55 @@ def test_gateway_in_a_container_serves_the_deployed_workers(deployed, docker_hos
         assert token_file.read_text() == "container-gateway-token" and token_file.stat().st_mode & 0o777 == 0o440
     finally:
         client.containers.get("tooldock-gateway").remove(force=True)
+
+
+def test_gateway_as_a_compose_file_runs_with_docker_compose(deployed, docker_host, tmp_path):
+    """`deploy --gateway --compose FILE` writes the same container as a compose file (and starts nothing);
+    Debian's docker-compose runs it, and it serves the workers deployed earlier. The token stays a file."""
+    import socket
+    import subprocess
+
+    import docker
+    import httpx
+
+    compose = shutil.which("docker-compose")
+    if compose is None:
+        message = "docker-compose is not installed (Debian: apt-get install docker-compose)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    path = tmp_path / "compose.yaml"
+    env = {**deployed["env"], "TOOLDOCK_BEARER_TOKEN": "compose-gateway-token", "TOOLDOCK_STATE_DIR": str(tmp_path)}
+    args = ("deploy", "--gateway", "--compose", str(path), "--port", str(port), "--json")
+    written = json.loads(tooldock_cli(*args, env=env).stdout)
+    assert written["compose"] == str(path) and written["url"] == f"http://127.0.0.1:{port}"
+    text = path.read_text()
+    assert "compose-gateway-token" not in text and "TOOLDOCK_BEARER_TOKEN_FILE" in text
+    client = docker.DockerClient(base_url=docker_host)
+    assert not client.containers.list(all=True, filters={"name": "tooldock-gateway"})  # nothing started
+    run_env = {**os.environ, "DOCKER_HOST": docker_host}
+    up = [compose, "-f", str(path), "-p", "tooldock-test", "up", "-d"]
+    subprocess.run(up, env=run_env, check=True, capture_output=True, timeout=120)
+    try:
+        headers = {"Authorization": "Bearer compose-gateway-token", "X-Namespace": "multi-tool"}
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                reply = httpx.post(f"{written['url']}/tools/add", json={"a": 40, "b": 2}, headers=headers, timeout=5)
+                break
+            except httpx.HTTPError:
+                assert time.monotonic() < deadline, client.containers.get("tooldock-gateway").logs().decode()[-3000:]
+                time.sleep(0.3)
+        assert reply.status_code == 200 and reply.json() == {"result": 42}, reply.text
+        attrs = client.containers.get("tooldock-gateway").attrs
+        assert "compose-gateway-token" not in json.dumps(attrs)
+        assert attrs["HostConfig"]["ReadonlyRootfs"] is True and attrs["HostConfig"]["CapDrop"] == ["ALL"]
+    finally:
+        down = [compose, "-f", str(path), "-p", "tooldock-test", "down"]
+        subprocess.run(down, env=run_env, capture_output=True, timeout=120)
 
 
 def test_read_only_discovery_never_restarts_a_container(docker_gateway, deployed, docker_host, tmp_path):

@@ -45,6 +45,14 @@ if TYPE_CHECKING:
     help="Also run the gateway itself in a container (docker backend, host network on --host:--port, "
     "the Docker socket mounted; TOOLDOCK_BEARER_TOKEN required).",
 )
+@click.option(
+    "--compose",
+    "compose_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="--gateway: write the gateway container as a compose file instead of starting it.",
+)
 @click.option("--host", default="127.0.0.1", show_default=True, help="--gateway: address the gateway listens on.")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535), help="--gateway: its port.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per namespace on stdout.")
@@ -54,6 +62,7 @@ def deploy(
     drain: float,
     base_ref: str | None,
     gateway: bool,
+    compose_path: Path | None,
     host: str,
     port: int,
     as_json: bool,
@@ -75,6 +84,8 @@ def deploy(
     from tooldock.namespace.config import read_config
     from tooldock.runtime.backends.deploy import deploy_image, refuse_secret_env
 
+    if compose_path is not None and not gateway:
+        raise click.UsageError("--compose writes the gateway's container: use it with --gateway")
     env = {}
     for pair in env_pairs:
         key, sep, value = pair.partition("=")
@@ -101,7 +112,7 @@ def deploy(
         raise click.UsageError("give at least one TARGET (or --gateway)")
     failures = 0
     if gateway:
-        failures += _deploy_gateway(builder, client, settings, host, port, console, as_json)
+        failures += _deploy_gateway(builder, client, settings, host, port, console, as_json, compose_path)
     for target in targets:
         try:
             ref = target
@@ -124,44 +135,55 @@ def deploy(
 
 
 def _deploy_gateway(
-    builder: Builder, client: DockerClient, settings: Settings, host: str, port: int, console: Console, as_json: bool
+    builder: Builder,
+    client: DockerClient,
+    settings: Settings,
+    host: str,
+    port: int,
+    console: Console,
+    as_json: bool,
+    compose_path: Path | None = None,
 ) -> int:
     import json
     import os
     from urllib.parse import urlparse
 
+    from tooldock.builder.blobs import atomic_write
     from tooldock.builder.daemon import load as load_image
     from tooldock.builder.gateway import build_gateway
-    from tooldock.runtime.backends.deploy import deploy_gateway
+    from tooldock.runtime.backends import gatewaybox
 
     if settings.token_generated:
         console.print(
-            "[red]✗ gateway[/red]: set TOOLDOCK_BEARER_TOKEN: the containerised gateway's clients need to know it"
+            "[red]✗ gateway[/red]: set TOOLDOCK_BEARER_TOKEN (or TOOLDOCK_BEARER_TOKEN_FILE): the containerised "
+            "gateway's clients need to know it"
         )
         return 1
     docker_host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
     if not docker_host.startswith("unix://"):
         console.print(f"[red]✗ gateway[/red]: DOCKER_HOST={docker_host} is not a unix socket to mount into the gateway")
         return 1
+    docker_socket, root = Path(urlparse(docker_host).path), settings.sockets.resolve()
     try:
         with console.status("building the gateway image"):
             result = build_gateway(builder)
             ref = load_image(builder.store, result.image, result.repository, result.ref)[1]
-        with console.status("starting the gateway container"):
-            started = deploy_gateway(
-                client,
-                ref,
-                settings.sockets.resolve(),
-                Path(urlparse(docker_host).path),
-                host,
-                port,
-                settings.bearer_token,
-                settings.state_dir / "gateway-secrets",
-            )
-    except BuilderError as exc:
+        root.mkdir(parents=True, exist_ok=True)
+        secrets_dir = (settings.state_dir / "gateway-secrets").absolute()
+        gatewaybox.gateway_token_file(secrets_dir, settings.bearer_token, docker_socket.stat().st_gid)
+        container = gatewaybox.spec(ref, root, docker_socket, host, port, secrets_dir)
+        url = f"http://{host}:{port}"
+        if compose_path is not None:
+            atomic_write(compose_path.absolute(), gatewaybox.compose_text(container).encode())
+            started = {"compose": str(compose_path), "image": ref, "url": url}
+            console.print(f"[green]✓ gateway[/green] written to {compose_path}: docker compose -f {compose_path} up -d")
+        else:
+            with console.status("starting the gateway container"):
+                started = gatewaybox.deploy_gateway(client, container, url)
+            console.print(f"[green]✓ gateway[/green] running as {started['container']} on {started['url']}")
+    except (BuilderError, OSError) as exc:
         console.print(f"[red]✗ gateway[/red]: {exc}")
         return 1
-    console.print(f"[green]✓ gateway[/green] running as {started['container']} on {started['url']}")
     if as_json:
         click.echo(json.dumps(started, sort_keys=True))
     return 0

@@ -9,9 +9,7 @@ after `drain` seconds. A container that never becomes ready is removed, and the 
 from __future__ import annotations
 
 import json
-import os
 import socket
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -156,104 +154,3 @@ def stop(client: Any, namespace: str, root: Path) -> list[str]:
         c.remove(force=True)
         remove_socket_dir(root, c.name)
     return [c.name for c in containers]
-
-
-GATEWAY_NAME = "tooldock-gateway"
-SECRETS_MOUNT = "/run/secrets/tooldock"  # in the gateway container: its bearer token file (read-only)
-
-
-def gateway_token_file(folder: Path, token: str, gid: int) -> Path:
-    """The bearer token as a file the gateway container reads (TOOLDOCK_BEARER_TOKEN_FILE), so it is not in
-    the container's environment, which `docker inspect` shows. Readable by the owner and by `gid`, the Docker
-    socket's group, which the container gets (whoever is in it can reach the socket, and so the token,
-    anyway); written whole, then renamed into place."""
-    folder.mkdir(parents=True, exist_ok=True)
-    try:
-        os.chown(folder, -1, gid)
-        folder.chmod(0o750)
-        fd, temp = tempfile.mkstemp(dir=folder, prefix=".token-")
-        try:
-            with os.fdopen(fd, "w") as out:
-                out.write(token)
-            os.chown(temp, -1, gid)
-            os.chmod(temp, 0o440)
-            os.replace(temp, folder / "bearer_token")
-        except BaseException:
-            Path(temp).unlink(missing_ok=True)
-            raise
-    except PermissionError as exc:
-        raise DeployError(
-            f"cannot give {folder} to the Docker socket's group {gid} ({exc.strerror}): run deploy as root or as a "
-            "member of that group"
-        ) from None
-    return folder / "bearer_token"
-
-
-def deploy_gateway(
-    client: Any,
-    image_ref: str,
-    root: Path,
-    docker_socket: Path,
-    host: str,
-    port: int,
-    token: str,
-    secrets_dir: Path,
-    wait: float = 60.0,
-) -> dict[str, Any]:
-    """Run the gateway image with the docker backend: host networking on `host:port`, the Docker socket
-    and the worker socket directory mounted (at the same path, so container mounts line up), the bearer
-    token as a file in `secrets_dir` mounted read-only."""
-    import httpx
-    from docker.errors import DockerException, NotFound
-
-    try:
-        client.containers.get(GATEWAY_NAME).remove(force=True)
-    except NotFound:
-        pass
-    root.mkdir(parents=True, exist_ok=True)
-    gid = docker_socket.stat().st_gid
-    gateway_token_file(secrets_dir, token, gid)
-    try:
-        container = client.containers.run(
-            image_ref,
-            ["serve", "--backend", "docker", "--host", host, "--port", str(port)],
-            name=GATEWAY_NAME,
-            detach=True,
-            network_mode="host",
-            # uid 65532 plus the Docker socket's group: it can use the socket, and read the workers'
-            # socket directories, without being root.
-            user="65532:65532",
-            group_add=[str(gid)],
-            read_only=True,
-            tmpfs={"/tmp": "rw,nosuid,nodev,noexec,size=64m"},
-            cap_drop=["ALL"],
-            security_opt=["no-new-privileges:true"],
-            environment={
-                "TOOLDOCK_BEARER_TOKEN_FILE": f"{SECRETS_MOUNT}/bearer_token",
-                "TOOLDOCK_SOCKET_DIR": str(root),
-                "DOCKER_HOST": "unix:///var/run/docker.sock",
-                "TOOLDOCK_STATE_DIR": "/tmp/tooldock",
-            },
-            volumes={
-                str(docker_socket): {"bind": "/var/run/docker.sock", "mode": "rw"},
-                str(root): {"bind": str(root), "mode": "rw"},
-                str(secrets_dir): {"bind": SECRETS_MOUNT, "mode": "ro"},
-            },
-            labels={"io.tooldock.gateway": "true"},
-        )
-    except DockerException as exc:
-        raise DeployError(f"docker could not start the gateway: {exc}") from None
-    url = f"http://{host}:{port}"
-    deadline = time.monotonic() + wait
-    while True:
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        container.reload()
-        if container.status != "running" or time.monotonic() > deadline:
-            logs = container.logs(tail=20).decode(errors="replace").strip()
-            raise DeployError(f"the gateway container did not come up ({container.status}):\n{logs}")
-        time.sleep(0.2)
-    return {"container": GATEWAY_NAME, "id": container.id, "url": url}
