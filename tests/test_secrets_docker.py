@@ -44,10 +44,19 @@ def setup(docker_host, tmp_path_factory):
     src = FIXTURES / "secrets"
     deployed = tooldock_cli("deploy", str(src / "vault"), str(src / "plain"), "--json", "--drain", "2", env=env)
     results = {r["namespace"]: r for r in map(json.loads, deployed.stdout.splitlines())}
-    gw = Gateway(tmp, tmp / "gateway.log", {**env, **store, "MANAGER_INTERNAL_TOKEN": MANAGER,
-                                             "TOOLDOCK_RESTART_BACKOFF": "0.2"},
-                 args=("--backend", "docker")).start()
-    yield {"gw": gw, "store": store, "results": results, "client": docker.DockerClient(base_url=docker_host)}
+    gw = Gateway(
+        tmp,
+        tmp / "gateway.log",
+        {**env, **store, "MANAGER_INTERNAL_TOKEN": MANAGER, "TOOLDOCK_RESTART_BACKOFF": "0.2"},
+        args=("--backend", "docker"),
+    ).start()
+    yield {
+        "gw": gw,
+        "store": store,
+        "results": results,
+        "client": docker.DockerClient(base_url=docker_host),
+        "sockets": sockets,
+    }
     gw.stop()
     client = docker.DockerClient(base_url=docker_host)
     for container in client.containers.list(all=True, filters={"label": "io.tooldock.namespace"}):
@@ -112,12 +121,21 @@ def test_deploy_refuses_a_declared_secret_given_as_plain_environment(setup, dock
     leaked = "plain-env-value-5be1c0d2"
     before = {c.id for c in client.containers.list(all=True)}
     try:
-        folder = tooldock_cli("deploy", str(FIXTURES / "secrets" / "vault"), "-e", f"VAULT_TOKEN={leaked}",
-                              env=env, check=False)
+        folder = tooldock_cli(
+            "deploy", str(FIXTURES / "secrets" / "vault"), "-e", f"VAULT_TOKEN={leaked}", env=env, check=False
+        )
         assert folder.returncode == 2 and "VAULT_TOKEN is a secret of namespace 'vault'" in folder.stderr
         assert "tooldock secrets set VAULT_TOKEN --namespace vault" in folder.stderr and leaked not in folder.stderr
-        image = tooldock_cli("deploy", setup["results"]["vault"]["image"], "-e", f"VAULT_TOKEN={leaked}", "-e",
-                             "HARMLESS=1", env=env, check=False)
+        image = tooldock_cli(
+            "deploy",
+            setup["results"]["vault"]["image"],
+            "-e",
+            f"VAULT_TOKEN={leaked}",
+            "-e",
+            "HARMLESS=1",
+            env=env,
+            check=False,
+        )
         assert image.returncode == 1 and "VAULT_TOKEN is a secret of namespace 'vault'" in image.stderr
         assert leaked not in image.stderr + image.stdout
         assert {c.id for c in client.containers.list(all=True)} == before
@@ -125,3 +143,30 @@ def test_deploy_refuses_a_declared_secret_given_as_plain_environment(setup, dock
         for container in client.containers.list(all=True):
             if container.id not in before:
                 container.remove(force=True)
+
+
+def test_a_gateway_restart_leaves_a_container_with_secrets_running(setup):
+    """The token naming a container's values is derived from the store's identity, not from the gateway
+    process: a new gateway finds the container holds the values it would give and keeps it (it was
+    restarted once, for nothing, after every gateway restart). Runs last: it replaces the module's gateway."""
+    gw, client = setup["gw"], setup["client"]
+
+    def vault_containers() -> dict[str, str]:
+        found = {}
+        for c in client.containers.list(filters={"label": "io.tooldock.namespace=vault"}):
+            if any(str(m.get("Source", "")).startswith(str(setup["sockets"])) for m in c.attrs.get("Mounts") or []):
+                found[c.id] = c.attrs["State"]["StartedAt"]
+        return found
+
+    gw.wait_for(lambda: gw.namespace("vault").get("state") == "ready", what="vault ready")
+    before = vault_containers()
+    assert len(before) == 1, before
+    gw.stop()
+    again = Gateway(gw.tools_dir, gw.log_path.with_name("again.log"), gw.env, args=gw.args).start()
+    try:
+        again.wait_for(lambda: again.namespace("vault").get("state") == "ready", what="vault ready again")
+        assert again.call("vault", "token_hash").json()["result"] == sha("docker-vault-rotated-19e7")
+        assert vault_containers() == before, again.logs[-2000:]
+        assert "restarting it" not in again.logs
+    finally:
+        again.stop()

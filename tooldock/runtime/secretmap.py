@@ -14,6 +14,7 @@ import hmac
 import json
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tooldock.namespace.models import NamespaceSource
@@ -48,13 +49,14 @@ class SecretMap:
         self.store = store
         self._values: dict[str, Any] = {"global": {}, "namespaces": {}}
         self._placeholders: set[tuple[str, str]] = set()  # (scope, key): "global" or a namespace
-        self._key = os.urandom(32)  # names a set of values without revealing them
+        self._key = os.urandom(32)  # names a set of values without revealing them (see `_token_key`)
         self.mask = Masker([])
 
     def refresh(self) -> None:
         """Decrypt the store again; raises `tooldock.errors.SecretsError` (the previous values stay)."""
         values = self.store.load_all()
         self._values, self._placeholders = values, self.store.placeholders()
+        self._key = _token_key(self.store.key_path, self._key)
         everything = [*values.get("global", {}).values()]
         for scoped in values.get("namespaces", {}).values():
             everything += scoped.values()
@@ -73,3 +75,15 @@ class SecretMap:
         return NamespaceSecrets(
             SecretEnv(resolved.values, token), resolved.status, resolved.missing, resolved.placeholders
         )
+
+
+def _token_key(identity: Path, fallback: bytes) -> bytes:
+    """The key that names a namespace's values (the token a worker echoes in its handshake), derived from the
+    store's age identity: the same values get the same token in the next gateway process, so a container
+    that already holds them is not restarted after a gateway restart. Only who holds the identity (and can
+    decrypt the values anyway) can compute it; the token reveals nothing of the values."""
+    try:
+        material = identity.read_bytes()
+    except OSError:
+        return fallback
+    return hashlib.sha256(b"tooldock secret token v1\0" + material).digest()
