@@ -443,19 +443,25 @@ def test_progress_and_log_messages_are_relayed_to_the_caller(agg):
 # -- the server's questions: sampling and elicitation reach the caller ----------------------------------
 
 
-async def answering_client(gw: Gateway, mode: str, heard: list[Any], **declared: bool) -> AsyncIterator[Client]:
-    """A client of namespace `asks` that answers sampling with "Tea is warm." and elicitation with teal
-    (`declared`: which of the two it declares), recording each question it is asked."""
+async def answering_client(
+    gw: Gateway,
+    mode: str,
+    heard: list[Any],
+    namespace: str = "asks",
+    says: str = "Tea is warm.",
+    fills: dict[str, Any] | None = None,
+    **declared: bool,
+) -> AsyncIterator[Client]:
+    """A client of `namespace` that answers sampling with `says` and elicitation by accepting with `fills`
+    (default: teal), recording each question it is asked; `declared`: which of the two it declares."""
 
     async def sample(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
         heard.append(params.messages[0].content.text)
-        return types.CreateMessageResult(
-            role="assistant", content=types.TextContent(type="text", text="Tea is warm."), model="test-model"
-        )
+        return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text=says), model="m")
 
     async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         heard.append(params.message)
-        return types.ElicitResult(action="accept", content={"colour": "teal"})
+        return types.ElicitResult(action="accept", content=fills or {"colour": "teal"})
 
     callbacks: dict[str, Any] = {}
     if declared.get("sampling", True):
@@ -463,7 +469,7 @@ async def answering_client(gw: Gateway, mode: str, heard: list[Any], **declared:
     if declared.get("elicitation", True):
         callbacks["elicitation_callback"] = elicit
     async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {gw.token}"}, timeout=60) as http:
-        transport = streamable_http_client(f"{gw.url}/ns/asks/mcp", http_client=http)
+        transport = streamable_http_client(f"{gw.url}/ns/{namespace}/mcp", http_client=http)
         async with Client(transport, mode=mode, cache=None, **callbacks) as client:
             yield client
 

@@ -6,18 +6,17 @@ once per pin under the test state directory."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
-import mcp_types as types
 import httpx2
+import mcp_types as types
 import pytest
 from conftest import STATE_DIR, Gateway, npm_install
 from mcp import Client
@@ -25,6 +24,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from test_upstream import activate, catalog_of, run, session, text, write_upstream
+from test_upstream import answering as upstream_answering
 
 pytestmark = pytest.mark.slow
 
@@ -164,7 +164,6 @@ def test_resource_subscriptions_pass_through_to_server_everything(real):
     they reach the session that subscribed (prefixed URI), not one that did not."""
     import anyio
     import httpx2
-    from mcp.client.streamable_http import streamable_http_client
 
     async def client_with(heard: list[str], http: httpx2.AsyncClient) -> Client:
         async def handler(message: object) -> None:
@@ -222,27 +221,10 @@ def test_errors_of_server_everything_are_relayed_as_sent(real, everything_comman
         assert gateway_answer.is_error and text(gateway_answer) == text(server_answer)
 
 
-@contextlib.asynccontextmanager
-async def answering(gw: Gateway, heard: list[str]) -> AsyncIterator[Client]:
+def answering(gw: Gateway, heard: list[str]) -> Any:
     """A 2025-11-25 client of namespace `real` that answers sampling with "Paris." and elicitation with a
     name, recording what it is asked."""
-
-    async def sample(context: object, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
-        heard.append(params.messages[0].content.text)
-        return types.CreateMessageResult(
-            role="assistant", content=types.TextContent(type="text", text="Paris."), model="m"
-        )
-
-    async def elicit(context: object, params: types.ElicitRequestParams) -> types.ElicitResult:
-        heard.append(params.message)
-        return types.ElicitResult(action="accept", content={"name": "Ada Lovelace"})
-
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {gw.token}"}, timeout=60) as http:
-        transport = streamable_http_client(f"{gw.url}/ns/real/mcp", http_client=http)
-        async with Client(
-            transport, mode="legacy", cache=None, sampling_callback=sample, elicitation_callback=elicit
-        ) as client:
-            yield client
+    return upstream_answering(gw, "legacy", heard, "real", "Paris.", {"name": "Ada Lovelace"})
 
 
 def test_sampling_and_elicitation_requests_of_server_everything_reach_the_caller(real):
