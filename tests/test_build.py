@@ -216,3 +216,52 @@ def test_bad_inputs_fail_clearly_and_leave_nothing_half_written(built, tmp_path)
                             "--output", str(tmp_path / "out2"), check=False)
     assert bad_base.returncode == 1 and "no such OCI layout" in bad_base.stderr
     assert not (tmp_path / "out2").exists()
+
+
+DOCS = '''from fastmcp.prompts import prompt
+from fastmcp.resources import resource
+from fastmcp.tools import tool
+
+
+@tool
+def count(text: str) -> int:
+    """Words in a text."""
+    return len(text.split())
+
+
+@resource("docs://readme")
+def readme() -> str:
+    """The read-me."""
+    return "read me"
+
+
+@resource("docs://pages/{page}")
+def page(page: str) -> str:
+    """One page."""
+    return page
+
+
+@prompt
+def summarize(text: str) -> str:
+    """Ask for a summary."""
+    return f"Summarize: {text}"
+'''
+
+
+def test_resources_and_prompts_are_in_a_label_and_a_namespace_without_them_gets_none(built, tmp_path):
+    """`io.tooldock.surface` lists them, so a gateway lists them before the worker container connects (as
+    it lists the tools from `io.tooldock.tools`); namespaces without any keep their labels as they were."""
+    require("skopeo")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "docs.py").write_text(DOCS)
+    build_json(str(tmp_path / "docs"), "--output", str(tmp_path / "oci"))
+    info = json.loads(subprocess.run(["skopeo", "inspect", f"oci:{tmp_path / 'oci' / 'docs'}"],
+                                     capture_output=True, text=True, check=True).stdout)
+    surface = json.loads(info["Labels"]["io.tooldock.surface"])
+    assert [r["uri"] for r in surface["resources"]] == ["docs://readme"]
+    assert [t["uriTemplate"] for t in surface["resourceTemplates"]] == ["docs://pages/{page}"]
+    assert [p["name"] for p in surface["prompts"]] == ["summarize"]
+    assert surface["prompts"][0]["arguments"][0]["name"] == "text"
+    multi = json.loads(subprocess.run(["skopeo", "inspect", f"oci:{built['tmp'] / 'oci' / 'multi-tool'}"],
+                                      capture_output=True, text=True, check=True).stdout)
+    assert "io.tooldock.surface" not in multi["Labels"]

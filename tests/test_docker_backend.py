@@ -363,3 +363,38 @@ def test_read_only_discovery_never_restarts_a_container(docker_gateway, deployed
         assert gw.call("basic-tool", "say_hello").status_code == 200
     finally:
         gw.stop()
+
+
+def test_a_stopped_container_still_lists_its_resources_and_prompts_from_its_labels(docker_gateway, docker_host, tmp_path):
+    """The gateway lists a worker container's resources, templates and prompts from the image's
+    `io.tooldock.surface` label until the worker connects, as it lists its tools: a read-only gateway that
+    finds the container stopped still shows them. Runs after the module's managing gateway has stopped."""
+    import docker
+    from test_build import DOCS
+
+    docker_gateway.stop()  # (already stopped by the read-only test; it would restart the container)
+    (tmp_path / "src" / "docs").mkdir(parents=True)
+    (tmp_path / "src" / "docs" / "docs.py").write_text(DOCS)
+    sockets = Path(tempfile.mkdtemp(prefix="tds-"))
+    env = {"DOCKER_HOST": docker_host, "TOOLDOCK_SOCKET_DIR": str(sockets)}
+    deployed = json.loads(tooldock_cli("deploy", str(tmp_path / "src" / "docs"), "--json", env=env).stdout)
+    client = docker.DockerClient(base_url=docker_host)
+    container = client.containers.get(deployed["container"])
+    try:
+        container.stop(timeout=5)
+        (tmp_path / "empty").mkdir()
+        gw = Gateway(tmp_path / "empty", tmp_path / "ro.log", env, args=("--backend", "docker", "--read-only")).start()
+        try:
+            assert gw.namespace("docs")["state"] != "ready"  # nothing connected: only the labels speak
+
+            async def body(session):
+                resources = [str(r.uri) for r in (await session.list_resources()).resources]
+                templates = [t.uri_template for t in (await session.list_resource_templates()).resource_templates]
+                prompts = [p.name for p in (await session.list_prompts()).prompts]
+                return resources, templates, prompts
+
+            assert run_mcp(gw, "docs", body) == (["docs://readme"], ["docs://pages/{page}"], ["summarize"])
+        finally:
+            gw.stop()
+    finally:
+        container.remove(force=True)

@@ -64,6 +64,8 @@ class Prepared:
     tools: list[dict[str, Any]]
     lock: str
     timings: dict[str, float]
+    # resources, resourceTemplates, prompts (only the kinds it has): the io.tooldock.surface label
+    surface: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     @property
     def tools_json(self) -> bytes:
@@ -210,19 +212,31 @@ class Builder:
         lap("install")
 
         files = [f.filename for f in source.files]
-        schema_path = (
-            cache / "schemas" / f"{cache_key('schema', fw_key, deps_key, source.fingerprint, *files)[:32]}.json"
-        )
+        key = cache_key("schema-v2", fw_key, deps_key, source.fingerprint, *files)[:32]
+        schema_path = cache / "schemas" / f"{key}.json"
         if schema_path.is_file():
-            tools = json.loads(schema_path.read_text())
+            described = json.loads(schema_path.read_text())
         else:
             with_worker, _ = tree(cache, "worker", fw_key, lambda d: write_entries(worker_src, FRAMEWORK_DIR, d))
-            tools = extract(python, source.path, files, [deps_tree, with_worker, fw_tree])
+            described = extract(python, source.path, files, [deps_tree, with_worker, fw_tree])
             schema_path.parent.mkdir(parents=True, exist_ok=True)
-            schema_path.write_text(json.dumps(tools))
+            schema_path.write_text(json.dumps(described))
         lap("schema")
+        tools, surface = described["tools"], {k: v for k, v in described.items() if k != "tools" and v}
         return Prepared(
-            source, base, info, worker_src, fw_key, fw_tree, deps_key, deps_tree, deps_text, tools, ns_lock, timings
+            source,
+            base,
+            info,
+            worker_src,
+            fw_key,
+            fw_tree,
+            deps_key,
+            deps_tree,
+            deps_text,
+            tools,
+            ns_lock,
+            timings,
+            surface,
         )
 
     def build(self, folder: Path) -> BuildResult:
@@ -275,7 +289,7 @@ class Builder:
                 "WorkingDir": APP_DIR,
                 "Entrypoint": entrypoint(p.info),
                 "Env": [f"{k}={v}" for k, v in environment(p.source, inner.get("Env", []))],
-                "Labels": {**(inner.get("Labels") or {}), **labels(p.source, p.tools, p.lock, created)},
+                "Labels": {**(inner.get("Labels") or {}), **labels(p.source, p.tools, p.lock, created, p.surface)},
                 "Volumes": {"/run/tooldock": {}},
             },
             "rootfs": {

@@ -44,7 +44,7 @@ def render_dockerfile(p: Prepared, base_tag: str) -> str:
         has_deps=bool(p.deps_text),
         user=USER,
         env=[(k, v) for k, v in environment(p.source, base_env) if f"{k}={v}" not in base_env],
-        labels=sorted(labels(p.source, p.tools, p.lock, created).items()),
+        labels=sorted(labels(p.source, p.tools, p.lock, created, p.surface).items()),
         entrypoint="[" + ", ".join(docker_quote(a) for a in entrypoint(p.info)) + "]",
     )
 

@@ -35,7 +35,15 @@ def _pair(assignment: str) -> tuple[str, str]:
     return key, value
 
 
-def labels(source: NamespaceSource, tools: list[dict[str, Any]], lock: str, created: str) -> dict[str, str]:
+def labels(
+    source: NamespaceSource,
+    tools: list[dict[str, Any]],
+    lock: str,
+    created: str,
+    surface: dict[str, list[dict[str, Any]]] | None = None,
+) -> dict[str, str]:
+    """`surface`: the namespace's resources, resource templates and prompts, so a gateway lists them before
+    the worker container connects, as it lists the tools (no label when it has none)."""
     cfg = source.config
     result = {
         "io.tooldock.namespace": source.name,
@@ -51,6 +59,8 @@ def labels(source: NamespaceSource, tools: list[dict[str, Any]], lock: str, crea
         "org.opencontainers.image.version": cfg.version,
         "org.opencontainers.image.created": created,
     }
+    if surface:
+        result["io.tooldock.surface"] = json.dumps(surface, sort_keys=True, separators=(",", ":"))
     if cfg.author:
         result["org.opencontainers.image.authors"] = cfg.author
     return result

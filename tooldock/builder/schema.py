@@ -103,7 +103,8 @@ def _via_zygote(python: str, folder: Path, files: list[str], path: list[Path]) -
     return None
 
 
-def extract(python: str, folder: Path, files: list[str], path: list[Path]) -> list[dict[str, Any]]:
+def extract(python: str, folder: Path, files: list[str], path: list[Path]) -> dict[str, Any]:
+    """`{"tools", "resources", "resourceTemplates", "prompts"}` of the namespace, as its worker will list them."""
     described = None
     if os.environ.get("TOOLDOCK_SCHEMA_ZYGOTE", "1") != "0":
         described = _via_zygote(python, folder, files, path)
@@ -115,4 +116,4 @@ def extract(python: str, folder: Path, files: list[str], path: list[Path]) -> li
         raise SchemaError(
             f"namespace {folder.name!r}: some tool files fail to import with the locked packages:\n{lines}"
         )
-    return described["tools"]
+    return {k: described.get(k) or [] for k in ("tools", "resources", "resourceTemplates", "prompts")}

@@ -78,6 +78,21 @@ def image_contract(labels: dict[str, str] | None, where: str) -> tuple[str, Name
     return labels[LABEL_NAMESPACE], config, tools
 
 
+def image_surface(labels: dict[str, str] | None) -> dict[str, list[dict[str, Any]]]:
+    """The resources, resource templates and prompts an image's `io.tooldock.surface` label lists (none for
+    images built before the label, or with none of them): listed until its worker connects."""
+    try:
+        surface = json.loads((labels or {}).get("io.tooldock.surface") or "{}")
+    except ValueError:
+        return {}
+    if not isinstance(surface, dict):
+        return {}
+    return {
+        k: [i for i in surface.get(k) or [] if isinstance(i, dict)]
+        for k in ("resources", "resourceTemplates", "prompts")
+    }
+
+
 def socket_dir_for(root: Path, name: str) -> Path:
     """The host directory mounted at /run/tooldock in one container, writable by the worker's user."""
     path = root / name

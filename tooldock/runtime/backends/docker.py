@@ -27,6 +27,7 @@ from tooldock.runtime.backends.containers import (
     LABEL_MANAGED,
     LABEL_NAMESPACE,
     image_contract,
+    image_surface,
     mounted_socket_dir,
     newest_per_namespace,
     remove_socket_dir,
@@ -49,6 +50,7 @@ class DockerWorker(SupervisedWorker):
         tools: list[dict[str, Any]],
         managed: bool,
         secrets: SecretEnv,
+        surface: dict[str, list[dict[str, Any]]] | None = None,
     ) -> None:
         super().__init__(
             source.name, backend.settings, sockets / f"{source.name}.sock", source.config.idle_timeout, secrets
@@ -56,6 +58,7 @@ class DockerWorker(SupervisedWorker):
         self.backend, self.source, self.container_id, self.managed = backend, source, container_id, managed
         self._restart_for_secrets = False
         self.tools = tools  # from the image labels: listable before the worker connects
+        self.surface = dict(surface or {})  # resources, templates, prompts: likewise (io.tooldock.surface)
         self._exited = asyncio.Event()
         self._code: int | None = None
 
@@ -220,6 +223,7 @@ class DockerBackend:
                 "id": c.id,
                 "sockets": sockets,
                 "tools": tools,
+                "surface": image_surface(c.labels),
                 "managed": c.labels.get(LABEL_MANAGED) == "true",
             }
         self._found = found
@@ -250,7 +254,14 @@ class DockerBackend:
     def create(self, source: NamespaceSource, secrets: SecretEnv) -> DockerWorker:
         found = self._found[source.name]
         worker = DockerWorker(
-            self, source, found["id"], found["sockets"], list(found["tools"]), found["managed"], secrets
+            self,
+            source,
+            found["id"],
+            found["sockets"],
+            list(found["tools"]),
+            found["managed"],
+            secrets,
+            found["surface"],
         )
         self.secret_owners[found["id"]] = worker
         return worker
