@@ -233,11 +233,9 @@ class UpstreamWorker:
                 {"op": "event", "event": "progress", "data": {"progress": value, "total": total, "message": message}}
             )
 
-        def send(answers: dict[str, Any] | None, state: str | None) -> Any:
-            params = {"name": item.original, "arguments": arguments}
-            return conn.send_round("tools/call", params, answers, state, progress if wants_progress else None)
-
-        return await self._tracked(item.server, relay, drive(send, relay, conn.spec.label))
+        params = {"name": item.original, "arguments": arguments}
+        work = self._rounds(conn, "tools/call", params, relay, progress if wants_progress else None)
+        return await self._tracked(item.server, relay, work)
 
     async def _tracked(self, index: int, relay: Any, work: Any) -> dict[str, Any]:
         calls = self._inflight[index]
@@ -261,8 +259,13 @@ class UpstreamWorker:
         return sink
 
     @staticmethod
-    def _rounds(conn: Connection, method: str, params: dict[str, Any], relay: Any) -> Any:
-        return drive(lambda answers, state: conn.send_round(method, params, answers, state), relay, conn.spec.label)
+    def _rounds(conn: Connection, method: str, params: dict[str, Any], relay: Any, progress: Any = None) -> Any:
+        """The request, its `input_required` rounds put to the caller (asking.drive)."""
+
+        def send(answers: dict[str, Any] | None, state: str | None) -> Any:
+            return conn.send_round(method, params, answers, state, progress)
+
+        return drive(send, relay, conn.spec.label)
 
     def _ask_sink(self, index: int) -> Callable[[str, dict[str, Any]], Any]:
         label = self.connections[index].spec.label
