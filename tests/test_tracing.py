@@ -14,7 +14,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from conftest import EXAMPLES, MANAGER_ARGS, manager_url, run_manager
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from test_manager import store  # noqa: F401  (a fixture)
 
 from tooldock.runtime.observe.tracing import _wanted
 
@@ -183,3 +185,25 @@ def test_a_relay_socket_call_joins_the_callers_trace(make_gateway, collector, to
     span = collector.wait(lambda s: s["name"] == "tools/call add" and s["trace"] == "ef" * 16, "for the relay call")[0]
     assert span["parent"] == PARENT and span["attributes"]["tooldock.front_end"] == "relay"
     collector.wait(lambda s: s["parent"] == span["id"] and s["name"] == "worker tool 'add'", "for the relay's hop")
+
+
+def test_a_manager_tool_call_is_one_trace_with_the_gateway_call_it_makes(make_gateway, collector, store):
+    """`serve --manager` with OTEL_* set: the manager exports the MCP SDK's span for `test_tool` (service
+    `tooldock-manager`), and its REST call to the gateway carries `traceparent`, so the gateway's span of
+    that call is a child of it in the same trace."""
+    env = {**store, "OTEL_EXPORTER_OTLP_ENDPOINT": collector.url, "OTEL_BSP_SCHEDULE_DELAY": "100"}
+    gateway = make_gateway(EXAMPLES, env=env, args=MANAGER_ARGS)
+
+    async def flow(call):
+        return await call("test_tool", namespace="basic-tool", tool_name="say_hello", input={"name": "Ada"})
+
+    error, tested = run_manager(manager_url(gateway), flow)
+    assert not error, tested
+    manager = collector.wait(
+        lambda s: s["service"] == "tooldock-manager" and s["name"] == "tools/call test_tool", "from the manager"
+    )[0]
+    served = collector.wait(
+        lambda s: s["service"] == "tooldock" and s["name"] == "tools/call say_hello", "from the gateway"
+    )[0]
+    assert served["trace"] == manager["trace"] and served["parent"] == manager["id"], (manager, served)
+    assert served["attributes"]["tooldock.front_end"] == "rest"

@@ -41,7 +41,7 @@ from tooldock.runtime.http.edge import RequestEdge
 from tooldock.runtime.mcp.caller import with_request_id
 from tooldock.runtime.mcp.legacy import MESSAGES_PATH, LegacySse
 from tooldock.runtime.mcp.server import McpHub
-from tooldock.runtime.observe import AuditLog
+from tooldock.runtime.observe import AuditLog, tracing
 from tooldock.secrets import SecretStore
 
 SYSTEM = "_system"  # the manager's one MCP server; the name no namespace may take
@@ -117,6 +117,7 @@ def create_manager_app(settings: ManagerSettings, cache: Path, host: str = "127.
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        tracing.setup(service="tooldock-manager")  # the SDK's span per MCP request, and traceparent to the gateway
         audit.start()
         watcher = None
         if settings.watch:
@@ -131,6 +132,7 @@ def create_manager_app(settings: ManagerSettings, cache: Path, host: str = "127.
                     await watcher
             await manager.gateway.close()
             audit.close()
+            tracing.shutdown()
 
     routes = [
         Route("/health", health, methods=["GET"]),

@@ -13,6 +13,7 @@ import httpx
 
 from tooldock.errors import GatewayError
 from tooldock.runtime import requestid
+from tooldock.runtime.observe import tracing
 
 RELOAD_TIMEOUT = 900.0  # a reload may install dependencies or start containers
 
@@ -30,8 +31,10 @@ class GatewayClient:
 
     async def _send(self, method: str, path: str, **kw: Any) -> httpx.Response:
         rid = requestid.current.get()  # the manager request this serves: the gateway logs the same id
-        if rid is not None:
-            kw["headers"] = {**(kw.get("headers") or {}), "X-Request-Id": rid}
+        extra = {"X-Request-Id": rid} if rid is not None else {}
+        extra |= tracing.outgoing()  # and its spans join the manager's trace (when tracing is on)
+        if extra:
+            kw["headers"] = {**(kw.get("headers") or {}), **extra}
         try:
             return await self._http.request(method, path, **kw)
         except httpx.TimeoutException:

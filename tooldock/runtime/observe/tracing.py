@@ -45,8 +45,9 @@ def _wanted(env: dict[str, str]) -> list[str]:
     return ["otlp"] if endpoint else []
 
 
-def setup(env: dict[str, str] | None = None) -> bool:
-    """Install the tracer provider the `OTEL_*` variables describe; False when they ask for no traces."""
+def setup(env: dict[str, str] | None = None, service: str = "tooldock") -> bool:
+    """Install the tracer provider the `OTEL_*` variables describe; False when they ask for no traces.
+    `service`: the service name when OTEL_SERVICE_NAME does not give one (the manager is `tooldock-manager`)."""
     global _tracer, _provider
     exporters = _wanted(dict(os.environ if env is None else env))
     if not exporters or _tracer is not None:
@@ -59,7 +60,7 @@ def setup(env: dict[str, str] | None = None) -> bool:
     except ImportError:
         log.warning("OTEL_* asks for traces but the OpenTelemetry SDK is not installed: pip install 'tooldock[otel]'")
         return False
-    resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME") or "tooldock"})
+    resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME") or service})
     provider = TracerProvider(resource=resource)
     for name in exporters:
         if name == "console":  # stderr: stdout is for results
@@ -105,6 +106,17 @@ def incoming(headers: list[tuple[bytes, bytes]]) -> Iterator[None]:
     finally:
         if token is not None:
             context.detach(token)
+
+
+def outgoing() -> dict[str, str]:
+    """The current context as `traceparent` / `tracestate` headers for a request this process sends (the
+    manager's calls to the gateway), so the receiver's spans join the trace; empty when tracing is off."""
+    carrier: dict[str, str] = {}
+    if _tracer is not None:
+        from opentelemetry import propagate
+
+        propagate.inject(carrier)
+    return carrier
 
 
 @contextlib.contextmanager
