@@ -396,6 +396,43 @@ def test_the_manager_takes_only_an_unrestricted_admin_key(make_gateway, store, t
     assert admin not in gateway.logs and narrowed not in gateway.logs
 
 
+BROKEN_IMPORT = '''import not_a_module_anywhere
+from fastmcp.tools import tool
+
+
+@tool
+def broken(x: int) -> int:
+    """Never loads."""
+    return x
+'''
+LATER = '''from fastmcp.tools import tool
+
+
+@tool
+def later(x: int) -> int:
+    """Written after the reload."""
+    return x
+'''
+
+
+def test_list_tools_says_what_the_gateway_serves_and_why_a_file_did_not_load(pair):
+    _, url = pair
+
+    async def flow(call):
+        await call("write_tool", namespace="basic-tool", filename="broken.py", code=BROKEN_IMPORT)
+        await call("reload_core")
+        await call("write_tool", namespace="basic-tool", filename="later.py", code=LATER)
+        return await call("list_tools", namespace="basic-tool")
+
+    error, listed = run_manager(url, flow)
+    by_name = {t["name"]: t for t in listed}
+    assert not error and set(by_name) == {"say_hello", "broken", "later"}, listed
+    assert by_name["say_hello"]["served"] is True and "problem" not in by_name["say_hello"]
+    assert by_name["later"]["served"] is False  # written, not reloaded yet
+    assert by_name["broken"]["served"] is False
+    assert "not_a_module_anywhere" in by_name["broken"]["problem"] and "(line 1)" in by_name["broken"]["problem"]
+
+
 def test_the_manager_answers_carry_a_request_id(pair):
     _, url = pair
     echoed = httpx.post(f"{url}/mcp", json={}, headers={"X-Request-Id": "mgr-req-1"})

@@ -77,6 +77,25 @@ def list_tools(ws: Workspace, namespace: object) -> list[dict[str, Any]]:
     return listed
 
 
+def with_gateway_view(listed: list[dict[str, Any]], status: dict[str, Any]) -> list[dict[str, Any]]:
+    """`list_tools`'s entries with what the gateway's `/namespaces` says of them: `served` (the gateway lists
+    the tool) and, for a file that failed to load there, its `problem`."""
+    served = set(status.get("tools") or [])
+    problems: dict[str, str] = {}
+    for problem in status.get("problems") or []:
+        if isinstance(problem, dict) and problem.get("file"):
+            line = f" (line {problem['line']})" if problem.get("line") else ""
+            problems.setdefault(str(problem["file"]), f"{problem.get('message')}{line}")
+    return [
+        {
+            **entry,
+            "served": entry["name"] in served,
+            **({"problem": problems[entry["filename"]]} if entry["filename"] in problems else {}),
+        }
+        for entry in listed
+    ]
+
+
 def get_tool_source(ws: Workspace, namespace: object, filename: object) -> dict[str, Any]:
     path = ws.tool_file(namespace, filename)
     if not path.is_file():

@@ -108,8 +108,15 @@ def register(server: MCPServer, m: Manager) -> None:
             namespace: Namespace to list tools for. Example: "github"
 
         Example return: [{"name": "list_issues", "description": "List GitHub issues for a repository.",
-        "filename": "issues.py"}]"""
-        return files.list_tools(ws, ws.namespace_dir(namespace).name)
+        "filename": "issues.py"}]
+
+        ToolDock adds what the gateway serves, when it answers: "served": false for a tool it does not serve
+        yet (call reload_core after writing it) and "problem": "..." when its file failed to load there
+        (an import error, with its line)."""
+        name = ws.namespace_dir(namespace).name
+        listed = files.list_tools(ws, name)
+        status = (await m.gateway.namespaces()).get(name)
+        return files.with_gateway_view(listed, status) if status is not None else listed
 
     @server.tool()
     @edge
