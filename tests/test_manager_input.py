@@ -762,7 +762,7 @@ def test_mcp_bad_input_is_an_error_result_and_nothing_changes(manager):
     assert after == before
     listed = results.pop("list_link")
     assert listed == (False, [{"name": "say_hello", "description": listed[1][0]["description"],
-                               "filename": "hello.py"}])
+                               "filename": "hello.py", "served": True}])
     for name, (is_error, text) in results.items():
         assert is_error, f"{name}: {text}"
         assert isinstance(text, str) and len(text) > 20, f"{name}: {text}"
