@@ -7,6 +7,7 @@ import asyncio
 import os
 import shutil
 import signal
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -251,3 +252,20 @@ def test_the_relay_tells_its_client_when_the_keys_tools_change(own):
     assert caps.tools.list_changed is True
     assert before == [] and after == ["oubliette_later_twice"]
     assert described["oubliette_later_twice"].startswith("Double x.")
+
+
+def test_the_key_may_come_from_a_file(served, tmp_path: Path):
+    """TOOLDOCK_API_KEY_FILE (a secret mounted into the sandbox): the key is read from it, never shown;
+    a file it cannot use stops the relay with the variable and the path named."""
+    _, sock, keys = served
+    _, key = keys.create("filed", "read", ("billing",))
+    (tmp_path / "key").write_text(key + "\n")
+    listed, stderr = run_relay(sock, str(tmp_path / "key"), names, env_name="TOOLDOCK_API_KEY_FILE")
+    assert listed == ["oubliette_billing_balance"] and key not in stderr
+    env = {k: v for k, v in os.environ.items() if k not in ("TOOLDOCK_API_KEY", "OUBLIETTE_API_KEY")}
+    (tmp_path / "two").write_text("tdk_a tdk_b")
+    for path, message in ((tmp_path / "missing", "cannot read"), (tmp_path / "two", "must hold only the API key")):
+        proc = subprocess.run([TOOLDOCK, "relay", "--socket", str(sock)], env={**env, "TOOLDOCK_API_KEY_FILE": str(path)},
+                              capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        assert proc.returncode == 1 and "TOOLDOCK_API_KEY_FILE" in proc.stderr and str(path) in proc.stderr
+        assert message in proc.stderr and "tdk_a" not in proc.stderr

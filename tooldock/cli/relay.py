@@ -10,7 +10,8 @@ import click
 
 DEFAULT_SOCKET = "/run/tooldock-relay/relay.sock"
 # Read by `tooldock relay` (documented in the README; tests/test_docs.py checks).
-ENV_VARS = ("TOOLDOCK_API_KEY", "OUBLIETTE_API_KEY")
+ENV_VARS = ("TOOLDOCK_API_KEY", "OUBLIETTE_API_KEY", "TOOLDOCK_API_KEY_FILE")
+MAX_KEY_FILE = 4096
 
 
 @click.command()
@@ -36,10 +37,29 @@ ENV_VARS = ("TOOLDOCK_API_KEY", "OUBLIETTE_API_KEY")
 def relay(socket_path: Path, prefix: str, every: float) -> None:
     """Serve the tools an API key allows over MCP on stdio, forwarding each call to the relay socket.
 
-    The key comes from TOOLDOCK_API_KEY (or OUBLIETTE_API_KEY), never from an argument. Without a key, or
-    with a socket that cannot be reached or a key it refuses, it warns on stderr and serves no tools.
+    The key comes from TOOLDOCK_API_KEY (or OUBLIETTE_API_KEY), or from the file TOOLDOCK_API_KEY_FILE
+    names (a mounted secret), never from an argument. Without a key, or with a socket that cannot be reached
+    or a key it refuses, it warns on stderr and serves no tools.
     """
     from tooldock.cli.relayclient import run
 
     key = os.environ.get("TOOLDOCK_API_KEY") or os.environ.get("OUBLIETTE_API_KEY") or None
+    path = os.environ.get("TOOLDOCK_API_KEY_FILE", "").strip()
+    if path:
+        if key is not None:
+            raise click.UsageError("TOOLDOCK_API_KEY and TOOLDOCK_API_KEY_FILE are both set: keep one")
+        key = _key_from(path)
     run(socket_path, prefix, key, every)
+
+
+def _key_from(path: str) -> str:
+    """The API key in the file (its text, whitespace taken off); a clear error, never the file's content."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_KEY_FILE + 1)
+    except OSError as exc:
+        raise click.ClickException(f"TOOLDOCK_API_KEY_FILE: cannot read {path}: {exc.strerror or exc}") from None
+    text = data.decode("utf-8", errors="replace").strip()
+    if len(data) > MAX_KEY_FILE or not text or any(c.isspace() for c in text):
+        raise click.ClickException(f"TOOLDOCK_API_KEY_FILE: {path} must hold only the API key (tdk_...)")
+    return text
