@@ -18,6 +18,7 @@ from conftest import FIXTURES, TOOLDOCK, Gateway, tooldock_cli
 VAULT_TOKEN = "docker-vault-token-4c2e9a71"
 SHARED_KEY = "docker-shared-key-b83f0d16"
 MANAGER = "manager-token-0123456789"
+ROTATED = "docker-vault-rotated-19e7"  # VAULT_TOKEN once the changed-value test set it
 
 
 def sha(value: str) -> str:
@@ -50,15 +51,14 @@ def setup(docker_host, tmp_path_factory):
         {**env, **store, "MANAGER_INTERNAL_TOKEN": MANAGER, "TOOLDOCK_RESTART_BACKOFF": "0.2"},
         args=("--backend", "docker"),
     ).start()
-    state = {
+    yield {
         "gw": gw,
         "store": store,
         "results": results,
         "client": docker.DockerClient(base_url=docker_host),
         "sockets": sockets,
     }
-    yield state
-    state["gw"].stop()  # the gateway-restart test replaces the first one
+    gw.stop()
     client = docker.DockerClient(base_url=docker_host)
     for container in client.containers.list(all=True, filters={"label": "io.tooldock.namespace"}):
         if any(str(m.get("Source", "")).startswith(str(sockets)) for m in container.attrs.get("Mounts") or []):
@@ -104,33 +104,6 @@ def test_no_value_in_docker_inspect_the_image_or_its_labels(setup):
         assert value not in logs
 
 
-def test_a_gateway_restart_leaves_a_container_with_secrets_running(setup):
-    """The token naming a container's values is derived from the store's identity, not from the gateway
-    process: a new gateway finds the container holds the values it would give and keeps it (it was
-    restarted once, for nothing, after every gateway restart). The new gateway serves the module's later tests."""
-    gw, client = setup["gw"], setup["client"]
-
-    def vault_containers() -> dict[str, str]:
-        found = {}
-        for c in client.containers.list(filters={"label": "io.tooldock.namespace=vault"}):
-            if any(str(m.get("Source", "")).startswith(str(setup["sockets"])) for m in c.attrs.get("Mounts") or []):
-                found[c.id] = c.attrs["State"]["StartedAt"]
-        return found
-
-    gw.wait_for(lambda: gw.namespace("vault").get("state") == "ready", what="vault ready")
-    before = vault_containers()
-    assert len(before) == 1, before
-    gw.stop()
-    again = Gateway(gw.tools_dir, gw.log_path.with_name("again.log"), gw.env, args=gw.args).start()
-    try:
-        again.wait_for(lambda: again.namespace("vault").get("state") == "ready", what="vault ready again")
-        assert again.call("vault", "token_hash").json()["result"] == sha(VAULT_TOKEN)
-        assert vault_containers() == before, again.logs[-2000:]
-        assert "restarting it" not in again.logs
-    finally:
-        setup["gw"] = again
-
-
 def test_a_changed_value_restarts_that_container_and_reaches_the_tool(setup):
     gw, store = setup["gw"], setup["store"]
     secrets_set(store, "VAULT_TOKEN", "docker-vault-rotated-19e7", "vault")
@@ -171,3 +144,48 @@ def test_deploy_refuses_a_declared_secret_given_as_plain_environment(setup, dock
         for container in client.containers.list(all=True):
             if container.id not in before:
                 container.remove(force=True)
+
+
+def test_a_gateway_restart_leaves_a_container_with_secrets_running(setup, docker_host, tmp_path):
+    """The token naming a container's values is derived from the store's identity, not from the gateway
+    process: a new gateway finds the container holds the values it would give and keeps it (it was
+    restarted once, for nothing, after every gateway restart). Runs last, on a container of its own: it
+    stops the module's gateway and removes the module's containers first (a gateway serves every ToolDock
+    container in the engine)."""
+    client = setup["client"]
+    setup["gw"].stop()
+    for container in client.containers.list(all=True, filters={"label": "io.tooldock.namespace"}):
+        if any(str(m.get("Source", "")).startswith(str(setup["sockets"])) for m in container.attrs.get("Mounts") or []):
+            container.remove(force=True)
+    sockets = Path(tempfile.mkdtemp(prefix="tds-"))
+    env = {"DOCKER_HOST": docker_host, "TOOLDOCK_SOCKET_DIR": str(sockets)}
+    tooldock_cli("deploy", str(FIXTURES / "secrets" / "vault"), "--json", env=env)
+    gateway_env = {**setup["gw"].env, **env}
+
+    def vault_containers() -> dict[str, str]:
+        found = {}
+        for c in client.containers.list(all=True, filters={"label": "io.tooldock.namespace=vault"}):
+            if any(str(m.get("Source", "")).startswith(str(sockets)) for m in c.attrs.get("Mounts") or []):
+                found[c.id] = c.attrs["State"]["StartedAt"]
+        return found
+
+    try:
+        first = Gateway(tmp_path, tmp_path / "first.log", gateway_env, args=("--backend", "docker")).start()
+        try:
+            first.wait_for(lambda: first.namespace("vault").get("state") == "ready", what="vault ready")
+            assert first.call("vault", "token_hash").json()["result"] == sha(ROTATED)
+            before = vault_containers()
+        finally:
+            first.stop()
+        assert len(before) == 1, before
+        again = Gateway(tmp_path, tmp_path / "again.log", gateway_env, args=("--backend", "docker")).start()
+        try:
+            again.wait_for(lambda: again.namespace("vault").get("state") == "ready", what="vault ready again")
+            assert again.call("vault", "token_hash").json()["result"] == sha(ROTATED)
+            assert vault_containers() == before, again.logs[-2000:]
+            assert "restarting it" not in again.logs
+        finally:
+            again.stop()
+    finally:
+        for container_id in vault_containers():
+            client.containers.get(container_id).remove(force=True)
