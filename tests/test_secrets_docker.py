@@ -146,6 +146,32 @@ def test_deploy_refuses_a_declared_secret_given_as_plain_environment(setup, dock
                 container.remove(force=True)
 
 
+def test_after_a_changed_secret_the_container_is_restarted_once_and_a_new_gateway_can_reach_it(setup):
+    """After the changed-value test's reload: the container was restarted once (the worker it replaced
+    neither restarts it again nor connects to it), and a new gateway connects to it and keeps it (the
+    replaced worker used to remove the socket file on its way out, so the next gateway never reached it)."""
+    gw, client = setup["gw"], setup["client"]
+
+    def vault_containers() -> dict[str, str]:
+        found = {}
+        for c in client.containers.list(filters={"label": "io.tooldock.namespace=vault"}):
+            if any(str(m.get("Source", "")).startswith(str(setup["sockets"])) for m in c.attrs.get("Mounts") or []):
+                found[c.id] = c.attrs["State"]["StartedAt"]
+        return found
+
+    gw.wait_for(lambda: gw.namespace("vault").get("state") == "ready", what="vault ready")
+    assert gw.logs.count("waiting for its 2 secret(s)") == 1, gw.logs[-3000:]  # one restart, one log stream
+    before = vault_containers()
+    assert len(before) == 1, before
+    gw.stop()
+    again = Gateway(gw.tools_dir, gw.log_path.with_name("after-change.log"), gw.env, args=gw.args).start()
+    setup["gw"] = again  # stopped by the fixture, or by the next test
+    again.wait_for(lambda: again.namespace("vault").get("state") == "ready", 30, "vault ready again")
+    assert again.call("vault", "token_hash").json()["result"] == sha(ROTATED)
+    assert vault_containers() == before, again.logs[-2000:]
+    assert "restarting it" not in again.logs
+
+
 def test_a_gateway_restart_leaves_a_container_with_secrets_running(setup, docker_host, tmp_path):
     """The token naming a container's values is derived from the store's identity, not from the gateway
     process: a new gateway finds the container holds the values it would give and keeps it (it was

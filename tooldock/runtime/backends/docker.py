@@ -61,6 +61,7 @@ class DockerWorker(SupervisedWorker):
         self.surface = dict(surface or {})  # resources, templates, prompts: likewise (io.tooldock.surface)
         self._exited = asyncio.Event()
         self._code: int | None = None
+        self._launches = 0
 
     async def _prepare(self) -> None:
         if self.backend.read_only:
@@ -76,6 +77,12 @@ class DockerWorker(SupervisedWorker):
         loop = asyncio.get_running_loop()
         self._exited.clear()
         self._code = None
+        self._launches += 1
+        launch = self._launches  # what the threads below report counts only for this launch
+        if self._superseded():
+            # A newer worker took this container over (new secret values) and restarts it: this one must not
+            # restart it too, nor connect to it without its secrets (a worker waiting for them would exit).
+            raise WorkerGone(f"container {self.container_id[:12]} is served by a newer worker now")
         try:
             container = await asyncio.to_thread(self.backend.client.containers.get, self.container_id)
         except NotFound:
@@ -101,13 +108,13 @@ class DockerWorker(SupervisedWorker):
                 code = int(result.get("StatusCode", -1))
             except Exception:
                 code = -1
-            loop.call_soon_threadsafe(self._set_exited, code)
+            loop.call_soon_threadsafe(self._set_exited, code, launch)
 
         def logs() -> None:
             with contextlib.suppress(Exception):
                 for raw in container.logs(stream=True, follow=True, tail=0):
                     line = raw.decode(errors="replace").rstrip()
-                    loop.call_soon_threadsafe(self._log_line, line)
+                    loop.call_soon_threadsafe(self._launch_log, line, launch)
 
         threading.Thread(target=watch, daemon=True, name=f"wait-{container.name}").start()
         threading.Thread(target=logs, daemon=True, name=f"logs-{container.name}").start()
@@ -116,6 +123,15 @@ class DockerWorker(SupervisedWorker):
         """Whether this is the newest supervisor of the container: only it gives secrets or restarts for them
         (the one it replaces keeps serving, with what the container has, until it is retired)."""
         return self.backend.secret_owners.get(self.container_id) is self
+
+    def _superseded(self) -> bool:
+        owner = self.backend.secret_owners.get(self.container_id)
+        return owner is not None and owner is not self
+
+    def _owns_socket(self) -> bool:
+        # superseded: the newer worker of this container serves on the same socket path; removing it would
+        # leave the container unreachable for the next gateway
+        return not self._superseded()
 
     def _deliverable(self) -> SecretEnv | None:
         return self.secrets if self._owner() else None
@@ -138,9 +154,16 @@ class DockerWorker(SupervisedWorker):
         self._restart_for_secrets = True
         raise StartFailure(f"container {self.pid} runs with other secret values: restarting it")
 
-    def _set_exited(self, code: int) -> None:
-        self._code = code
-        self._exited.set()
+    def _set_exited(self, code: int, launch: int) -> None:
+        # A restart (for new secret values) ends the previous launch's wait with code 0 after the next launch
+        # began: that exit is not this launch's (it was read as "exited before it was ready": one more restart).
+        if launch == self._launches:
+            self._code = code
+            self._exited.set()
+
+    def _launch_log(self, line: str, launch: int) -> None:
+        if launch == self._launches:  # the previous launch's stream may still deliver a line or two
+            self._log_line(line)
 
     def _exit_code(self) -> int | None:
         return self._code

@@ -319,7 +319,13 @@ class SupervisedWorker:
         await self._disconnect()
         await self._terminate()
         self.state = "stopped"
-        self.socket_path.unlink(missing_ok=True)
+        if self._owns_socket():
+            self.socket_path.unlink(missing_ok=True)
+
+    def _owns_socket(self) -> bool:
+        """Whether the socket file is this worker's to remove when it stops (a container's may be served by a
+        newer worker by then)."""
+        return True
 
     async def release(self) -> None:
         """The gateway is stopping. For a local process that means stopping it."""
