@@ -54,12 +54,13 @@ def relay(socket_path: Path, prefix: str, every: float) -> None:
 
 def _key_from(path: str) -> str:
     """The API key in the file (its text, whitespace taken off); a clear error, never the file's content."""
+    from tooldock.runtime.settings import SettingsError, read_secret_file
+
+    holds = "the API key (tdk_...)"
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_KEY_FILE + 1)
-    except OSError as exc:
-        raise click.ClickException(f"TOOLDOCK_API_KEY_FILE: cannot read {path}: {exc.strerror or exc}") from None
-    text = data.decode("utf-8", errors="replace").strip()
-    if len(data) > MAX_KEY_FILE or not text or any(c.isspace() for c in text):
-        raise click.ClickException(f"TOOLDOCK_API_KEY_FILE: {path} must hold only the API key (tdk_...)")
-    return text
+        key = read_secret_file("TOOLDOCK_API_KEY_FILE", path, MAX_KEY_FILE, holds)
+    except SettingsError as exc:
+        raise click.ClickException(str(exc)) from None
+    if any(c.isspace() for c in key):
+        raise click.ClickException(f"TOOLDOCK_API_KEY_FILE: {path} must hold only {holds}")
+    return key

@@ -67,23 +67,28 @@ def with_secret_files(env: dict[str, str]) -> dict[str, str]:
             raise SettingsError(
                 f"{name} and {name}_FILE are both set: keep one (the file, to keep it out of the environment)"
             )
-        try:
-            with open(path, "rb") as fh:
-                data = fh.read(MAX_SECRET_FILE + 1)
-        except OSError as exc:
-            raise SettingsError(f"{name}_FILE: cannot read {path}: {exc.strerror or exc}") from None
-        if len(data) > MAX_SECRET_FILE:
-            raise SettingsError(
-                f"{name}_FILE: {path} is over {MAX_SECRET_FILE // 1024} KB; it must hold only the value"
-            )
-        try:
-            value = data.decode("utf-8").strip()
-        except UnicodeDecodeError:
-            raise SettingsError(f"{name}_FILE: {path} is not UTF-8 text") from None
-        if not value:
-            raise SettingsError(f"{name}_FILE: {path} is empty")
-        env[name] = value
+        env[name] = read_secret_file(f"{name}_FILE", path)
     return env
+
+
+def read_secret_file(variable: str, path: str, limit: int = MAX_SECRET_FILE, holds: str = "the value") -> str:
+    """The text of the secret file `variable` names (surrounding whitespace and the final newline taken off).
+    The errors (SettingsError) name the variable and the file, and say it must hold only `holds`; never what
+    it holds."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(limit + 1)
+    except OSError as exc:
+        raise SettingsError(f"{variable}: cannot read {path}: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise SettingsError(f"{variable}: {path} is over {limit // 1024} KB; it must hold only {holds}")
+    try:
+        value = data.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise SettingsError(f"{variable}: {path} is not UTF-8 text; it must hold only {holds}") from None
+    if not value:
+        raise SettingsError(f"{variable}: {path} is empty; it must hold {holds}")
+    return value
 
 
 def _log_dir(env: dict[str, str]) -> Path | None:
