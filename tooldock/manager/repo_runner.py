@@ -71,14 +71,24 @@ def _pick(programs: list[str], package: str, where: str) -> str:
     )
 
 
+def _programs(folder: Path) -> tuple[Any, Any]:
+    """The folder's manifests' program declarations: package.json (its object, when it has a `bin`) and
+    pyproject.toml's `[project]` table (when it has `scripts`); None for each that declares none."""
+    package, project = _manifest(folder, "package.json"), _manifest(folder, "pyproject.toml")
+    table = project.get("project") if isinstance(project, dict) else None
+    npm = package if isinstance(package, dict) and package.get("bin") else None
+    python = table if isinstance(table, dict) and isinstance(table.get("scripts"), dict) and table["scripts"] else None
+    return npm, python
+
+
 def runner_for(clone: Path, git: str, commit: str, subfolder: str = "") -> Runner:
     """How the repository at `clone` (cloned from `git` at `commit`) runs as a stdio MCP server; `subfolder`:
     where the server is in a monorepo (checked by `inside`), "" for the root."""
     where = clone / subfolder if subfolder else clone
     named = f"{subfolder}/" if subfolder else ""
     source = vcs_url(git)
-    package = _manifest(where, "package.json")
-    if isinstance(package, dict) and package.get("bin"):
+    package, project = _programs(where)
+    if package is not None:
         name, bins = str(package.get("name") or ""), package["bin"]
         if subfolder:
             raise InvalidInput(
@@ -92,11 +102,9 @@ def runner_for(clone: Path, git: str, commit: str, subfolder: str = "") -> Runne
         single = isinstance(bins, str) or len(programs) == 1
         argv = ["npx", "-y", spec] if single else ["npx", "-y", "-p", spec, program]
         return Runner(shlex.join(argv), "npx", program)
-    project = _manifest(where, "pyproject.toml")
-    scripts = project.get("project", {}).get("scripts") if isinstance(project, dict) else None
-    if isinstance(scripts, dict) and scripts:
+    if project is not None:
         where_scripts = f"{named}pyproject.toml [project.scripts]"
-        program = _pick([str(s) for s in scripts], str(project["project"].get("name") or ""), where_scripts)
+        program = _pick([str(s) for s in project["scripts"]], str(project.get("name") or ""), where_scripts)
         spec = f"{source}@{commit}" + (f"#subdirectory={subfolder}" if subfolder else "")
         return Runner(shlex.join(["uvx", "--from", spec, program]), "uvx", program)
     found = servers_below(clone)
@@ -125,9 +133,7 @@ def servers_below(clone: Path, depth: int = 3, limit: int = 20) -> list[str]:
                 continue
             below += [c for c in children if not c.name.startswith(".") and c.name != "node_modules"]
         for folder in below:
-            package, project = _manifest(folder, "package.json"), _manifest(folder, "pyproject.toml")
-            scripts = project.get("project", {}).get("scripts") if isinstance(project, dict) else None
-            if (isinstance(package, dict) and package.get("bin")) or (isinstance(scripts, dict) and scripts):
+            if any(found_in is not None for found_in in _programs(folder)):
                 found.append(folder.relative_to(clone).as_posix())
                 if len(found) >= limit:
                     return found
