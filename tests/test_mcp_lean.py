@@ -171,3 +171,24 @@ def test_a_lean_call_is_cancelled_by_notifications_cancelled(make_gateway, tools
     assert session.rpc("tools/call", {"name": "add", "arguments": {"a": 1, "b": 1}})[1]["result"]["structuredContent"] == {
         "result": 2
     }
+
+
+def test_lean_requests_get_the_sdks_host_and_origin_checks_every_time(make_gateway, tools):
+    """On a loopback bind the SDK refuses a foreign Host (421) or Origin (403), DNS-rebinding protection.
+    The lean path remembers the pairs it let in, so a session it has served still has every other pair
+    checked: a foreign one after good ones is refused, and good ones after it still pass."""
+    gateway = make_gateway(tools)
+    session = Session(gateway)
+    session.rpc("tools/list")
+    call = {"jsonrpc": "2.0", "id": 77, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 2}}}
+    for _ in range(2):
+        assert session.post(call).json()["result"]["structuredContent"] == {"result": 3}
+        host = session.http.post(session.url, content=json.dumps(call),
+                                 headers={"Content-Type": "application/json", "Host": "rebound.example"})
+        assert host.status_code == 421
+        origin = session.http.post(session.url, content=json.dumps(call),
+                                   headers={"Content-Type": "application/json", "Origin": "http://rebound.example"})
+        assert origin.status_code == 403
+    allowed = session.http.post(session.url, content=json.dumps(call),
+                                headers={"Content-Type": "application/json", "Origin": gateway.url})
+    assert allowed.status_code == 200 and allowed.json()["result"]["structuredContent"] == {"result": 3}
