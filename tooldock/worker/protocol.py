@@ -109,6 +109,11 @@ def round_fields(request: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
+def error_text(result: dict[str, Any]) -> str:
+    """The text of an MCP tool result's text blocks, joined: what an `isError` result says went wrong."""
+    return " ".join(str(c.get("text", "")) for c in result.get("content") or [] if c.get("type") == "text")
+
+
 # MCP's log levels, lowest first: the gateway's relays and the worker's channel (direct.py) filter by them.
 LOG_LEVELS: tuple[str, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 

@@ -165,7 +165,7 @@ class WorkerServer:
             message = f"tool {name!r} asks the client for input; this call has no MCP client to ask: call it over MCP"
             return protocol.error(rid, "internal_error", message)
         if body.get("isError"):
-            text = " ".join(c.get("text", "") for c in body.get("content", []) if c.get("type") == "text")
+            text = protocol.error_text(body)
             print(f"[{self.namespace}] tool {name!r} failed{_for(request)}: {text}", file=sys.stderr, flush=True)
             return protocol.error(rid, "internal_error", text or f"tool {name!r} failed")
         return protocol.ok(rid, body, int((time.perf_counter() - started) * 1000))

@@ -21,6 +21,7 @@ from tooldock.runtime.http.openapi import namespace_openapi
 from tooldock.runtime.http.wire import cancelled_on_disconnect
 from tooldock.runtime.observe import call_info
 from tooldock.runtime.settings import Settings
+from tooldock.worker.protocol import error_text
 
 log = logging.getLogger("tooldock.http")
 NamespaceHeader = Header(default=None, alias="X-Namespace", description="The namespace to use, e.g. multi-tool")
@@ -31,8 +32,7 @@ def rest_value(result: dict[str, Any], descriptor: dict[str, Any]) -> Any:
     `isError` result (an upstream server's tool failed; a worker's failure is ToolFailed already) is a 500,
     as a worker tool's failure is, not a 200 carrying the error text."""
     if result.get("isError"):
-        texts = [c.get("text", "") for c in result.get("content") or [] if c.get("type") == "text"]
-        raise ToolFailed(" ".join(texts) or "the tool failed")
+        raise ToolFailed(error_text(result) or "the tool failed")
     structured = result.get("structuredContent")
     if structured is not None:
         if (descriptor.get("outputSchema") or {}).get("x-fastmcp-wrap-result") and isinstance(structured, dict):
