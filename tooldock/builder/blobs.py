@@ -12,20 +12,14 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from tooldock.atomic import atomic_write as write_file
 from tooldock.builder.tarball import Entry, Layer, write_layer
 
 
 def atomic_write(path: Path, data: bytes) -> None:
+    """Layouts are read by other tools and users: 0644, its folder made when missing."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; layouts are read by other tools and users
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    write_file(path, data)
 
 
 def sha256_hex(data: bytes) -> str:

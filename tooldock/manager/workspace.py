@@ -10,10 +10,9 @@ never sees half a file, and a failed write leaves the old file as it was.
 from __future__ import annotations
 
 import contextlib
-import os
-import tempfile
 from pathlib import Path
 
+from tooldock.atomic import atomic_write as write_file
 from tooldock.errors import InvalidInput, Missing
 from tooldock.namespace.names import NamespaceNameError, validate_filename, validate_namespace_name
 
@@ -90,19 +89,8 @@ class Workspace:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write `data` to `path` through a temporary file in the same folder and one rename."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    """Write `data` to `path` in one step, synced to disk first (an LLM's or a person's work)."""
+    write_file(path, data, durable=True)
 
 
 def decode_code(code: object, what: str = "code") -> str:

@@ -7,11 +7,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from tooldock.atomic import atomic_write
 from tooldock.namespace.toolsfile import UpstreamServer
 from tooldock.upstream.connection import Listing
 
@@ -42,11 +41,4 @@ class SchemaCache:
         self._data[server_key(spec)] = listing.to_dict()
         with contextlib.suppress(OSError):
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.")
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as out:
-                    json.dump(self._data, out)
-                os.replace(tmp, self.path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            atomic_write(self.path, json.dumps(self._data).encode(), mode=0o600)

@@ -19,14 +19,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import sys
-import tempfile
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from tooldock.atomic import atomic_write
 from tooldock.errors import RegistryError
 from tooldock.namespace.toolsfile import SECRET_REF_RE, UpstreamServer
 from tooldock.upstream.registry import InvalidQuery, RegistryClient, requirements, to_upstream
@@ -126,11 +125,4 @@ def _write(path: Path | None, entry: Mapping[str, Any]) -> None:
         return
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                json.dump(entry, out)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write(path, json.dumps(entry).encode(), mode=0o600)

@@ -8,13 +8,13 @@ run it with `docker compose`, so the two cannot drift apart.
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from tooldock.atomic import atomic_write
 from tooldock.errors import DeployError
 
 GATEWAY_NAME = "tooldock-gateway"
@@ -31,16 +31,7 @@ def gateway_token_file(folder: Path, token: str, gid: int) -> Path:
     try:
         os.chown(folder, -1, gid)
         folder.chmod(0o750)
-        fd, temp = tempfile.mkstemp(dir=folder, prefix=".token-")
-        try:
-            with os.fdopen(fd, "w") as out:
-                out.write(token)
-            os.chown(temp, -1, gid)
-            os.chmod(temp, 0o440)
-            os.replace(temp, folder / TOKEN_NAME)
-        except BaseException:
-            Path(temp).unlink(missing_ok=True)
-            raise
+        atomic_write(folder / TOKEN_NAME, token.encode(), mode=0o440, group=gid)
     except PermissionError as exc:
         raise DeployError(
             f"cannot give {folder} to the Docker socket's group {gid} ({exc.strerror}): run deploy as root or as a "
