@@ -223,11 +223,7 @@ class LeanPath:
                     answer.abandon()
                 raise
             call.asked = False
-            payload = {
-                "jsonrpc": "2.0",
-                "id": rid,
-                "error": {"code": REQUEST_CANCELLED, "message": "Request cancelled"},
-            }
+            payload = {"jsonrpc": "2.0", "id": rid, "error": dict(CANCEL_ANSWER)}
         finally:
             call.done = True
             self._running.pop((sid, rid), None)
