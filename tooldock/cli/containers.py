@@ -148,7 +148,7 @@ def _deploy_gateway(
     import os
     from urllib.parse import urlparse
 
-    from tooldock.builder.blobs import atomic_write
+    from tooldock.atomic import atomic_write
     from tooldock.builder.daemon import load as load_image
     from tooldock.builder.gateway import build_gateway
     from tooldock.runtime.backends import gatewaybox
@@ -174,6 +174,7 @@ def _deploy_gateway(
         container = gatewaybox.spec(ref, root, docker_socket, host, port, secrets_dir)
         url = f"http://{host}:{port}"
         if compose_path is not None:
+            compose_path.absolute().parent.mkdir(parents=True, exist_ok=True)
             atomic_write(compose_path.absolute(), gatewaybox.compose_text(container).encode())
             started = {"compose": str(compose_path), "image": ref, "url": url}
             console.print(f"[green]✓ gateway[/green] written to {compose_path}: docker compose -f {compose_path} up -d")
