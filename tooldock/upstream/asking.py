@@ -64,8 +64,9 @@ async def put(relay: Any, method: str, params: dict[str, Any]) -> dict[str, Any]
 
 
 async def drive(send: Send, relay: Any, server: str) -> dict[str, Any]:
-    """A tools/call whose server may answer `input_required`: each round's questions put to the caller, the
-    call sent again with the answers, until a final result (UpstreamError when a question is refused)."""
+    """A tools/call, prompts/get or resources/read whose server may answer `input_required`: each round's
+    questions put to the caller, the request sent again with the answers, until a final result
+    (UpstreamError when a question is refused)."""
     result = await send(None, None)
     for _ in range(MAX_ROUNDS):
         if result.get("resultType") != INPUT_REQUIRED:
