@@ -147,6 +147,19 @@ def test_shutdown_exits_cleanly():
     assert not w.socket.exists()
 
 
+def test_sigterm_exits_cleanly():
+    """How a supervisor stops a worker that does not answer `shutdown`: exit 0, no traceback, no socket left."""
+    w = WorkerProc(FIXTURES / "tools" / "limited")
+    assert w.request(id="p", op="ping")["result"]["pong"] is True
+    w.file.close()
+    w.sock.close()  # with no connection left, no task is pending when the worker stops
+    time.sleep(0.2)
+    w.proc.terminate()
+    assert w.proc.wait(10) == 0
+    assert "Traceback" not in w.proc.stderr.read().decode()
+    assert not w.socket.exists()
+
+
 def test_describe_prints_tools_json():
     out = subprocess.run(
         [sys.executable, "-m", "tooldock.worker", "--dir", str(FIXTURES / "tools" / "limited"), "--describe"],

@@ -75,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
         pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
         for task in pending:
             task.cancel()
-        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        if pending:  # gather() of nothing makes its future on another loop, which run_until_complete refuses
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         loop.close()
     return 0
 
