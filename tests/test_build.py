@@ -14,7 +14,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, FIXTURES, require, tooldock_cli
+from conftest import BUILD_CACHE, EXAMPLES, FIXTURES, require, tooldock_cli
 
 
 def build_json(*args: str, env: dict[str, str] | None = None) -> list[dict]:
@@ -105,10 +105,8 @@ def test_same_inputs_from_another_directory_with_other_mtimes_give_the_same_dige
 def test_a_fresh_build_cache_gives_the_same_image_bytecode_included(built, tmp_path):
     """The base (its standard library compiled by its own python) and the framework layer (compiled the
     same way) are rebuilt from scratch in another cache, at other paths: the same digests."""
-    from tooldock.cli.common import cache_dir
-
     cache = tmp_path / "fresh-cache"
-    shutil.copytree(cache_dir() / "debs", cache / "debs")  # the pinned .deb files, not downloaded again
+    shutil.copytree(BUILD_CACHE / "debs", cache / "debs")  # the pinned .deb files `built` fetched, not downloaded again
     again = build_json(str(built["src"] / "multi-tool"), "--output", str(tmp_path / "out"),
                        env={"TOOLDOCK_CACHE_DIR": str(cache)})[0]
     assert (cache / "base").is_dir() and any((cache / "trees").glob("framework-*"))
