@@ -46,76 +46,106 @@ class SecretEnv:
         return f"SecretEnv(names={sorted(self.values)}, token={self.token[:8]}...)"
 
 
+class _Stream(protocol.LineStream):
+    """The connection's lines: the first (the worker's handshake) to `first`, then each to the
+    WorkerConnection as it arrives, with no reading task between (one task wake-up a reply less)."""
+
+    def __init__(self) -> None:
+        super().__init__(protocol.MAX_LINE_BYTES)
+        self.first: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self._early: list[bytes] = []  # lines after the handshake, before the WorkerConnection takes them
+        self._on_line: Callable[[bytes], None] | None = None
+        self._on_lost: Callable[[], None] | None = None
+        self._gone = False
+
+    def attach(self, on_line: Callable[[bytes], None], on_lost: Callable[[], None]) -> None:
+        self._on_line, self._on_lost = on_line, on_lost
+        early, self._early = self._early, []
+        for line in early:
+            on_line(line)
+        if self._gone:
+            on_lost()
+
+    def line_received(self, line: bytes) -> None:
+        if not self.first.done():
+            self.first.set_result(line)
+        elif self._on_line is not None:
+            self._on_line(line)
+        else:
+            self._early.append(line)
+
+    def lost(self, exc: Exception | None) -> None:
+        self._gone = True
+        if not self.first.done():
+            self.first.set_exception(ConnectionResetError("the worker closed the connection before its handshake"))
+        if self._on_lost is not None:
+            self._on_lost()
+
+
 class WorkerConnection:
-    def __init__(
-        self, namespace: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, handshake: dict[str, Any]
-    ) -> None:
+    def __init__(self, namespace: str, stream: _Stream, handshake: dict[str, Any]) -> None:
         self.namespace = namespace
         self.handshake = handshake
-        self._reader, self._writer = reader, writer
+        self._stream = stream
         self._pending: dict[str, asyncio.Future[Any]] = {}
         # Per call: who handles the worker's `event` and `ask` messages for it (a Context tool's relay).
         self._handlers: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]] = {}
         self._background: set[asyncio.Task[Any]] = set()
         self._event_chains: dict[str, asyncio.Future[Any]] = {}  # per call: its latest event delivery
         self._ids = itertools.count(1)
-        self._outbox = protocol.Outbox(writer, WRITE_BUFFER_HIGH)  # a turn's messages in one write
+        self._outbox = protocol.Outbox(stream, WRITE_BUFFER_HIGH)  # a turn's messages in one write
         self.closed = asyncio.Event()
-        self._reader_task = asyncio.create_task(self._read_loop())
+        stream.attach(self._on_line, self._on_lost)
 
     @classmethod
     async def open(cls, namespace: str, socket_path: Path, secrets: SecretEnv | None = None) -> WorkerConnection:
-        reader, writer = await asyncio.open_unix_connection(str(socket_path), limit=protocol.MAX_LINE_BYTES)
+        stream: _Stream
+        _, stream = await asyncio.get_running_loop().create_unix_connection(_Stream, str(socket_path))
         try:
-            handshake = protocol.decode(await reader.readline())
+            handshake = protocol.decode(await stream.first)
+        except ConnectionError as exc:
+            raise ProtocolMismatch(f"worker for {namespace!r} closed the connection before its handshake") from exc
         except ValueError as exc:
-            writer.close()
+            stream.close()
             raise ProtocolMismatch(f"worker for {namespace!r} sent an invalid handshake: {exc}") from exc
         if handshake.get("op") == "hello" and handshake.get("needs") == "secrets":
             names = [n for n in handshake.get("names") or [] if isinstance(n, str)]
             if secrets is not None:  # None: not ours to answer; another connection will
                 values = {n: v for n, v in secrets.values.items() if n in names}
                 with contextlib.suppress(ConnectionError):
-                    writer.write(protocol.encode({"op": "secrets", "env": values, "token": secrets.token}))
-                    await writer.drain()
-            writer.close()
+                    stream.write(protocol.encode({"op": "secrets", "env": values, "token": secrets.token}))
+                    await stream.drain()
+            stream.close()
             raise SecretsDelivered(namespace)
         if handshake.get("op") != "ready" or handshake.get("protocol") != protocol.PROTOCOL_VERSION:
-            writer.close()
+            stream.close()
             raise ProtocolMismatch(
                 f"worker for {namespace!r} speaks protocol {handshake.get('protocol')!r}, "
                 f"this gateway speaks {protocol.PROTOCOL_VERSION}; rebuild the worker with this ToolDock version"
             )
-        return cls(namespace, reader, writer, handshake)
+        return cls(namespace, stream, handshake)
 
-    async def _read_loop(self) -> None:
+    def _on_line(self, line: bytes) -> None:
         try:
-            while True:
-                line = await self._reader.readline()
-                if not line:
-                    break
-                try:
-                    message = protocol.decode(line)
-                except ValueError:
-                    continue
-                if message.get("op") in ("event", "ask"):
-                    self._on_message(message)
-                    continue
-                future = self._pending.pop(str(message.get("id")), None)
-                if future is not None and not future.done():
-                    future.set_result(message)
-        except (ConnectionError, ValueError, asyncio.IncompleteReadError):
-            pass
-        finally:
-            self.closed.set()
-            crash = WorkerCrashed(
-                f"the worker for namespace {self.namespace!r} exited during the call; "
-                "it is being restarted, retry the call"
-            )
-            for future in self._pending.values():
-                if not future.done():
-                    future.set_exception(crash)
-            self._pending.clear()
+            message = protocol.decode(line)
+        except ValueError:
+            return
+        if message.get("op") in ("event", "ask"):
+            self._on_message(message)
+            return
+        future = self._pending.pop(str(message.get("id")), None)
+        if future is not None and not future.done():
+            future.set_result(message)
+
+    def _on_lost(self) -> None:
+        self.closed.set()
+        crash = WorkerCrashed(
+            f"the worker for namespace {self.namespace!r} exited during the call; it is being restarted, retry the call"
+        )
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(crash)
+        self._pending.clear()
 
     def _on_message(self, message: dict[str, Any]) -> None:
         """An `event` or `ask` from a running call: hand it to the call's handler; answer every ask."""
@@ -214,9 +244,5 @@ class WorkerConnection:
             pass
 
     async def close(self) -> None:
-        self._writer.close()
-        try:
-            await self._writer.wait_closed()
-        except (ConnectionError, OSError):
-            pass
-        self._reader_task.cancel()
+        self._stream.close()
+        await self.closed.wait()

@@ -22,6 +22,7 @@ from mcp.shared.exceptions import MCPError
 
 from tooldock.namespace.extract import LoadedNamespace
 from tooldock.worker import protocol
+from tooldock.worker.connection import GatewayConnection
 from tooldock.worker.protocol import round_fields
 from tooldock.worker.secretenv import Masker
 
@@ -63,7 +64,8 @@ class WorkerServer:
         self.loaded = loaded
         self.secrets_token = secrets_token  # echoed in the handshake: which secret values this worker started with
         self.masker = masker or Masker([])
-        self.tasks: dict[tuple[int, Any], asyncio.Task[None]] = {}
+        self.running: set[asyncio.Task[None]] = set()  # requests in flight, on every connection
+        self.connections: set[GatewayConnection] = set()
         self.asks: dict[str, asyncio.Future[dict[str, Any]]] = {}  # our questions to the gateway, by ask id
         self._ask_ids = itertools.count(1)
         self.stopping = asyncio.Event()
@@ -222,62 +224,6 @@ class WorkerServer:
             return protocol.ok(rid, {"stopping": True})
         return protocol.error(rid, "internal_error", f"unknown op {op!r}; known ops: {sorted(protocol.OPS)}")
 
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = id(writer)
-        outbox = protocol.Outbox(writer, protocol.MAX_LINE_BYTES)  # a turn's replies in one write
-
-        async def send(message: dict[str, Any]) -> None:
-            # secret values never leave the worker, in results, errors or events alike
-            await outbox.send(protocol.encode(self.masker.scrub(message)))
-
-        async def run(request: dict[str, Any]) -> None:
-            try:
-                reply = await self.dispatch(request, send)
-                if reply is not None:
-                    try:
-                        await send(reply)
-                    except (ValueError, TypeError, RecursionError) as exc:  # a result JSON cannot carry
-                        message = f"the result could not be sent: {type(exc).__name__}: {exc}"
-                        await send(protocol.error(request.get("id"), "internal_error", message))
-            except (ConnectionError, asyncio.CancelledError):
-                pass
-            finally:
-                self.tasks.pop((conn, request.get("id")), None)
-
-        try:
-            await send(self.handshake())
-            while True:
-                try:
-                    line = await reader.readline()
-                except ValueError:  # longer than the stream limit
-                    await send(protocol.error(None, "internal_error", "message too large"))
-                    break
-                if not line:
-                    break
-                try:
-                    request = protocol.decode(line)
-                except ValueError as exc:
-                    await send(protocol.error(None, "internal_error", f"malformed message: {exc}"))
-                    continue
-                if request.get("op") == "answer":
-                    future = self.asks.get(str(request.get("target")))
-                    if future is not None and not future.done():
-                        future.set_result(request)
-                    continue
-                if request.get("op") == "cancel":
-                    task = self.tasks.get((conn, request.get("target")))
-                    if task is not None:
-                        task.cancel()
-                    continue
-                self.tasks[(conn, request.get("id"))] = asyncio.create_task(run(request))
-        except (ConnectionError, asyncio.CancelledError):  # the peer left, or the worker is stopping
-            pass
-        finally:
-            for (c, _), task in list(self.tasks.items()):
-                if c == conn:
-                    task.cancel()
-            writer.close()
-
 
 def _for(request: dict[str, Any]) -> str:
     """` (request <id>)` when the gateway named the client request this call serves (`X-Request-Id`)."""
@@ -307,15 +253,19 @@ async def serve(
     # Held for the worker's lifetime: the event loop keeps only a weak reference to a task.
     watcher = asyncio.create_task(_watch_parent(parent_pid, worker.stopping)) if parent_pid else None
     socket_path.unlink(missing_ok=True)
-    server = await asyncio.start_unix_server(worker.handle, path=str(socket_path), limit=protocol.MAX_LINE_BYTES)
+    server = await asyncio.get_running_loop().create_unix_server(lambda: GatewayConnection(worker), str(socket_path))
     os.chmod(socket_path, 0o600)
     print(f"[{namespace}] worker ready on {socket_path} with {len(loaded.tools)} tool(s)", file=sys.stderr, flush=True)
-    async with server:
-        await worker.stopping.wait()
-    # Let in-flight calls finish briefly before exiting.
-    pending = [t for t in worker.tasks.values() if not t.done()]
-    if pending:
-        await asyncio.wait(pending, timeout=5)
-    if watcher is not None:
-        watcher.cancel()
-    socket_path.unlink(missing_ok=True)
+    try:
+        async with server:
+            await worker.stopping.wait()
+        # Let in-flight calls finish briefly before exiting.
+        pending = [t for t in worker.running if not t.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=5)
+    finally:
+        for connection in list(worker.connections):
+            connection.close()
+        if watcher is not None:
+            watcher.cancel()
+        socket_path.unlink(missing_ok=True)

@@ -1,0 +1,85 @@
+"""One gateway connection to a worker: each request line is handled as it arrives (a protocol callback,
+not a reading task), runs in a task of its own, and its reply goes out through the connection's Outbox."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from tooldock.worker import protocol
+
+if TYPE_CHECKING:
+    from tooldock.worker.server import WorkerServer
+
+
+class GatewayConnection(protocol.LineStream):
+    def __init__(self, worker: WorkerServer) -> None:
+        super().__init__(protocol.MAX_LINE_BYTES)
+        self.worker = worker
+        self.outbox = protocol.Outbox(self, protocol.MAX_LINE_BYTES)  # a turn's replies in one write
+        self.tasks: dict[Any, asyncio.Task[None]] = {}  # this connection's requests in flight, by id
+
+    async def send(self, message: dict[str, Any]) -> None:
+        # secret values never leave the worker, in results, errors or events alike
+        await self.outbox.send(protocol.encode(self.worker.masker.scrub(message)))
+
+    def post(self, message: dict[str, Any]) -> None:
+        try:
+            self.outbox.post(protocol.encode(self.worker.masker.scrub(message)))
+        except ConnectionError:
+            pass
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self.worker.connections.add(self)
+        self.post(self.worker.handshake())
+
+    def line_received(self, line: bytes) -> None:
+        try:
+            request = protocol.decode(line)
+        except ValueError as exc:
+            self.post(protocol.error(None, "internal_error", f"malformed message: {exc}"))
+            return
+        op = request.get("op")
+        if op == "answer":
+            future = self.worker.asks.get(str(request.get("target")))
+            if future is not None and not future.done():
+                future.set_result(request)
+        elif op == "cancel":
+            task = self.tasks.get(request.get("target"))
+            if task is not None:
+                task.cancel()
+        else:
+            rid = request.get("id")
+            task = self.tasks[rid] = asyncio.get_running_loop().create_task(self.run(request))
+            self.worker.running.add(task)
+            task.add_done_callback(self.worker.running.discard)
+
+    async def run(self, request: dict[str, Any]) -> None:
+        rid = request.get("id")
+        try:
+            reply = await self.worker.dispatch(request, self.send)
+            if reply is not None:
+                try:
+                    await self.send(reply)
+                except (ValueError, TypeError, RecursionError) as exc:  # a result JSON cannot carry
+                    message = f"the result could not be sent: {type(exc).__name__}: {exc}"
+                    await self.send(protocol.error(rid, "internal_error", message))
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            if self.tasks.get(rid) is asyncio.current_task():
+                del self.tasks[rid]
+
+    def too_long(self) -> None:
+        self.post(protocol.error(None, "internal_error", "message too large"))
+        self.close()
+
+    def close(self) -> None:
+        self.outbox.flush()  # what this turn queued goes out before the connection closes
+        super().close()
+
+    def lost(self, exc: Exception | None) -> None:
+        self.worker.connections.discard(self)
+        for task in list(self.tasks.values()):
+            task.cancel()
