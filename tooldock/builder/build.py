@@ -22,7 +22,16 @@ from tooldock.builder.base import BaseInfo, base_info, build_base
 from tooldock.builder.blobs import BlobStore, cache_key
 from tooldock.builder.bytecode import Compiler, compiler_for
 from tooldock.builder.daemon import DaemonError, save
-from tooldock.builder.imageconfig import APP_DIR, DEPS_DIR, FRAMEWORK_DIR, USER, entrypoint, environment, labels
+from tooldock.builder.imageconfig import (
+    APP_DIR,
+    DEPS_DIR,
+    FRAMEWORK_DIR,
+    USER,
+    entrypoint,
+    environment,
+    image_config,
+    labels,
+)
 from tooldock.builder.install import filler, tree
 from tooldock.builder.lock import Target, framework_lock, namespace_lock, only_new
 from tooldock.builder.oci import Image, LayoutError, assemble, read_layout, write_layout
@@ -280,30 +289,16 @@ class Builder:
         base_config = p.base.config_json
         created = iso_time(source_date_epoch())
         inner = base_config.get("config") or {}
-        config = {
-            "architecture": base_config.get("architecture", "amd64"),
-            "os": base_config.get("os", "linux"),
-            "created": created,
-            "config": {
-                "User": USER,
-                "WorkingDir": APP_DIR,
-                "Entrypoint": entrypoint(p.info),
-                "Env": [f"{k}={v}" for k, v in environment(p.source, inner.get("Env", []))],
-                "Labels": {**(inner.get("Labels") or {}), **labels(p.source, p.tools, p.lock, created, p.surface)},
-                "Volumes": {"/run/tooldock": {}},
-            },
-            "rootfs": {
-                "type": "layers",
-                "diff_ids": [
-                    *(base_config.get("rootfs") or {}).get("diff_ids", []),
-                    *(layer.diff_id for _, layer in named),
-                ],
-            },
-            "history": [
-                *base_config.get("history", []),
-                *({"created": created, "created_by": f"tooldock build: {name} layer"} for name, _ in named),
-            ],
+        runtime = {
+            "User": USER,
+            "WorkingDir": APP_DIR,
+            "Entrypoint": entrypoint(p.info),
+            "Env": [f"{k}={v}" for k, v in environment(p.source, inner.get("Env", []))],
+            "Labels": {**(inner.get("Labels") or {}), **labels(p.source, p.tools, p.lock, created, p.surface)},
+            "Volumes": {"/run/tooldock": {}},
         }
+        added = [(f"tooldock build: {name} layer", layer.diff_id) for name, layer in named]
+        config = image_config(base_config, created, runtime, added)
         annotations = {
             "org.opencontainers.image.created": created,
             "org.opencontainers.image.title": p.source.name,

@@ -15,7 +15,7 @@ from pathlib import Path
 import tooldock
 from tooldock.builder.blobs import cache_key
 from tooldock.builder.build import Builder, BuildResult, entries_key
-from tooldock.builder.imageconfig import USER
+from tooldock.builder.imageconfig import USER, image_config
 from tooldock.builder.install import filler, tree
 from tooldock.builder.lock import Target, dated_lock
 from tooldock.builder.oci import assemble, write_layout
@@ -60,44 +60,35 @@ def build_gateway(builder: Builder) -> BuildResult:
     created = iso_time(source_date_epoch())
     base_config = base.config_json
     inner = base_config.get("config") or {}
-    config = {
-        "architecture": base_config.get("architecture", "amd64"),
-        "os": base_config.get("os", "linux"),
-        "created": created,
-        "config": {
-            "User": USER,
-            "WorkingDir": "/",
-            "Env": [
-                *(e for e in inner.get("Env", []) if not e.startswith("PYTHONPATH=")),
-                f"PYTHONPATH={SOURCE_DIR}:{PACKAGES_DIR}",
-                "PYTHONDONTWRITEBYTECODE=1",
-                "PYTHONUNBUFFERED=1",
-                "TOOLDOCK_STATE_DIR=/var/lib/tooldock",
-                "UV_CACHE_DIR=/var/lib/tooldock/uv-cache",
-                "HOME=/home/nonroot",
-            ],
-            "Entrypoint": [info.python_bin, "-s", "-m", "tooldock.cli"],
-            "Cmd": ["serve", "/tools", "--host", "0.0.0.0"],
-            "ExposedPorts": {"8000/tcp": {}},
-            "Volumes": {"/tools": {}, "/var/lib/tooldock": {}},
-            "Labels": {
-                **(inner.get("Labels") or {}),
-                "io.tooldock.gateway": tooldock.__version__,
-                "org.opencontainers.image.title": NAME,
-                "org.opencontainers.image.version": tooldock.__version__,
-                "org.opencontainers.image.created": created,
-            },
-        },
-        "rootfs": {
-            "type": "layers",
-            "diff_ids": [*(base_config.get("rootfs") or {}).get("diff_ids", []), deps_layer.diff_id, src_layer.diff_id],
-        },
-        "history": [
-            *base_config.get("history", []),
-            {"created": created, "created_by": "tooldock build --gateway: dependencies"},
-            {"created": created, "created_by": "tooldock build --gateway: tooldock"},
+    runtime = {
+        "User": USER,
+        "WorkingDir": "/",
+        "Env": [
+            *(e for e in inner.get("Env", []) if not e.startswith("PYTHONPATH=")),
+            f"PYTHONPATH={SOURCE_DIR}:{PACKAGES_DIR}",
+            "PYTHONDONTWRITEBYTECODE=1",
+            "PYTHONUNBUFFERED=1",
+            "TOOLDOCK_STATE_DIR=/var/lib/tooldock",
+            "UV_CACHE_DIR=/var/lib/tooldock/uv-cache",
+            "HOME=/home/nonroot",
         ],
+        "Entrypoint": [info.python_bin, "-s", "-m", "tooldock.cli"],
+        "Cmd": ["serve", "/tools", "--host", "0.0.0.0"],
+        "ExposedPorts": {"8000/tcp": {}},
+        "Volumes": {"/tools": {}, "/var/lib/tooldock": {}},
+        "Labels": {
+            **(inner.get("Labels") or {}),
+            "io.tooldock.gateway": tooldock.__version__,
+            "org.opencontainers.image.title": NAME,
+            "org.opencontainers.image.version": tooldock.__version__,
+            "org.opencontainers.image.created": created,
+        },
     }
+    added = [
+        ("tooldock build --gateway: dependencies", deps_layer.diff_id),
+        ("tooldock build --gateway: tooldock", src_layer.diff_id),
+    ]
+    config = image_config(base_config, created, runtime, added)
     image = assemble(
         builder.store,
         config,

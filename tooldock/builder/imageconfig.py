@@ -68,3 +68,22 @@ def labels(
 
 def entrypoint(info: BaseInfo) -> list[str]:
     return [info.python_bin, "-s", "-m", "tooldock.worker"]
+
+
+def image_config(
+    base: dict[str, Any], created: str, runtime: dict[str, Any], added: list[tuple[str, str]]
+) -> dict[str, Any]:
+    """An image's config on top of its base's: the base's platform, layers and history, then one layer per
+    `added` pair (its history line, its diff_id); `runtime` is what a container runs with (User, Env,
+    Entrypoint, Labels, ...). The keys' order is part of the config's digest: keep it."""
+    return {
+        "architecture": base.get("architecture", "amd64"),
+        "os": base.get("os", "linux"),
+        "created": created,
+        "config": runtime,
+        "rootfs": {
+            "type": "layers",
+            "diff_ids": [*(base.get("rootfs") or {}).get("diff_ids", []), *(diff_id for _, diff_id in added)],
+        },
+        "history": [*base.get("history", []), *({"created": created, "created_by": by} for by, _ in added)],
+    }
