@@ -56,14 +56,13 @@ class _Stream(protocol.LineStream):
         self._early: list[bytes] = []  # lines after the handshake, before the WorkerConnection takes them
         self._on_line: Callable[[bytes], None] | None = None
         self._on_lost: Callable[[], None] | None = None
-        self._gone = False
 
     def attach(self, on_line: Callable[[bytes], None], on_lost: Callable[[], None]) -> None:
         self._on_line, self._on_lost = on_line, on_lost
         early, self._early = self._early, []
         for line in early:
             on_line(line)
-        if self._gone:
+        if self.disconnected:
             on_lost()
 
     def line_received(self, line: bytes) -> None:
@@ -75,7 +74,6 @@ class _Stream(protocol.LineStream):
             self._early.append(line)
 
     def lost(self, exc: Exception | None) -> None:
-        self._gone = True
         if not self.first.done():
             self.first.set_exception(ConnectionResetError("the worker closed the connection before its handshake"))
         if self._on_lost is not None:

@@ -140,7 +140,7 @@ class LineStream(asyncio.Protocol):
         self._buffer = bytearray()
         self._paused = False
         self._waiters: list[asyncio.Future[None]] = []
-        self._lost = False
+        self.disconnected = False  # connection_lost has run
 
     # -- what a subclass does with the connection ----------------------------------------------------
     def line_received(self, line: bytes) -> None:
@@ -148,7 +148,7 @@ class LineStream(asyncio.Protocol):
 
     def too_long(self) -> None:
         """A line over `limit` bytes: the connection cannot go on (what is left of the line is unframed)."""
-        self.transport.close()
+        self.close()
 
     def lost(self, exc: Exception | None) -> None:
         """The connection is gone (EOF, an error, or our own close)."""
@@ -159,12 +159,12 @@ class LineStream(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         buffer = self._buffer
-        if not buffer and data.endswith(b"\n") and data.find(b"\n") == len(data) - 1 and len(data) <= self.limit:
+        if not buffer and data.find(b"\n") == len(data) - 1 and len(data) <= self.limit:
             self.line_received(data)  # the common case: one whole message in one read
             return
         buffer += data
         start = 0
-        while not self._lost and not self.transport.is_closing():
+        while not self.disconnected and not self.transport.is_closing():
             end = buffer.find(b"\n", start)
             if end < 0 or end + 1 - start > self.limit:
                 break
@@ -180,7 +180,7 @@ class LineStream(asyncio.Protocol):
         return None  # close the transport: the peer sends no more
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._lost = True
+        self.disconnected = True
         for waiter in self._waiters:
             if not waiter.done():
                 waiter.set_exception(ConnectionResetError("the protocol connection is closed"))
@@ -202,10 +202,10 @@ class LineStream(asyncio.Protocol):
         self.transport.write(data)
 
     def is_closing(self) -> bool:
-        return self._lost or self.transport is None or self.transport.is_closing()
+        return self.disconnected or self.transport is None or self.transport.is_closing()
 
     async def drain(self) -> None:
-        if self._lost:
+        if self.disconnected:
             raise ConnectionResetError("the protocol connection is closed")
         if not self._paused:
             return
