@@ -19,13 +19,16 @@ class GatewayConnection(protocol.LineStream):
         self.outbox = protocol.Outbox(self, protocol.MAX_LINE_BYTES)  # a turn's replies in one write
         self.tasks: dict[Any, asyncio.Task[None]] = {}  # this connection's requests in flight, by id
 
-    async def send(self, message: dict[str, Any]) -> None:
+    def _line(self, message: dict[str, Any]) -> bytes:
         # secret values never leave the worker, in results, errors or events alike
-        await self.outbox.send(protocol.encode(self.worker.masker.scrub(message)))
+        return protocol.encode(self.worker.masker.scrub(message))
+
+    async def send(self, message: dict[str, Any]) -> None:
+        await self.outbox.send(self._line(message))
 
     def post(self, message: dict[str, Any]) -> None:
         try:
-            self.outbox.post(protocol.encode(self.worker.masker.scrub(message)))
+            self.outbox.post(self._line(message))
         except ConnectionError:
             pass
 
@@ -73,7 +76,7 @@ class GatewayConnection(protocol.LineStream):
 
     def too_long(self) -> None:
         self.post(protocol.error(None, "internal_error", "message too large"))
-        self.close()
+        super().too_long()
 
     def close(self) -> None:
         self.outbox.flush()  # what this turn queued goes out before the connection closes
