@@ -1,6 +1,7 @@
 """MCP `tools/call` through the gateway against FastMCP serving the same tool file directly, with a raw-HTTP
 load generator (not the SDK's client): one MCP session per target (2025-11-25), N connections sending on it
-at once, each keeping one request in flight; responses read as JSON or as an SSE stream, chunked or not.
+at once, each keeping one request in flight; then the same with 2026-07-28 requests (no session: every
+request carries its envelope); responses read as JSON or as an SSE stream, chunked or not.
 
     .venv/bin/python bench/mcp_raw.py [--calls 3000] [--concurrency 1 16] [--seconds 30]
 
@@ -30,6 +31,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 from run import TOKEN, start_gateway, start_peer, tree_cpu  # noqa: E402
 
 TOOL = "echo_number"
+MODERN = "2026-07-28"
+ENVELOPE = {  # a 2026-07-28 request's `_meta`: what the handshake told the server before
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+}
 
 
 @dataclass
@@ -101,13 +108,9 @@ def answer_of(headers: dict[str, str], data: bytes) -> dict:
     return json.loads(data)
 
 
-async def measure(
-    target: str, url: str, headers: dict[str, str], calls: int, concurrency: int, seconds: float, tool: str = TOOL,
-    capabilities: dict | None = None, pid: int | None = None,
-) -> Outcome:
-    host_port, _, path = url.removeprefix("http://").partition("/")
-    host, _, port = host_port.partition(":")
-    first = Connection(host, int(port), "/" + path, headers)
+async def session_headers(host: str, port: int, path: str, headers: dict[str, str], capabilities: dict | None) -> str:
+    """Open a 2025-11-25 session (initialize, initialized, a first tools/list); the headers that use it."""
+    first = Connection(host, port, path, headers)
     await first.open()
     init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": capabilities or {}, "clientInfo": {"name": "bench", "version": "1"}}}
@@ -117,6 +120,21 @@ async def measure(
     await first.post(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode(), extra)
     await first.post(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode(), extra)
     first.close()
+    return extra
+
+
+async def measure(
+    target: str, url: str, headers: dict[str, str], calls: int, concurrency: int, seconds: float, tool: str = TOOL,
+    capabilities: dict | None = None, pid: int | None = None, modern: bool = False,
+) -> Outcome:
+    """`modern`: 2026-07-28 requests (no session: each POST carries the `_meta` envelope and the routing
+    headers); else one 2025-11-25 session shared by the connections."""
+    host_port, _, path = url.removeprefix("http://").partition("/")
+    host, _, port = host_port.partition(":")
+    if modern:
+        extra = f"MCP-Protocol-Version: {MODERN}\r\nMcp-Method: tools/call\r\nMcp-Name: {tool}\r\n"
+    else:
+        extra = await session_headers(host, int(port), "/" + path, headers, capabilities)
     conns = [Connection(host, int(port), "/" + path, headers) for _ in range(concurrency)]
     for conn in conns:
         await conn.open()
@@ -129,6 +147,8 @@ async def measure(
         params: dict = {"name": tool, "arguments": {"x": x}}
         if tool != TOOL:  # the Context tool reports progress: ask for it, and check it arrived
             params["_meta"] = {"progressToken": rid}
+        if modern:
+            params["_meta"] = {**params.get("_meta", {}), **ENVELOPE}
         message = {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params}
         status, got, data = await conn.post(json.dumps(message).encode(), extra)
         answer = answer_of(got, data)
@@ -181,6 +201,15 @@ async def main(calls: int, levels: list[int], seconds: float) -> list[tuple[Outc
                     await measure("FastMCP direct, JSON answers (peer)", peer_url + "/mcp", {}, calls, level, seconds,
                                   pid=peer.pid),
                 ))
+            for level in levels:  # 2026-07-28: no session, the envelope in every request
+                rows.append((
+                    await measure("ToolDock MCP 2026-07-28 (lean path)", gw_url + "/ns/bench/mcp", auth, calls, level,
+                                  seconds, pid=gateway.pid, modern=True),
+                    await measure("ToolDock MCP 2026-07-28 (SDK path)", sdk_url + "/ns/bench/mcp", auth, calls, level,
+                                  seconds, pid=sdk_only.pid, modern=True),
+                    await measure("FastMCP direct 2026-07-28, JSON answers (peer)", peer_url + "/mcp", {}, calls, level,
+                                  seconds, pid=peer.pid, modern=True),
+                ))
             for level in levels:  # a Context tool with progress (a client that declares sampling): streamed by
                 rows.append((  # the lean path, or by the SDK; the worker's warm sessions either way
                     await measure("ToolDock MCP (lean path), Context tool + progress", gw_url + "/ns/bench/mcp", auth,
@@ -204,7 +233,7 @@ if __name__ == "__main__":
     parser.add_argument("--seconds", type=float, default=30, help="time limit per target")
     args = parser.parse_args()
     rows = asyncio.run(main(args.calls, args.concurrency, args.seconds))
-    table = Table(title=f"MCP tools/call {TOOL}, one session, raw HTTP/1.1 keep-alive, loopback ({os.cpu_count()} CPUs)")
+    table = Table(title=f"MCP tools/call {TOOL}, raw HTTP/1.1 keep-alive, loopback ({os.cpu_count()} CPUs)")
     columns = ("target", "concurrent", "calls/s", "p50 ms", "p99 ms", "errors", "vs peer", "server CPU µs/call",
                "workers' share", "loadgen CPU µs/call")
     for column in columns:

@@ -164,6 +164,14 @@ def observe(engine: Engine, registry: Registry, hub: McpHub, settings: Settings)
         ["namespace"],
         lambda: [([n], float(c)) for n, c in hub.session_counts().items()],
     )
+    if hub.lean is not None:
+        served = hub.lean.served
+        metrics.counter(
+            "tooldock_mcp_lean_requests",
+            "MCP requests answered by the lean path (without the SDK), by method and protocol version",
+            ["method", "protocol"],
+            lambda: [([method, protocol], float(n)) for (method, protocol), n in list(served.items())],
+        )
     metrics.gauge(
         "tooldock_audit_lines_dropped",
         "Audit lines that could not be written",

@@ -15,10 +15,10 @@ from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from tooldock.errors import ToolDockError
+from tooldock.runtime.disconnect import cancelled_on_disconnect
 from tooldock.runtime.engine import Engine
 from tooldock.runtime.http.responses import error_response
 from tooldock.runtime.http.rest import call_rest
-from tooldock.runtime.http.wire import cancelled_on_disconnect
 
 # FastAPI's JSON (no NaN, UTF-8 as is), built once: `json.dumps` with options builds one per call.
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))

@@ -15,10 +15,10 @@ from tooldock.errors import BadRequest, Forbidden, PayloadTooLarge, ToolDockErro
 from tooldock.keys import ApiKey
 from tooldock.runtime import jsonin, requestid
 from tooldock.runtime.access import key_of, restricted
+from tooldock.runtime.disconnect import cancelled_on_disconnect
 from tooldock.runtime.engine import Engine
 from tooldock.runtime.http.auth import token_matches
 from tooldock.runtime.http.openapi import namespace_openapi
-from tooldock.runtime.http.wire import cancelled_on_disconnect
 from tooldock.runtime.observe import call_info
 from tooldock.runtime.settings import Settings
 from tooldock.worker.protocol import error_text

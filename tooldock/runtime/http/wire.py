@@ -13,42 +13,11 @@ and before the connection is closed.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Iterator
 from typing import Any, cast
 
-from starlette.requests import ClientDisconnect
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-# In each request's scope: a list of callables run when the client goes away before its answer is complete.
-# A handler that would otherwise work on for nobody (hotrest: a REST call's tool) adds one that stops it.
-ON_DISCONNECT = "tooldock.on_disconnect"
-
-
-@contextlib.contextmanager
-def cancelled_on_disconnect(scope: Any) -> Iterator[None]:
-    """While the block runs, a client that goes away cancels it (as an MCP client's notifications/cancelled
-    cancels a call: a worker call in it tells the worker to stop), and the block ends in ClientDisconnect,
-    which the request edge logs as one quiet line. Nothing is watched when the server is not the gateway's."""
-    hooks, task, gone = scope.get(ON_DISCONNECT), asyncio.current_task(), []
-    if hooks is None or task is None:
-        yield
-        return
-
-    def stop() -> None:
-        gone.append(True)
-        task.cancel()
-
-    hooks.append(stop)
-    try:
-        yield
-    except asyncio.CancelledError:
-        if not gone:
-            raise
-        task.uncancel()
-        raise ClientDisconnect() from None
-    finally:
-        hooks.remove(stop)
+from tooldock.runtime.disconnect import ON_DISCONNECT
 
 
 class CoalescingTransport:

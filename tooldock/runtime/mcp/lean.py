@@ -18,41 +18,40 @@ client cancelled with `notifications/cancelled` (taken here for the calls this p
 A `tools/call` of a tool that takes a Context is taken too: it is answered as one SSE stream, as the SDK
 answers it, with the tool's notifications and its questions to the client (sampling, elicitation, roots)
 before the response (leanstream.py); the client's answers to those questions, POSTed back, are taken here.
+
+2026-07-28 requests have no session: `tools/call` of a plain tool and `tools/list` are taken by the rules
+of leanmodern.py. `served` counts the requests answered here, by method and protocol version (the metric
+`tooldock_mcp_lean_requests_total`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import logging
 import math
 from typing import Any
 
 import anyio
-import mcp_types as types
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
-from mcp.shared.exceptions import MCPError
-from mcp_types.methods import serialize_server_result
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
-from tooldock.errors import NotInScope, ToolDockError, ToolNotFound
-from tooldock.runtime import jsonin
 from tooldock.runtime.access import key_of
+from tooldock.runtime.disconnect import cancelled_on_disconnect
 from tooldock.runtime.engine import Engine
 from tooldock.runtime.mcp.caller import caller_of
 from tooldock.runtime.mcp.compat import Body
-from tooldock.runtime.mcp.inputreq import legacy_rounds
+from tooldock.runtime.mcp.leanmodern import MODERN, PARAM_PREFIX, ROUTING, ModernLean
+from tooldock.runtime.mcp.leanmodern import answer as modern_answer
+from tooldock.runtime.mcp.leanrun import STREAMED, run
 from tooldock.runtime.mcp.leanstream import COMPACT, Asks, SseAnswer, StreamRelay
-from tooldock.runtime.mcp.results import error_payload
-from tooldock.runtime.observe import call_info
 
 log = logging.getLogger("tooldock.mcp")
 SESSION = b"mcp-session-id"
 METHODS = ("tools/call", "tools/list", "ping")
-STREAMED = "tools/call+stream"  # a Context tool's call: answered as an SSE stream
 CANCELLED = "notifications/cancelled"
 REQUEST_CANCELLED = -32800
 CANCEL_ANSWER = {"code": REQUEST_CANCELLED, "message": "Request cancelled"}  # the SDK's, for the 2025 era
@@ -125,6 +124,8 @@ class LeanPath:
         self._running: dict[tuple[str, Any], _Call] = {}  # (session, request id) -> its call
         self._asks = Asks()  # streamed calls' questions to their clients, until answered
         self._passed: set[tuple[bytes | None, bytes | None]] = set()  # Host and Origin the SDK's check let in
+        self.modern = ModernLean(engine)
+        self.served: collections.Counter[tuple[str, str]] = collections.Counter()  # (method, version) -> requests
 
     def seen(self, ctx: Any, state: Any) -> None:
         """The SDK served a list or call of this session: the lean path may take its next ones. `state`:
@@ -144,6 +145,7 @@ class LeanPath:
             return receive
         sid_raw = accept = ctype = version = b""
         host = origin = None  # the first of each, as the SDK's check reads them
+        routing: dict[str, str] | None = {}  # 2026-07-28's routing headers, each sent once (else None)
         for name, value in scope["headers"]:
             if name == SESSION:
                 sid_raw = value
@@ -155,8 +157,23 @@ class LeanPath:
                 accept = value
             elif name == b"content-type":
                 ctype = value
-            elif name == b"mcp-protocol-version":
-                version = value
+            elif name.startswith(b"mcp-"):
+                if name in ROUTING and routing is not None:
+                    key = name.decode("latin-1")
+                    routing = None if key in routing else {**routing, key: value.decode("latin-1")}
+                elif name.startswith(PARAM_PREFIX):
+                    routing = None  # the SDK compares these with the tool's declarations
+                if name == b"mcp-protocol-version":
+                    version = value
+        if not ctype.startswith(b"application/json") or not (
+            b"application/json" in accept and b"text/event-stream" in accept
+        ):
+            return receive
+        era = version.decode("latin-1")
+        if era in MODERN:
+            if routing is None or not await self._secure(scope, host, origin):
+                return receive
+            return await self._modern(namespace, manager, scope, receive, send, routing)
         sid = sid_raw.decode("latin-1")
         known = self._known.get(sid)
         transport = manager._server_instances.get(sid) if known is not None else None
@@ -168,27 +185,15 @@ class LeanPath:
             or (transport.idle_scope is not None and transport.idle_scope.cancel_called)
             or getattr(manager, "_session_owners", {}).get(sid) is not None
             or scope.get("user") is not None
-            or (version and version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS)
-            or not ctype.startswith(b"application/json")
-            or not (b"application/json" in accept and b"text/event-stream" in accept)
+            or (era and era not in HANDSHAKE_PROTOCOL_VERSIONS)
         ):
             return receive
-        if self._security is not None and (host, origin) not in self._passed:
-            if await self._security.validate_request(Request(scope), is_post=True):
-                return receive  # the SDK answers it (421 / 403 / 400)
-            if len(self._passed) < PASSED_LIMIT:  # its verdict depends on these two headers only
-                self._passed.add((host, origin))
-        body = Body(receive)  # what the lean path does not take, the SDK reads as if it had not been read
-        while len(body.data) <= self.max_body and await body.pull():
-            pass
-        if body.disconnected:
-            return None
-        if not body.complete or len(body.data) > self.max_body:  # over the limit: the SDK answers 413
-            return body.replay()
-        try:
-            msg = json.loads(bytes(body.data))
-        except (ValueError, RecursionError):
-            return body.replay()
+        if not await self._secure(scope, host, origin):
+            return receive
+        read = await self._read(receive)
+        if not isinstance(read, tuple):
+            return read
+        body, msg = read
         if isinstance(msg, dict) and "method" not in msg and self._asks.answered(sid, msg):
             await _answer(send, sid_raw, 202, None)  # a client's answer to a streamed call's question
             return None
@@ -204,6 +209,7 @@ class LeanPath:
             await _answer(send, sid_raw, 202, None)
             return None
         caller = {**known.caller, "client": (scope.get("client") or (None,))[0]}
+        self.served["tools/call" if plan == STREAMED else plan, caller["protocol"]] += 1
         params = msg.get("params") or {}
         answer = relay = None
         if plan == STREAMED:
@@ -215,7 +221,7 @@ class LeanPath:
             if answer is not None:
                 await answer.open(caller["protocol"])
             self._running[(sid, rid)] = call
-            result = await self._run(namespace, plan, params, key_of(scope), caller, relay)
+            result = await run(self.engine, namespace, plan, params, key_of(scope), caller, relay)
             payload = {"jsonrpc": "2.0", "id": rid, **result}
         except asyncio.CancelledError:
             if not call.asked or call.task.uncancel():  # cancelled from outside too (shutdown): pass it on
@@ -236,6 +242,58 @@ class LeanPath:
             await _answer(send, sid_raw, 200, payload)
         else:
             await answer.message(payload, last=True)
+        return None
+
+    async def _secure(self, scope: Scope, host: bytes | None, origin: bytes | None) -> bool:
+        """Whether the SDK's DNS-rebinding check lets this Host and Origin in (if not, the SDK answers)."""
+        if self._security is None or (host, origin) in self._passed:
+            return True
+        if await self._security.validate_request(Request(scope), is_post=True):
+            return False  # the SDK answers it (421 / 403 / 400)
+        if len(self._passed) < PASSED_LIMIT:  # its verdict depends on these two headers only
+            self._passed.add((host, origin))
+        return True
+
+    async def _read(self, receive: Receive) -> tuple[Body, Any] | Receive | None:
+        """The body and its decoded JSON; else what `handle` returns: None when the client went away, or
+        the `receive` replaying what was read (the SDK answers a body over the limit, 413, or not JSON)."""
+        body = Body(receive)  # what the lean path does not take, the SDK reads as if it had not been read
+        while len(body.data) <= self.max_body and await body.pull():
+            pass
+        if body.disconnected:
+            return None
+        if not body.complete or len(body.data) > self.max_body:
+            return body.replay()
+        try:
+            return body, json.loads(bytes(body.data))
+        except (ValueError, RecursionError):
+            return body.replay()
+
+    async def _modern(
+        self, namespace: str, manager: Any, scope: Scope, receive: Receive, send: Send, routing: dict[str, str]
+    ) -> Receive | None:
+        """A 2026-07-28 request (leanmodern.py): no session; a client that goes away cancels the call."""
+        read = await self._read(receive)
+        if not isinstance(read, tuple):
+            return read
+        body, msg = read
+        route = self.modern.route(namespace, msg, routing)
+        if route is None:
+            return body.replay()
+        self.served[(route.method, route.verdict.protocol_version)] += 1
+        caller = route.caller((scope.get("client") or (None,))[0])
+        with cancelled_on_disconnect(scope):
+            outcome = await run(
+                self.engine,
+                namespace,
+                route.method,
+                route.params,
+                key_of(scope),
+                caller,
+                None,
+                manager.app.server_info_stamp,
+            )
+        await modern_answer(send, {"jsonrpc": "2.0", "id": route.rid, **outcome})
         return None
 
     def _plan(self, namespace: str, msg: Any) -> str | None:
@@ -266,42 +324,3 @@ class LeanPath:
         elif set(params) - {"_meta"}:
             return None  # a cursor, or something newer than this path knows
         return str(method)
-
-    async def _run(
-        self, namespace: str, plan: str, params: dict[str, Any], key: Any, caller: dict[str, Any], relay: Any
-    ) -> Any:
-        method = "tools/call" if plan == STREAMED else plan
-        if method == "ping":
-            return {"result": {}}
-        with call_info(**caller):
-            try:
-                if method == "tools/list":
-                    result: dict[str, Any] = {"tools": self.engine.list_tools(namespace, None, key)}
-                else:
-                    arguments = params.get("arguments") or {}
-                    found = jsonin.problem(arguments, "arguments")
-                    if found is not None:  # NaN and infinities are not JSON numbers
-                        return {"error": {"code": types.INVALID_PARAMS, "message": f"invalid arguments: {found}"}}
-                    called = await self._call(namespace, params["name"], arguments, relay, key)
-                    result = {k: v for k, v in called.items() if v is not None}
-            except (ToolNotFound, NotInScope) as err:
-                return {"error": {"code": types.INVALID_PARAMS, "message": err.message}}
-            except MCPError as err:  # a guard's question the client did not declare, or refused
-                return {"error": err.error.model_dump(mode="json", by_alias=True, exclude_none=True)}
-            except ToolDockError as err:
-                if method == "tools/list":
-                    return {"error": {"code": types.INVALID_REQUEST, "message": err.message}}
-                result = error_payload(err)
-        try:  # the result shaped for the session's protocol version, as the SDK sends it
-            return {"result": serialize_server_result(method, caller["protocol"], result)}
-        except ValidationError:
-            log.exception("the %s result of namespace %r is not valid MCP", method, namespace)
-            return {"error": {"code": types.INTERNAL_ERROR, "message": "Handler returned an invalid result"}}
-
-    async def _call(self, namespace: str, tool: str, arguments: dict[str, Any], relay: Any, key: Any) -> Any:
-        """A plain tool's call; a Context tool's with a guard's rounds, its questions asked over the stream."""
-        if relay is None:
-            return await self.engine.call_tool(namespace, tool, arguments, None, key=key)
-        return await legacy_rounds(
-            lambda: self.engine.call_tool(namespace, tool, arguments, relay, key=key), relay.ask_declared
-        )

@@ -12,10 +12,14 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# A metric read at scrape time: name, help, label names, its reader, and its kind.
+_Read = tuple[
+    str, str, list[str], Callable[[], Iterable[tuple[list[str], float]]], type[GaugeMetricFamily | CounterMetricFamily]
+]
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
 
@@ -46,7 +50,7 @@ class Metrics:
         self.rate_limited = Counter(
             "tooldock_rate_limited", "Calls refused by a rate limit, by namespace", ["namespace"], registry=r
         )
-        self._gauges: list[tuple[str, str, list[str], Callable[[], Iterable[tuple[list[str], float]]]]] = []
+        self._gauges: list[_Read] = []
         r.register(_Scraped(self._gauges))
         # The labelled children, by their label values: `labels()` takes a lock and checks its arguments
         # on every call, three times per call here; the children it returns never change (nothing removes one).
@@ -81,19 +85,25 @@ class Metrics:
         self, name: str, doc: str, labels: list[str], read: Callable[[], Iterable[tuple[list[str], float]]]
     ) -> None:
         """A value read at scrape time: `read()` yields (label values, value)."""
-        self._gauges.append((name, doc, labels, read))
+        self._gauges.append((name, doc, labels, read, GaugeMetricFamily))
+
+    def counter(
+        self, name: str, doc: str, labels: list[str], read: Callable[[], Iterable[tuple[list[str], float]]]
+    ) -> None:
+        """A count kept elsewhere (a plain integer on a hot path), read at scrape time as `<name>_total`."""
+        self._gauges.append((name, doc, labels, read, CounterMetricFamily))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
 
 class _Scraped(Collector):
-    def __init__(self, gauges: list[tuple[str, str, list[str], Callable[[], Iterable[tuple[list[str], float]]]]]):
+    def __init__(self, gauges: list[_Read]):
         self.gauges = gauges
 
     def collect(self) -> Iterable[Metric]:
-        for name, doc, labels, read in self.gauges:
-            family = GaugeMetricFamily(name, doc, labels=labels)
+        for name, doc, labels, read, kind in self.gauges:
+            family = kind(name, doc, labels=labels)
             try:
                 rows: Any = list(read())
             except Exception:  # a scrape never fails because one reader did
