@@ -20,6 +20,7 @@ cancels the call, as closing the response stream does on the SDK's path.
 from __future__ import annotations
 
 import json
+import weakref
 from typing import Any
 
 import mcp_types as types
@@ -64,7 +65,8 @@ class ModernRoute:
 class ModernLean:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self._tools: dict[str, tuple[Any, frozenset[str]]] = {}  # namespace -> (its entry, tools taken here)
+        # namespace -> (its entry, the tool list and plain tools they were worked out from, tools taken here)
+        self._tools: dict[str, tuple[weakref.ref[Any], Any, Any, frozenset[str]]] = {}
 
     def route(self, namespace: str, msg: Any, routing: dict[str, str]) -> ModernRoute | None:
         """What this path does with `msg` (a decoded body), or None for the SDK. `routing`: the request's
@@ -99,18 +101,18 @@ class ModernLean:
 
     def _taken(self, namespace: str, entry: Any) -> frozenset[str]:
         """The namespace's tools a call of which this path may answer (worked out once per entry)."""
-        cached = self._tools.get(namespace)
-        if cached is not None and cached[0] is entry:
-            return cached[1]
-        plain = set(getattr(entry.worker, "plain_tools", ()))
+        tools, plain = entry.tools, getattr(entry.worker, "plain_tools", frozenset[str]())
+        cached = self._tools.get(namespace)  # a worker's handshake (a restart too) sets new lists
+        if cached is not None and cached[0]() is entry and cached[1] is tools and cached[2] is plain:
+            return cached[3]
         names = frozenset(
             str(tool["name"])
-            for tool in entry.tools
+            for tool in tools
             if tool.get("name") in plain
             and mode_of(tool, entry.source.config) == "forbidden"
             and HEADER_DECLARATION not in json.dumps(tool.get("inputSchema") or {})
         )
-        self._tools[namespace] = (entry, names)
+        self._tools[namespace] = (weakref.ref(entry), tools, plain, names)  # an old entry is not kept alive
         return names
 
 
