@@ -16,26 +16,18 @@ from typing import Any
 
 import httpx
 import pytest
+from test_mcp_lean import ACCEPT
+from test_mcp_lean import TOOLS as SESSION_TOOLS
 
-TOOLS = '''import asyncio
+# The session tests' tools (add, boom, nap, chatty), and three more: a call to cancel, a header declaration,
+# a task tool.
+TOOLS = SESSION_TOOLS + '''
+
+import asyncio
 from pathlib import Path
 from typing import Annotated
 
-from fastmcp import Context
-from fastmcp.tools import tool
 from pydantic import Field
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two numbers."""
-    return a + b
-
-
-@tool
-def boom() -> str:
-    """Always fails."""
-    raise ValueError("no luck")
 
 
 @tool
@@ -47,13 +39,6 @@ async def hold(marker: str) -> str:
         Path(marker).write_text("cancelled")
         raise
     return "held"
-
-
-@tool
-async def chatty(ctx: Context) -> str:
-    """A Context tool: logs a line."""
-    await ctx.info("hello")
-    return "said"
 
 
 @tool
@@ -69,7 +54,6 @@ def nightly_sum(a: int, b: int) -> int:
 '''
 CONFIG = 'tasks:\n  optional: ["nightly_*"]\n'
 MODERN = "2026-07-28"
-ACCEPT = "application/json, text/event-stream"
 META = {
     "io.modelcontextprotocol/protocolVersion": MODERN,
     "io.modelcontextprotocol/clientCapabilities": {},
