@@ -9,6 +9,9 @@ Every target is measured in the same run on 127.0.0.1, bounded by a call count a
 shows the load generator's own CPU per call, so it can be seen not to be the bottleneck, and the server's:
 the CPU the target's processes (the gateway and its workers, or the peer) spent per call, read from /proc,
 with the workers' share of it.
+
+Then the lean path and the peer again, driven by wrk (bench/mcp_wrk.py; rows marked "wrk:"): at 1 concurrent
+a call's time includes the load generator's, and wrk's is a tenth of the Python client's.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import asyncio
 import json
 import os
 import resource
+import statistics
 import sys
 import tempfile
 import time
@@ -28,6 +32,7 @@ from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).parent))
+import mcp_wrk  # noqa: E402
 from run import TOKEN, start_gateway, start_peer, tree_cpu  # noqa: E402
 
 TOOL = "echo_number"
@@ -50,12 +55,16 @@ class Outcome:
     latencies: list[float]
     server: float = 0.0  # CPU seconds of the server's process (the gateway, or the peer)
     workers: float = 0.0  # CPU seconds of the gateway's workers (and fork servers)
+    quantiles: dict[float, float] | None = None  # p50 and p99 in ms, when the load generator gives only those
+    ratio: float | None = None  # its rate against the peer's, when worked out from rounds taken in turn
 
     @property
     def rate(self) -> float:
         return self.calls / self.wall if self.wall else 0.0
 
     def pct(self, q: float) -> float:
+        if self.quantiles is not None:
+            return self.quantiles[q]
         ordered = sorted(self.latencies)
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000 if ordered else float("nan")
 
@@ -183,6 +192,61 @@ async def measure(
                    server1[0] - server0[0], server1[1] - server0[1])
 
 
+async def measure_wrk(target: str, url: str, headers: dict[str, str], concurrency: int, seconds: float,
+                     pid: int, modern: bool = False, warm: bool = True) -> Outcome:
+    """The same calls driven by wrk (bench/mcp_wrk.py), bounded by `seconds`."""
+    host_port, _, path = url.removeprefix("http://").partition("/")
+    host, _, port = host_port.partition(":")
+    if modern:
+        extra = {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": TOOL}
+    else:
+        lines = (await session_headers(host, int(port), "/" + path, headers, None)).strip().split("\r\n")
+        extra = dict(line.split(": ", 1) for line in lines)
+    server0 = tree_cpu(pid)
+    got = await asyncio.to_thread(mcp_wrk.run, url, {**headers, **extra}, concurrency, seconds, TOOL,
+                                  ENVELOPE if modern else None, warm)
+    server1 = tree_cpu(pid)
+    return Outcome(target, concurrency, got["calls"], got["errors"], got["wall"], got["cpu"], [],
+                   server1[0] - server0[0], server1[1] - server0[1], {0.5: got["p50"], 0.99: got["p99"]})
+
+
+ROUNDS = 5  # wrk rounds per target, the two targets taking turns
+
+
+async def wrk_rows(gw_url: str, gateway: int, peer_url: str, peer: int, levels: list[int],
+                   seconds: float) -> list[tuple[Outcome, ...]]:
+    """The lean path against the peer with wrk as the load generator, on a session and with 2026-07-28: the
+    two take turns for ROUNDS short runs each (this machine's speed drifts by more than the gap between
+    runs minutes apart), and "vs peer" is the median of the rounds' ratios."""
+    if not mcp_wrk.available():
+        print("wrk is not installed (Debian: apt-get install wrk): the wrk rows are left out", file=sys.stderr)
+        return []
+    auth, rows = {"Authorization": f"Bearer {TOKEN}"}, []
+    for modern in (False, True):
+        era = " 2026-07-28" if modern else ""
+        for level in levels:
+            ours: list[Outcome] = []
+            theirs: list[Outcome] = []
+            for turn in range(ROUNDS):
+                pair = [
+                    (ours, f"wrk: ToolDock MCP{era} (lean path)", gw_url + "/ns/bench/mcp", auth, gateway),
+                    (theirs, f"wrk: FastMCP direct{era}, JSON answers (peer)", peer_url + "/mcp", {}, peer),
+                ]
+                for into, target, url, headers, pid in pair if turn % 2 == 0 else pair[::-1]:
+                    into.append(await measure_wrk(target, url, headers, level, seconds / ROUNDS, pid, modern, turn == 0))
+            ratio = statistics.median(a.rate / b.rate for a, b in zip(ours, theirs, strict=True))
+            rows.append((_merged(ours, ratio), _merged(theirs, 1.0)))
+    return rows
+
+
+def _merged(rounds: list[Outcome], ratio: float) -> Outcome:
+    """One row for a target's rounds: their calls and times summed, the median round's latencies."""
+    middle = sorted(rounds, key=lambda o: o.rate)[len(rounds) // 2]
+    return Outcome(middle.target, middle.concurrency, sum(o.calls for o in rounds), sum(o.errors for o in rounds),
+                   sum(o.wall for o in rounds), sum(o.cpu for o in rounds), [], sum(o.server for o in rounds),
+                   sum(o.workers for o in rounds), middle.quantiles, ratio)
+
+
 async def main(calls: int, levels: list[int], seconds: float) -> list[tuple[Outcome, ...]]:
     rows: list[tuple[Outcome, ...]] = []
     with tempfile.NamedTemporaryFile("w+b", suffix=".log") as log, tempfile.NamedTemporaryFile("w+b") as log2:
@@ -219,6 +283,7 @@ async def main(calls: int, levels: list[int], seconds: float) -> list[tuple[Outc
                     await measure("FastMCP direct, Context tool + progress (peer)", streaming_url + "/mcp", {}, calls,
                                   level, seconds, "echo_progress", {"sampling": {}}, streaming.pid),
                 ))
+            rows += await wrk_rows(gw_url, gateway.pid, peer_url, peer.pid, levels, min(seconds, 10))
         finally:
             for proc in (gateway, sdk_only, peer, streaming):
                 proc.terminate()
@@ -242,7 +307,7 @@ if __name__ == "__main__":
         peer = row[-1]
         for r in row:
             table.add_row(r.target, str(r.concurrency), f"{r.rate:.0f}", f"{r.pct(0.5):.2f}", f"{r.pct(0.99):.2f}",
-                          str(r.errors), f"{r.rate / peer.rate:.2f}x",
+                          str(r.errors), f"{r.ratio if r.ratio is not None else r.rate / peer.rate:.2f}x",
                           f"{(r.server + r.workers) / max(r.calls, 1) * 1e6:.0f}",
                           f"{r.workers / max(r.calls, 1) * 1e6:.0f}" if r.workers else "-",
                           f"{r.cpu / max(r.calls, 1) * 1e6:.0f}")
