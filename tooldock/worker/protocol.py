@@ -224,7 +224,7 @@ class Outbox:
     messages instead of one each. A sender waits only when more than `high_water` bytes are queued (the
     other side is not reading); on a closed connection it gets ConnectionResetError."""
 
-    def __init__(self, writer: asyncio.StreamWriter | LineStream, high_water: int) -> None:
+    def __init__(self, writer: LineStream, high_water: int) -> None:
         self.writer, self.high_water = writer, high_water
         self._pending: list[bytes] = []
         self._drain = asyncio.Lock()  # one drain at a time

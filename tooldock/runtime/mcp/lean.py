@@ -46,7 +46,7 @@ from tooldock.runtime.mcp.caller import caller_of
 from tooldock.runtime.mcp.compat import Body
 from tooldock.runtime.mcp.leanmodern import MODERN, PARAM_PREFIX, ROUTING, ModernLean
 from tooldock.runtime.mcp.leanmodern import answer as modern_answer
-from tooldock.runtime.mcp.leanrun import STREAMED, run
+from tooldock.runtime.mcp.leanrun import STREAMED, method_of, run
 from tooldock.runtime.mcp.leanstream import COMPACT, Asks, SseAnswer, StreamRelay
 
 log = logging.getLogger("tooldock.mcp")
@@ -209,7 +209,7 @@ class LeanPath:
             await _answer(send, sid_raw, 202, None)
             return None
         caller = {**known.caller, "client": (scope.get("client") or (None,))[0]}
-        self.served["tools/call" if plan == STREAMED else plan, caller["protocol"]] += 1
+        self.served[method_of(plan), caller["protocol"]] += 1
         params = msg.get("params") or {}
         answer = relay = None
         if plan == STREAMED:

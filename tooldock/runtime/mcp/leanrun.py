@@ -25,6 +25,11 @@ log = logging.getLogger("tooldock.mcp")
 STREAMED = "tools/call+stream"  # a Context tool's call: answered as an SSE stream
 
 
+def method_of(plan: str) -> str:
+    """The MCP method a lean plan serves (a streamed call is a `tools/call`)."""
+    return "tools/call" if plan == STREAMED else plan
+
+
 async def run(
     engine: Engine,
     namespace: str,
@@ -37,7 +42,7 @@ async def run(
 ) -> Any:
     """A lean request run through the engine: `{"result": ...}` shaped for the caller's protocol version,
     or `{"error": ...}` as the SDK words it. `stamp`: the server's `serverInfo`, for a 2026-07-28 result."""
-    method = "tools/call" if plan == STREAMED else plan
+    method = method_of(plan)
     if method == "ping":
         return {"result": {}}
     with call_info(**caller):
