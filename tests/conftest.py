@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -84,6 +85,19 @@ class Gateway:
 
     def call(self, namespace: str, tool: str, **arguments: Any) -> httpx.Response:
         return self.post(f"/tools/{tool}", namespace, arguments)
+
+    def post_and_leave(self, path: str, headers: dict[str, str], body: str, wait: float = 1.0,
+                       length: int | None = None) -> None:
+        """POST `body` on a raw socket (Host and the bearer token added), wait `wait` s, then close the
+        connection without reading the answer: a client that goes away. `length`: a Content-Length other
+        than the body's (a body cut short)."""
+        host, port = self.url.removeprefix("http://").split(":")
+        fields = {"Host": f"{host}:{port}", "Authorization": f"Bearer {self.token}", **headers,
+                  "Content-Length": str(len(body) if length is None else length)}
+        head = "".join(f"{name}: {value}\r\n" for name, value in fields.items())
+        with socket.create_connection((host, int(port))) as sock:
+            sock.sendall(f"POST {path} HTTP/1.1\r\n{head}\r\n{body}".encode())
+            time.sleep(wait)
 
     def namespace(self, name: str) -> dict[str, Any]:
         listing = self.get("/namespaces").json()["namespaces"]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import queue
 import shutil
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -261,22 +260,17 @@ def test_request_id_reaches_the_worker_and_error_lines(gw):
 
 # -- disconnects and logs ------------------------------------------------------------------------------
 
-def _leave_mid_request(gw: Gateway, path: str, extra: str = "") -> None:
+def _leave_mid_request(gw: Gateway, path: str, extra: dict[str, str] | None = None) -> None:
     """Send the headers and part of the body, then go away."""
-    host, port = gw.url.removeprefix("http://").split(":")
-    with socket.create_connection((host, int(port))) as sock:
-        sock.sendall(
-            f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {gw.token}\r\n"
-            f"X-Namespace: multi-tool\r\nContent-Type: application/json\r\n"
-            f"Accept: application/json, text/event-stream\r\nX-Request-Id: gone-{path.strip('/').replace('/', '-')}\r\n"
-            f"{extra}Content-Length: 1000\r\n\r\n{{\"a\": 1".encode()
-        )
-        time.sleep(0.3)
+    headers = {"X-Namespace": "multi-tool", "Content-Type": "application/json",
+               "Accept": "application/json, text/event-stream",
+               "X-Request-Id": f"gone-{path.strip('/').replace('/', '-')}", **(extra or {})}
+    gw.post_and_leave(path, headers, '{"a": 1', wait=0.3, length=1000)
 
 
 def test_a_client_leaving_mid_request_is_one_quiet_line(gw):
-    cases = [("/tools/add", ""), ("/tools/call", ""), ("/mcp", ""), ("/mcp", "MCP-Protocol-Version: 2025-11-25\r\n"),
-             ("/mcp", "MCP-Protocol-Version: 2026-07-28\r\n")]
+    cases = [("/tools/add", None), ("/tools/call", None), ("/mcp", None),
+             ("/mcp", {"MCP-Protocol-Version": "2025-11-25"}), ("/mcp", {"MCP-Protocol-Version": "2026-07-28"})]
     before = len(gw.logs)
     for path, extra in cases:
         _leave_mid_request(gw, path, extra)
@@ -398,15 +392,9 @@ def test_a_rest_client_that_goes_away_cancels_its_call(gw, tmp_path, path):
     marker = tmp_path / "cancelled.txt"
     arguments = {"marker": str(marker)}
     body = json.dumps(arguments if path != "/tools/call" else {"name": "watch_cancel", "arguments": arguments})
-    host, port = gw.url.removeprefix("http://").split(":")
     before = len(gw.logs)
-    with socket.create_connection((host, int(port))) as sock:
-        sock.sendall(
-            f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {gw.token}\r\n"
-            f"X-Namespace: testing\r\nContent-Type: application/json\r\nX-Request-Id: rest-gone-1\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n{body}".encode()
-        )
-        time.sleep(1.0)  # the tool is running (it waits 30 s unless cancelled)
+    headers = {"X-Namespace": "testing", "Content-Type": "application/json", "X-Request-Id": "rest-gone-1"}
+    gw.post_and_leave(path, headers, body)  # after 1 s the tool is running (it waits 30 s unless cancelled)
     gw.wait_for(lambda: marker.exists() and marker.read_text() == "cancelled", 15, "the tool to be cancelled")
     gw.wait_for(lambda: f"client disconnected before the answer: POST {path} (request rest-gone-1)"
                 in gw.logs[before:], 10, "the disconnect line")

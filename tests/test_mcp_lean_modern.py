@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
-import time
 from pathlib import Path
 from typing import Any
 
@@ -178,15 +176,9 @@ def test_a_modern_client_that_goes_away_cancels_its_lean_call(make_gateway, tool
     gateway = make_gateway(tools)
     marker = tmp_path / "cancelled.txt"
     body = json.dumps(request("tools/call", {"name": "hold", "arguments": {"marker": str(marker)}}))
-    host, port = gateway.url.removeprefix("http://").split(":")
-    with socket.create_connection((host, int(port))) as sock:
-        sock.sendall(
-            f"POST /ns/lean/mcp HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {gateway.token}\r\n"
-            f"Content-Type: application/json\r\nAccept: {ACCEPT}\r\nMCP-Protocol-Version: {MODERN}\r\n"
-            f"Mcp-Method: tools/call\r\nMcp-Name: hold\r\nX-Request-Id: modern-gone-1\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n{body}".encode()
-        )
-        time.sleep(1.0)  # the tool is running (it waits 30 s unless cancelled)
+    headers = {"Content-Type": "application/json", "Accept": ACCEPT, "MCP-Protocol-Version": MODERN,
+               "Mcp-Method": "tools/call", "Mcp-Name": "hold", "X-Request-Id": "modern-gone-1"}
+    gateway.post_and_leave("/ns/lean/mcp", headers, body)  # after 1 s the tool is running (it waits 30 s)
     gateway.wait_for(lambda: marker.exists() and marker.read_text() == "cancelled", 15, "the tool to be cancelled")
     gateway.wait_for(lambda: "client disconnected before the answer" in gateway.logs, 10, "the disconnect line")
     assert "Traceback" not in gateway.logs
