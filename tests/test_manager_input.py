@@ -823,7 +823,8 @@ def test_mcp_reload_core_during_a_reload(manager):
         assert not is_error, answer
         assert answer["reloaded"] is True and "basic-tool" in answer["namespaces"] and answer["failed"] == {}
     own = [a for _, a in answers if not a.get("shared")]
-    assert 1 <= len(own) <= 5 and after - before == len(own)  # each answer not shared is one gateway reload
+    assert own, answers  # at least one call reloaded (the others may share its answer)
+    assert after - before == len(own)  # each answer not shared is one gateway reload
     print(f"\nreload_core x5 during one another: {len(own)} gateway reload(s), {5 - len(own)} shared answer(s)")
 
 
