@@ -117,7 +117,12 @@ def answer_of(headers: dict[str, str], data: bytes) -> dict:
     return json.loads(data)
 
 
-async def session_headers(host: str, port: int, path: str, headers: dict[str, str], capabilities: dict | None) -> str:
+def header_lines(headers: dict[str, str]) -> str:
+    return "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+
+
+async def session_headers(host: str, port: int, path: str, headers: dict[str, str], capabilities: dict | None
+                          ) -> dict[str, str]:
     """Open a 2025-11-25 session (initialize, initialized, a first tools/list); the headers that use it."""
     first = Connection(host, port, path, headers)
     await first.open()
@@ -125,11 +130,22 @@ async def session_headers(host: str, port: int, path: str, headers: dict[str, st
         "protocolVersion": "2025-11-25", "capabilities": capabilities or {}, "clientInfo": {"name": "bench", "version": "1"}}}
     _, got, _ = await first.post(json.dumps(init).encode())
     session = {"Mcp-Session-Id": got["mcp-session-id"], "MCP-Protocol-Version": "2025-11-25"}
-    extra = "".join(f"{k}: {v}\r\n" for k, v in session.items())
+    extra = header_lines(session)
     await first.post(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode(), extra)
     await first.post(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode(), extra)
     first.close()
-    return extra
+    return session
+
+
+async def call_headers(url: str, headers: dict[str, str], tool: str, modern: bool,
+                       capabilities: dict | None = None) -> dict[str, str]:
+    """What each call to `url` carries besides `headers`: 2026-07-28's routing headers (no session), or
+    those of a 2025-11-25 session opened for it."""
+    if modern:
+        return {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": tool}
+    host_port, _, path = url.removeprefix("http://").partition("/")
+    host, _, port = host_port.partition(":")
+    return await session_headers(host, int(port), "/" + path, headers, capabilities)
 
 
 async def measure(
@@ -140,10 +156,7 @@ async def measure(
     headers); else one 2025-11-25 session shared by the connections."""
     host_port, _, path = url.removeprefix("http://").partition("/")
     host, _, port = host_port.partition(":")
-    if modern:
-        extra = f"MCP-Protocol-Version: {MODERN}\r\nMcp-Method: tools/call\r\nMcp-Name: {tool}\r\n"
-    else:
-        extra = await session_headers(host, int(port), "/" + path, headers, capabilities)
+    extra = header_lines(await call_headers(url, headers, tool, modern, capabilities))
     conns = [Connection(host, int(port), "/" + path, headers) for _ in range(concurrency)]
     for conn in conns:
         await conn.open()
@@ -195,13 +208,7 @@ async def measure(
 async def measure_wrk(target: str, url: str, headers: dict[str, str], concurrency: int, seconds: float,
                      pid: int, modern: bool = False, warm: bool = True) -> Outcome:
     """The same calls driven by wrk (bench/mcp_wrk.py), bounded by `seconds`."""
-    host_port, _, path = url.removeprefix("http://").partition("/")
-    host, _, port = host_port.partition(":")
-    if modern:
-        extra = {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": TOOL}
-    else:
-        lines = (await session_headers(host, int(port), "/" + path, headers, None)).strip().split("\r\n")
-        extra = dict(line.split(": ", 1) for line in lines)
+    extra = await call_headers(url, headers, TOOL, modern)
     server0 = tree_cpu(pid)
     got = await asyncio.to_thread(mcp_wrk.run, url, {**headers, **extra}, concurrency, seconds, TOOL,
                                   ENVELOPE if modern else None, warm)
