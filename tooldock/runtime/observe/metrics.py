@@ -50,8 +50,8 @@ class Metrics:
         self.rate_limited = Counter(
             "tooldock_rate_limited", "Calls refused by a rate limit, by namespace", ["namespace"], registry=r
         )
-        self._gauges: list[_Read] = []
-        r.register(_Scraped(self._gauges))
+        self._scraped: list[_Read] = []
+        r.register(_Scraped(self._scraped))
         # The labelled children, by their label values: `labels()` takes a lock and checks its arguments
         # on every call, three times per call here; the children it returns never change (nothing removes one).
         self._children: dict[tuple[Any, ...], Any] = {}
@@ -85,24 +85,24 @@ class Metrics:
         self, name: str, doc: str, labels: list[str], read: Callable[[], Iterable[tuple[list[str], float]]]
     ) -> None:
         """A value read at scrape time: `read()` yields (label values, value)."""
-        self._gauges.append((name, doc, labels, read, GaugeMetricFamily))
+        self._scraped.append((name, doc, labels, read, GaugeMetricFamily))
 
     def counter(
         self, name: str, doc: str, labels: list[str], read: Callable[[], Iterable[tuple[list[str], float]]]
     ) -> None:
         """A count kept elsewhere (a plain integer on a hot path), read at scrape time as `<name>_total`."""
-        self._gauges.append((name, doc, labels, read, CounterMetricFamily))
+        self._scraped.append((name, doc, labels, read, CounterMetricFamily))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
 
 class _Scraped(Collector):
-    def __init__(self, gauges: list[_Read]):
-        self.gauges = gauges
+    def __init__(self, metrics: list[_Read]):
+        self.metrics = metrics  # gauges and counters, read at each scrape
 
     def collect(self) -> Iterable[Metric]:
-        for name, doc, labels, read, kind in self.gauges:
+        for name, doc, labels, read, kind in self.metrics:
             family = kind(name, doc, labels=labels)
             try:
                 rows: Any = list(read())
