@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -234,6 +235,12 @@ def create_app(
         await relay_server.start()
         audit.start()
         tracing.setup()  # when OTEL_* asks for traces and the OpenTelemetry SDK is installed
+        # What start-up made (the imported framework, the app, the first snapshot: over 100,000 objects)
+        # leaves the collector's reach, so a full collection scans only what serving made since. Before,
+        # each took 70-85 ms, about once a second at 16 concurrent MCP calls, and set p99 latency there:
+        # 70 ms against 10 ms with the freeze (wrk, two gateways in turn; throughput unchanged). The cost:
+        # what of it later becomes garbage inside a reference cycle is never freed (once, bounded).
+        gc.freeze()
         if url:
             print(f"tooldock: ready on {url} (MCP at {url}/mcp, REST at {url}/tools)", file=sys.stderr, flush=True)
         try:
