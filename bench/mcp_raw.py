@@ -117,6 +117,13 @@ def answer_of(headers: dict[str, str], data: bytes) -> dict:
     return json.loads(data)
 
 
+def split_url(url: str) -> tuple[str, int, str]:
+    """`http://host:port/path` as (host, port, "/path")."""
+    host_port, _, path = url.removeprefix("http://").partition("/")
+    host, _, port = host_port.partition(":")
+    return host, int(port), "/" + path
+
+
 def header_lines(headers: dict[str, str]) -> str:
     return "".join(f"{k}: {v}\r\n" for k, v in headers.items())
 
@@ -143,9 +150,7 @@ async def call_headers(url: str, headers: dict[str, str], tool: str, modern: boo
     those of a 2025-11-25 session opened for it."""
     if modern:
         return {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": tool}
-    host_port, _, path = url.removeprefix("http://").partition("/")
-    host, _, port = host_port.partition(":")
-    return await session_headers(host, int(port), "/" + path, headers, capabilities)
+    return await session_headers(*split_url(url), headers, capabilities)
 
 
 async def measure(
@@ -154,10 +159,8 @@ async def measure(
 ) -> Outcome:
     """`modern`: 2026-07-28 requests (no session: each POST carries the `_meta` envelope and the routing
     headers); else one 2025-11-25 session shared by the connections."""
-    host_port, _, path = url.removeprefix("http://").partition("/")
-    host, _, port = host_port.partition(":")
     extra = header_lines(await call_headers(url, headers, tool, modern, capabilities))
-    conns = [Connection(host, int(port), "/" + path, headers) for _ in range(concurrency)]
+    conns = [Connection(*split_url(url), headers) for _ in range(concurrency)]
     for conn in conns:
         await conn.open()
     latencies: list[float] = []
