@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tooldock.atomic import atomic_write
+from tooldock.atomic import atomic_write, staged
 
 
 def test_a_file_is_replaced_whole_with_its_mode_and_no_temporary_file_is_left(tmp_path: Path):
@@ -39,3 +39,24 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_nothing_behind(tmp_path: P
     with pytest.raises(OSError):
         atomic_write(target, b"new")
     assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["state.json"]
+
+
+def test_a_staged_file_is_written_in_steps_and_named_when_committed(tmp_path: Path):
+    with staged(tmp_path, "layer") as out:
+        out.file.write(b"part one, ")
+        out.file.write(b"part two")
+        assert [p.name for p in tmp_path.iterdir()] != []  # only the temporary file so far
+        assert not (tmp_path / "sha256-abc").exists()
+        out.commit(tmp_path / "sha256-abc")
+    target = tmp_path / "sha256-abc"
+    assert target.read_bytes() == b"part one, part two" and stat.S_IMODE(target.stat().st_mode) == 0o644
+    assert [p.name for p in tmp_path.iterdir()] == ["sha256-abc"]
+
+
+def test_a_staged_file_left_uncommitted_or_failing_leaves_nothing_behind(tmp_path: Path):
+    with staged(tmp_path, "archive.tar") as out:
+        out.file.write(b"never committed")
+    with pytest.raises(RuntimeError), staged(tmp_path, "archive.tar") as out:
+        out.file.write(b"half")
+        raise RuntimeError("the build failed")
+    assert list(tmp_path.iterdir()) == []

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import tarfile
 import time
@@ -77,6 +78,8 @@ def test_skopeo_reads_the_layout_and_its_labels(built):
 def test_tar_is_both_an_oci_archive_and_a_docker_archive(built):
     require("skopeo")
     tar = built["tmp"] / "multi-tool.tar"
+    assert stat.S_IMODE(tar.stat().st_mode) == 0o644  # readable by whoever loads it, as the layout's files
+    assert not [p.name for p in built["tmp"].iterdir() if p.name.startswith(".")]  # no temporary file left
     with tarfile.open(tar) as archive:
         names = set(archive.getnames())
         manifest = json.load(archive.extractfile("manifest.json"))

@@ -7,11 +7,10 @@ entries point into the same blobs, so each blob is stored once. Written determin
 from __future__ import annotations
 
 import io
-import os
 import tarfile
-import tempfile
 from pathlib import Path
 
+from tooldock.atomic import staged
 from tooldock.builder.blobs import BlobStore
 from tooldock.builder.oci import Image, canonical, index_json
 from tooldock.builder.tarball import source_date_epoch
@@ -36,9 +35,8 @@ def write_archive(dest: Path, store: BlobStore, image: Image, ref: str, repo_tag
     ]
     mtime = source_date_epoch()
     dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.")
-    try:
-        with os.fdopen(fd, "wb") as out, tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+    with staged(dest.parent, dest.name) as out:
+        with tarfile.open(fileobj=out.file, mode="w", format=tarfile.PAX_FORMAT) as tar:
             for directory in ("blobs", "blobs/sha256"):
                 info = tarfile.TarInfo(directory)
                 info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, mtime
@@ -48,8 +46,4 @@ def write_archive(dest: Path, store: BlobStore, image: Image, ref: str, repo_tag
                 info = tarfile.TarInfo(name)
                 info.size, info.mode, info.mtime = len(data), 0o644, mtime
                 tar.addfile(info, io.BytesIO(data))
-        os.replace(tmp, dest)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        out.commit(dest)  # 0644, as every file the build writes

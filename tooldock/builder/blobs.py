@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from tooldock.atomic import atomic_write as write_file
+from tooldock.atomic import staged
 from tooldock.builder.tarball import Entry, Layer, write_layer
 
 
@@ -56,16 +55,9 @@ class BlobStore:
             if self.has(cached.digest):
                 return cached, True
         self.root.joinpath("blobs", "sha256").mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.root / "blobs" / "sha256", prefix=".layer.")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                digest, diff_id, size = write_layer(entries(), f)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, self.path(digest))
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        with staged(self.root / "blobs" / "sha256", "layer") as out:  # its name is its digest, known once written
+            digest, diff_id, size = write_layer(entries(), out.file)
+            out.commit(self.path(digest))
         layer = Layer(digest, diff_id, size)
         atomic_write(index, json.dumps(layer.__dict__).encode())
         return layer, False

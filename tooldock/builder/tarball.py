@@ -16,7 +16,7 @@ import tarfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, BinaryIO
 
 SKIP_NAMES = frozenset({"__pycache__", ".git", ".DS_Store"})
 
@@ -120,7 +120,7 @@ def _parents(entries: Iterable[Entry]) -> list[Entry]:
     return [Entry(p, is_dir=True, mode=0o755) for p in need]
 
 
-def write_layer(entries: list[Entry], out: io.BufferedIOBase, mtime: int | None = None) -> tuple[str, str, int]:
+def write_layer(entries: list[Entry], out: BinaryIO, mtime: int | None = None) -> tuple[str, str, int]:
     """Write a gzip tar of `entries` to `out`; return (digest, diff_id, size) as "sha256:..." strings."""
     mtime = source_date_epoch() if mtime is None else mtime
     everything = sorted([*entries, *_parents(entries)], key=lambda e: e.path)
