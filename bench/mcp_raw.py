@@ -4,6 +4,7 @@ at once, each keeping one request in flight; then the same with 2026-07-28 reque
 request carries its envelope); responses read as JSON or as an SSE stream, chunked or not.
 
     .venv/bin/python bench/mcp_raw.py [--calls 3000] [--concurrency 1 16] [--seconds 30]
+                                      [--guest-halt-poll-ns NS]
 
 Every target is measured in the same run on 127.0.0.1, bounded by a call count and a time limit. The table
 shows the load generator's own CPU per call, so it can be seen not to be the bottleneck, and the server's:
@@ -12,6 +13,11 @@ with the workers' share of it.
 
 Then the lean path and the peer again, driven by wrk (bench/mcp_wrk.py; rows marked "wrk:"): at 1 concurrent
 a call's time includes the load generator's, and wrk's is a tenth of the Python client's.
+
+The table's title names the machine's idle settings (bench/machine.py): at 1 concurrent every call wakes
+three sleeping processes, and on a VM what that costs depends on whether an idle CPU polls before it halts.
+`--guest-halt-poll-ns` sets that for the run (root, on a guest using the haltpoll cpuidle driver) and puts
+the old value back after it.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).parent))
+import machine  # noqa: E402
 import mcp_wrk  # noqa: E402
 from run import TOKEN, start_gateway, start_peer, tree_cpu  # noqa: E402
 
@@ -306,9 +313,14 @@ if __name__ == "__main__":
     parser.add_argument("--calls", type=int, default=3000, help="measured calls per target and concurrency")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16], help="connections on the session")
     parser.add_argument("--seconds", type=float, default=30, help="time limit per target")
+    parser.add_argument("--guest-halt-poll-ns", type=int, default=None, metavar="NS",
+                        help="how long an idle CPU polls before halting, for this run (root, VM guests; "
+                             "see bench/machine.py)")
     args = parser.parse_args()
-    rows = asyncio.run(main(args.calls, args.concurrency, args.seconds))
-    table = Table(title=f"MCP tools/call {TOOL}, raw HTTP/1.1 keep-alive, loopback ({os.cpu_count()} CPUs)")
+    with machine.halt_polling(args.guest_halt_poll_ns):
+        settings = machine.describe()
+        rows = asyncio.run(main(args.calls, args.concurrency, args.seconds))
+    table = Table(title=f"MCP tools/call {TOOL}, raw HTTP/1.1 keep-alive, loopback ({settings})")
     columns = ("target", "concurrent", "calls/s", "p50 ms", "p99 ms", "errors", "vs peer", "server CPU µs/call",
                "workers' share", "loadgen CPU µs/call")
     for column in columns:
