@@ -67,14 +67,15 @@ async def main(base: str, levels: list[int], rounds: int, seconds: float, modern
             found = imported_from(root)
             if found != root / "tooldock":
                 raise SystemExit(f"{name}: a gateway would import tooldock from {found}, not {root / 'tooldock'}")
-        started = [start_gateway(log, env={**os.environ, "PYTHONPATH": str(root)})
-                   for log, root in zip((log_a, log_b), sides.values(), strict=True)]
         auth = {"Authorization": f"Bearer {TOKEN}"}
-        try:
+        started: list[tuple[subprocess.Popen, str]] = []
+        try:  # started in here, so a gateway that did start is stopped when the other does not
+            for log, root in zip((log_a, log_b), sides.values(), strict=True):
+                started.append(start_gateway(log, env={**os.environ, "PYTHONPATH": str(root)}))
+            pairs = [(name, proc, url) for name, (proc, url) in zip(sides, started, strict=True)]
             tables = []
             for level in levels:
                 got: dict[str, list[Outcome]] = {name: [] for name in sides}
-                pairs = [(name, proc, url) for name, (proc, url) in zip(sides, started, strict=True)]
                 for turn in range(rounds):
                     for name, proc, url in pairs if turn % 2 == 0 else pairs[::-1]:
                         print(f"c={level} round {turn + 1}/{rounds}: {name}", file=sys.stderr, flush=True)

@@ -218,12 +218,12 @@ async def measure(
 async def measure_wrk(target: str, url: str, headers: dict[str, str], concurrency: int, seconds: float,
                      pid: int, modern: bool = False, warm: bool = True) -> Outcome:
     """The same calls driven by wrk (bench/mcp_wrk.py), bounded by `seconds`."""
-    extra = await call_headers(url, headers, TOOL, modern)
+    every = {**headers, **await call_headers(url, headers, TOOL, modern)}
     meta = ENVELOPE if modern else None
     if warm:  # a warm-up run, before the server's CPU is read (it would count its calls' CPU, not its calls)
-        await asyncio.to_thread(mcp_wrk.run, url, {**headers, **extra}, concurrency, 1, TOOL, meta, False)
+        await asyncio.to_thread(mcp_wrk.run, url, every, concurrency, 1, TOOL, meta)
     server0 = tree_cpu(pid)
-    got = await asyncio.to_thread(mcp_wrk.run, url, {**headers, **extra}, concurrency, seconds, TOOL, meta, False)
+    got = await asyncio.to_thread(mcp_wrk.run, url, every, concurrency, seconds, TOOL, meta)
     server1 = tree_cpu(pid)
     return Outcome(target, concurrency, got["calls"], got["errors"], got["wall"], got["cpu"], [],
                    server1[0] - server0[0], server1[1] - server0[1], {0.5: got["p50"], 0.99: got["p99"]})

@@ -62,16 +62,14 @@ def _lua_string(text: str) -> str:
 
 
 def run(url: str, headers: dict[str, str], connections: int, seconds: float, tool: str,
-        meta: dict | None = None, warm: bool = True) -> dict[str, float]:
-    """One wrk run against `url` (after a warm-up of 1 s, when `warm`): calls, wall seconds, wrk's CPU seconds, errors,
-    p50 and p99 in ms."""
+        meta: dict | None = None) -> dict[str, float]:
+    """One wrk run against `url`: calls, wall seconds, wrk's CPU seconds, errors, p50 and p99 in ms. A
+    warm-up is a short run of its own (the caller reads the server's CPU after it)."""
     path = "/" + url.removeprefix("http://").partition("/")[2]
     all_headers = {**headers, "Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "mcp.lua"
         script.write_text(_lua(path, all_headers, tool, meta))
-        if warm:
-            _wrk(url, 1, connections, script)
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
         got = _wrk(url, seconds, connections, script)
