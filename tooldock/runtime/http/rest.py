@@ -83,6 +83,53 @@ def gateway_openapi(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+# The bodies the call endpoints read themselves (FastAPI sees no body parameter, so it would declare none
+# and Swagger UI's "Try it out" could send none). A namespace's own document types each tool's arguments.
+VAULT_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "required": ["name"],
+                    "properties": {
+                        "name": {"type": "string", "description": "The tool to call"},
+                        "arguments": {"type": "object", "description": "The tool's arguments", "default": {}},
+                    },
+                },
+                "example": {"name": "tool_name", "arguments": {}},
+            }
+        },
+    }
+}
+ARGUMENTS_BODY = {
+    "requestBody": {
+        "required": False,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "description": "The tool's arguments (typed per tool in /ns/{namespace}/openapi.json)",
+                },
+                "example": {},
+            }
+        },
+    }
+}
+MANAGER_TOKEN = {
+    "parameters": [
+        {
+            "name": "X-Manager-Token",
+            "in": "header",
+            "required": True,
+            "schema": {"type": "string"},
+            "description": "MANAGER_INTERNAL_TOKEN",
+        }
+    ]
+}
+
+
 # How an endpoint learns its namespace (the X-Namespace header or the path), and the endpoints it wraps.
 NamespaceOf = Callable[..., Awaitable[str | None]]
 Endpoint = Callable[..., Awaitable[dict[str, Any]]]
@@ -194,6 +241,7 @@ def create_router(engine: Engine, settings: Settings) -> APIRouter:
             _wrap_request(vault_call, ns_of),
             methods=["POST"],
             summary='Tool Vault call: {"name", "arguments"}',
+            openapi_extra=VAULT_BODY,
         )
         router.add_api_route(
             f"{prefix}/tools/{{name}}/schema",
@@ -206,6 +254,7 @@ def create_router(engine: Engine, settings: Settings) -> APIRouter:
             _wrap_name_request(call_tool, ns_of),
             methods=["POST"],
             summary="Call a tool; the body is a JSON object of arguments",
+            openapi_extra=ARGUMENTS_BODY,
         )
 
     @router.get("/openapi.json", include_in_schema=False)
@@ -224,7 +273,11 @@ def create_router(engine: Engine, settings: Settings) -> APIRouter:
             entry, f"{str(request.base_url).rstrip('/')}/ns/{entry.source.name}", header=False, tools=tools
         )
 
-    @router.post("/reload", summary="Rescan the tools directory (bearer + X-Manager-Token + allowed source)")
+    @router.post(
+        "/reload",
+        summary="Rescan the tools directory (bearer + X-Manager-Token + allowed source)",
+        openapi_extra=MANAGER_TOKEN,
+    )
     async def reload(request: Request) -> dict[str, Any]:
         if restricted(key_of(request.scope)) is not None:
             raise Forbidden("reload takes the bearer token or an admin API key without globs")

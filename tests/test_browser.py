@@ -1,0 +1,232 @@
+"""The Swagger UI pages (`/docs`, `/ns/{namespace}/docs`) and CORS, in a real browser: Debian's Chromium,
+headless, driven by Playwright.
+
+The pages load Swagger UI from jsDelivr (swagger-ui-dist@5). Tests send no traffic beyond loopback, so the
+browser gets those two files from the npm package pinned in tests/browser (the same release line), and
+every other request to anything but loopback is refused and recorded: a test fails if the page asked for
+one. The browser also resolves no host name but localhost (`--host-resolver-rules`).
+"""
+
+from __future__ import annotations
+
+import http.server
+import os
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from conftest import EXAMPLES, Gateway, npm_install, require
+
+HERE = Path(__file__).resolve().parent
+CDN = "https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/"
+LOOPBACK = {"127.0.0.1", "localhost", "[::1]"}
+TYPES = {".js": "text/javascript", ".css": "text/css"}
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """A headless Chromium (Debian's `chromium`) that resolves no host name but localhost."""
+    require("chromium")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:  # the test extra installs it
+        pytest.fail("playwright is not installed: run ./scripts/test, which installs the test extra")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=shutil.which("chromium"),
+            args=["--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1", "--no-sandbox"],
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(scope="module")
+def swagger_dist() -> Path:
+    """swagger-ui-dist from the npm registry, as pinned in tests/browser."""
+    return npm_install(HERE / "browser", "browser", "Swagger UI's assets", marker="swagger-ui-dist/package.json",
+                       scripts=False) / "swagger-ui-dist"
+
+
+@pytest.fixture(scope="module")
+def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    """examples/, with CORS for pages served from http://localhost (any port)."""
+    tmp = tmp_path_factory.mktemp("browser")
+    tools = tmp / "tools"
+    shutil.copytree(EXAMPLES, tools, ignore=shutil.ignore_patterns("__pycache__", "README.md"))
+    gateway = Gateway(tools, tmp / "gateway.log", {"CORS_ORIGINS": "http://localhost:*"}).start()
+    yield gateway
+    gateway.stop()
+
+
+class Page:
+    """A fresh browser context and page whose requests beyond loopback are answered from `dist` (Swagger
+    UI's two files) or refused and kept in `refused`."""
+
+    def __init__(self, browser: Any, dist: Path) -> None:
+        self.refused: list[str] = []
+        self.context = browser.new_context()
+        self.context.route("**/*", lambda route: self._route(route, dist))
+        self.page = self.context.new_page()
+
+    def _route(self, route: Any, dist: Path) -> None:
+        url = route.request.url
+        if url.startswith(CDN):
+            name = url[len(CDN) :].split("?")[0]
+            if name in ("swagger-ui-bundle.js", "swagger-ui.css"):
+                route.fulfill(path=str(dist / name), content_type=TYPES[Path(name).suffix])
+                return
+        elif urlsplit(url).hostname in LOOPBACK or url.startswith(("data:", "blob:")):
+            route.continue_()
+            return
+        self.refused.append(url)
+        route.abort()
+
+    def close(self) -> None:
+        self.context.close()
+        assert not self.refused, f"the page asked for addresses beyond loopback: {self.refused}"
+
+
+@pytest.fixture
+def page(browser: Any, swagger_dist: Path) -> Iterator[Any]:
+    opened = Page(browser, swagger_dist)
+    yield opened.page
+    opened.close()
+
+
+def test_docs_page_asks_for_the_token_then_shows_and_runs_the_api(gw: Gateway, page: Any) -> None:
+    page.goto(gw.url + "/docs")
+    form = page.locator("#tooldock-auth")
+    form.wait_for(state="visible")
+    assert page.locator("#swagger-ui .opblock").count() == 0  # nothing shown before the token
+
+    page.fill("#tooldock-auth input", "not-the-token")
+    page.click("#tooldock-auth button")
+    page.wait_for_function("document.getElementById('tooldock-note').textContent.includes('401')")
+    assert "refused that token" in page.inner_text("#tooldock-note")
+    assert page.evaluate("window.sessionStorage.getItem('tooldock.bearer')") is None
+
+    page.fill("#tooldock-auth input", gw.token)
+    page.click("#tooldock-auth button")
+    call = page.locator(".opblock", has=page.locator(".opblock-summary-path", has_text="/tools/call"))
+    call.first.wait_for(state="visible", timeout=30_000)
+    assert form.is_hidden()
+    assert "ToolDock" in page.inner_text(".info .title")
+
+    # The token entered was handed to Swagger UI's Authorize dialog: "Try it out" sends it.
+    call.first.locator(".opblock-summary").click()
+    call.first.locator("button.try-out__btn").click()
+    call.first.locator('tr[data-param-name="X-Namespace"] input').fill("multi-tool")
+    call.first.locator("textarea.body-param__text").fill('{"name": "add", "arguments": {"a": 2, "b": 3}}')
+    call.first.locator("button.execute").click()
+    status = call.first.locator(".live-responses-table tbody .response-col_status").first
+    status.wait_for(state="visible", timeout=30_000)
+    assert status.inner_text().strip() == "200", call.first.inner_text()
+    assert '"result": 5' in call.first.locator(".live-responses-table tbody .response-col_description .microlight").first.inner_text()
+
+    page.reload()  # the token is kept in the tab: no question the second time
+    call.first.wait_for(state="visible", timeout=30_000)
+    assert form.is_hidden()
+
+
+def test_namespace_docs_page_shows_its_typed_tools_and_calls_one(gw: Gateway, page: Any) -> None:
+    page.goto(gw.url + "/ns/multi-tool/docs")
+    page.fill("#tooldock-auth input", gw.token)
+    page.click("#tooldock-auth button")
+    add = page.locator(".opblock", has=page.locator(".opblock-summary-path", has_text="/tools/add"))
+    add.first.wait_for(state="visible", timeout=30_000)
+    assert page.locator(".opblock-summary-path", has_text="/tools/multiply").count() == 1
+    add.first.locator(".opblock-summary").click()
+    add.first.locator("button.try-out__btn").click()
+    add.first.locator("textarea.body-param__text").fill('{"a": 4, "b": 0.5}')
+    add.first.locator("button.execute").click()
+    status = add.first.locator(".live-responses-table tbody .response-col_status").first
+    status.wait_for(state="visible", timeout=30_000)
+    assert status.inner_text().strip() == "200", add.first.inner_text()
+    assert "4.5" in add.first.locator(".live-responses-table tbody .response-col_description .microlight").first.inner_text()
+
+
+# -- CORS ----------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def origin_server() -> Iterator[int]:
+    """An empty page on loopback, on a port of its own: the origin a cross-origin script runs in."""
+
+    class Blank(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+            body = b"<!doctype html><title>origin</title>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Blank)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
+
+
+FETCH = """async ([url, token]) => {
+  try {
+    const reply = await fetch(url, {method: "POST", headers: {"Authorization": "Bearer " + token,
+      "Content-Type": "application/json"}, body: JSON.stringify({a: 2, b: 3})});
+    return {status: reply.status, body: await reply.text(), requestId: reply.headers.get("X-Request-Id")};
+  } catch (error) {
+    return {error: String(error)};
+  }
+}"""
+
+
+def test_a_listed_origin_calls_a_tool_with_its_token(gw: Gateway, page: Any, origin_server: int) -> None:
+    page.goto(f"http://localhost:{origin_server}/")  # CORS_ORIGINS lists http://localhost:*
+    got = page.evaluate(FETCH, [gw.url + "/ns/multi-tool/tools/add", gw.token])
+    assert got.get("status") == 200, got
+    assert '"result":5' in got["body"].replace(" ", "")
+    assert got["requestId"], "X-Request-Id is an exposed header: the page can read it"
+
+
+def test_a_listed_origin_reads_why_it_was_refused(gw: Gateway, page: Any, origin_server: int) -> None:
+    page.goto(f"http://localhost:{origin_server}/")
+    got = page.evaluate(FETCH, [gw.url + "/ns/multi-tool/tools/add", "wrong-token"])
+    assert got.get("status") == 401, got
+    assert "bearer token" in got["body"]
+
+
+def test_an_origin_not_listed_cannot_read_the_answer(gw: Gateway, page: Any, origin_server: int) -> None:
+    page.goto(f"http://127.0.0.1:{origin_server}/")  # not http://localhost: not listed
+    got = page.evaluate(FETCH, [gw.url + "/ns/multi-tool/tools/add", gw.token])
+    assert "error" in got and "Failed to fetch" in got["error"], got
+
+
+MCP = """async ([url, token]) => {
+  const headers = {"Authorization": "Bearer " + token, "Content-Type": "application/json",
+                   "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"};
+  const post = (body) => fetch(url, {method: "POST", headers, body: JSON.stringify(body)});
+  const init = await post({jsonrpc: "2.0", id: 1, method: "initialize", params: {protocolVersion: "2025-11-25",
+    capabilities: {}, clientInfo: {name: "browser", version: "1"}}});
+  const session = init.headers.get("Mcp-Session-Id");
+  await init.text();
+  headers["Mcp-Session-Id"] = session;
+  await (await post({jsonrpc: "2.0", method: "notifications/initialized"})).text();
+  const call = await post({jsonrpc: "2.0", id: 2, method: "tools/call",
+                           params: {name: "add", arguments: {a: 2, b: 3}}});
+  return {session, initStatus: init.status, status: call.status, body: await call.text()};
+}"""
+
+
+def test_a_browser_mcp_client_reads_its_session_id_and_calls_a_tool(gw: Gateway, page: Any, origin_server: int) -> None:
+    """A page on a listed loopback origin (what MCP's Origin check accepts on a loopback bind) speaks MCP:
+    Mcp-Session-Id is an exposed header, so the page can read it and send it back."""
+    page.goto(f"http://localhost:{origin_server}/")
+    got = page.evaluate(MCP, [gw.url + "/ns/multi-tool/mcp", gw.token])
+    assert got["initStatus"] == 200 and got["session"], got
+    assert got["status"] == 200, got
+    assert '"structuredContent":{"result":5.0}' in got["body"].replace(" ", ""), got
