@@ -60,3 +60,17 @@ def test_a_staged_file_left_uncommitted_or_failing_leaves_nothing_behind(tmp_pat
         out.file.write(b"half")
         raise RuntimeError("the build failed")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_file_that_cannot_be_opened_leaves_no_descriptor_or_file(tmp_path: Path, monkeypatch):
+    opened = set(os.listdir("/proc/self/fd"))
+
+    def refuse(*args, **kwargs):
+        raise MemoryError("no memory for the file object")
+
+    monkeypatch.setattr(os, "fdopen", refuse)
+    with pytest.raises(MemoryError), staged(tmp_path, "archive.tar"):
+        pass
+    monkeypatch.undo()
+    assert list(tmp_path.iterdir()) == []
+    assert set(os.listdir("/proc/self/fd")) <= opened

@@ -18,7 +18,12 @@ class Staged:
 
     def __init__(self, folder: Path, name: str) -> None:
         fd, self.tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
-        self.file: BinaryIO = os.fdopen(fd, "wb")
+        try:
+            self.file: BinaryIO = os.fdopen(fd, "wb")
+        except BaseException:  # the descriptor and the empty file would outlive the failure
+            os.close(fd)
+            os.unlink(self.tmp)
+            raise
         self.committed = False
 
     def commit(self, path: Path, mode: int = 0o644, group: int | None = None, durable: bool = False) -> None:
