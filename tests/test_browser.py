@@ -1,16 +1,19 @@
 """The Swagger UI pages (`/docs`, `/ns/{namespace}/docs`) and CORS, in a real browser: Debian's Chromium,
 headless, driven by Playwright.
 
-The pages load Swagger UI from jsDelivr (swagger-ui-dist@5). Tests send no traffic beyond loopback, so the
-browser gets those two files from the npm package pinned in tests/browser (the same release line), and
-every other request to anything but loopback is refused and recorded: a test fails if the page asked for
-one. The browser also resolves no host name but localhost (`--host-resolver-rules`).
+The pages load one pinned release of Swagger UI from jsDelivr, with Subresource Integrity. Tests send no
+traffic beyond loopback, so the browser gets those two files from the same release of the npm package
+(pinned in tests/browser), answered as jsDelivr answers (CORS for `crossorigin`), and Chromium checks
+their hashes; every other request to anything but loopback is refused and recorded: a test fails if the
+page asked for one. The browser also resolves no host name but localhost (`--host-resolver-rules`).
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import http.server
-import os
+import json
 import shutil
 import threading
 from collections.abc import Iterator
@@ -21,9 +24,9 @@ from urllib.parse import urlsplit
 import pytest
 
 from conftest import EXAMPLES, Gateway, npm_install, require
+from tooldock.runtime.http import docs
 
 HERE = Path(__file__).resolve().parent
-CDN = "https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/"
 LOOPBACK = {"127.0.0.1", "localhost", "[::1]"}
 TYPES = {".js": "text/javascript", ".css": "text/css"}
 
@@ -75,10 +78,11 @@ class Page:
 
     def _route(self, route: Any, dist: Path) -> None:
         url = route.request.url
-        if url.startswith(CDN):
-            name = url[len(CDN) :].split("?")[0]
-            if name in ("swagger-ui-bundle.js", "swagger-ui.css"):
-                route.fulfill(path=str(dist / name), content_type=TYPES[Path(name).suffix])
+        if url.startswith(docs.SWAGGER_CDN):
+            name = url[len(docs.SWAGGER_CDN) :].split("?")[0]
+            if name in docs.SWAGGER_SRI:
+                headers = {"Access-Control-Allow-Origin": "*"}  # jsDelivr's, which `crossorigin` needs
+                route.fulfill(path=str(dist / name), content_type=TYPES[Path(name).suffix], headers=headers)
                 return
         elif urlsplit(url).hostname in LOOPBACK or url.startswith(("data:", "blob:")):
             route.continue_()
@@ -96,6 +100,34 @@ def page(browser: Any, swagger_dist: Path) -> Iterator[Any]:
     opened = Page(browser, swagger_dist)
     yield opened.page
     opened.close()
+
+
+def test_the_page_pins_the_release_tests_browser_installs_and_its_hashes(swagger_dist: Path) -> None:
+    pinned = json.loads((HERE / "browser" / "package.json").read_text())["dependencies"]["swagger-ui-dist"]
+    assert pinned == docs.SWAGGER_VERSION == json.loads((swagger_dist / "package.json").read_text())["version"]
+    for name, integrity in docs.SWAGGER_SRI.items():
+        digest = base64.b64encode(hashlib.sha384((swagger_dist / name).read_bytes()).digest()).decode()
+        assert integrity == f"sha384-{digest}", f"{name}: update SWAGGER_SRI in tooldock/runtime/http/docs.py"
+
+
+def test_a_file_that_is_not_the_pinned_one_does_not_run(gw: Gateway, browser: Any, swagger_dist: Path,
+                                                         tmp_path: Path) -> None:
+    """A CDN answering with other bytes (a compromised or changed file): Chromium refuses the script, so
+    the page never runs Swagger UI, the code that would hold the token."""
+    tampered = tmp_path / "swagger-ui-bundle.js"
+    tampered.write_bytes((swagger_dist / "swagger-ui-bundle.js").read_bytes() + b"\nwindow.tampered = true;\n")
+    shutil.copy(swagger_dist / "swagger-ui.css", tmp_path / "swagger-ui.css")
+    opened = Page(browser, tmp_path)
+    try:
+        errors: list[str] = []
+        opened.page.on("console", lambda message: errors.append(message.text))
+        opened.page.goto(gw.url + "/docs")
+        opened.page.wait_for_function("document.readyState === 'complete'")
+        assert opened.page.evaluate("typeof window.SwaggerUIBundle") == "undefined"
+        assert opened.page.evaluate("window.tampered") is None
+        assert any("integrity" in e for e in errors), errors
+    finally:
+        opened.close()
 
 
 def test_docs_page_asks_for_the_token_then_shows_and_runs_the_api(gw: Gateway, page: Any) -> None:

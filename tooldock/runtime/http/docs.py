@@ -2,8 +2,11 @@
 `/ns/{namespace}/docs` for a namespace's typed document (`/ns/{namespace}/openapi.json`).
 
 The pages are plain ASGI in front of the bearer-token check, so they load without a token: they hold no
-data, only Swagger UI, whose script and stylesheet the browser loads from a CDN (jsDelivr,
-swagger-ui-dist 5, the same assets FastAPI's own docs page uses). The OpenAPI documents themselves still
+data, only Swagger UI, whose script and stylesheet the browser loads from a CDN (jsDelivr, the npm
+package swagger-ui-dist, as FastAPI's own docs page does). The page handles the bearer token, so it
+loads one pinned release with Subresource Integrity: a CDN serving anything else gets no page rather
+than the token (tests/browser pins the same release; tests check the hashes against its files).
+The OpenAPI documents themselves still
 need the bearer token, as every endpoint but `/health` does, so the page asks for the token first, keeps
 it in the tab's sessionStorage, sends it only when fetching the document, and pre-fills Swagger UI's
 "Authorize" dialog with it (the documents declare the `bearer` HTTP scheme), which "Try it out" uses.
@@ -19,8 +22,15 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tooldock.namespace.names import NAMESPACE_RE
 
-SWAGGER_JS = "https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/swagger-ui-bundle.js"
-SWAGGER_CSS = "https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/swagger-ui.css"
+SWAGGER_VERSION = "5.35.0"
+SWAGGER_CDN = f"https://cdn.jsdelivr.net/npm/swagger-ui-dist@{SWAGGER_VERSION}/"
+SWAGGER_JS = SWAGGER_CDN + "swagger-ui-bundle.js"
+SWAGGER_CSS = SWAGGER_CDN + "swagger-ui.css"
+# sha384 of the two files in the npm package (what jsDelivr serves, byte for byte), for `integrity`.
+SWAGGER_SRI = {
+    "swagger-ui-bundle.js": "sha384-gjRm0bEPMeTmMh5jT2cHccIwCUZSTd8YC+j0d0sXw0MdGEfScduGpSyF3ZSSLkX9",
+    "swagger-ui.css": "sha384-WlYgdmXYOOBWL5apwjDEZwN+U3HmXSSu5R6V5aGxEcf7z+KuRNwBhoxKVN1i3D5I",
+}
 _NS_DOCS = re.compile(r"^/ns/([^/]+)/docs$")
 
 PAGE = """<!doctype html>
@@ -28,7 +38,7 @@ PAGE = """<!doctype html>
 <head>
 <meta charset="utf-8">
 <title>__TITLE__</title>
-<link rel="stylesheet" href="__CSS__">
+<link rel="stylesheet" href="__CSS__" integrity="__CSS_SRI__" crossorigin="anonymous">
 <style>
   #tooldock-auth { font-family: sans-serif; margin: 1.5em 2em; }
   #tooldock-auth input { width: 24em; }
@@ -43,7 +53,7 @@ PAGE = """<!doctype html>
   <p id="tooldock-note"></p>
 </form>
 <div id="swagger-ui"></div>
-<script src="__JS__"></script>
+<script src="__JS__" integrity="__JS_SRI__" crossorigin="anonymous"></script>
 <script>
 (function () {
   var SPEC = __SPEC__;
@@ -107,6 +117,8 @@ def docs_page(title: str, openapi_url: str) -> HTMLResponse:
     spec = json.dumps(openapi_url).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     html = (
         PAGE.replace("__TITLE__", title)
+        .replace("__CSS_SRI__", SWAGGER_SRI["swagger-ui.css"])
+        .replace("__JS_SRI__", SWAGGER_SRI["swagger-ui-bundle.js"])
         .replace("__CSS__", SWAGGER_CSS)
         .replace("__JS__", SWAGGER_JS)
         .replace("__SPEC__", spec)
