@@ -400,3 +400,46 @@ def test_a_rest_client_that_goes_away_cancels_its_call(gw, tmp_path, path):
                 in gw.logs[before:], 10, "the disconnect line")
     assert "Traceback" not in gw.logs[before:]
     assert gw.call("multi-tool", "add", a=1, b=2).json() == {"result": 3}
+
+
+# -- the SDK's line per refused request ----------------------------------------------------------------
+
+def test_refused_origins_are_logged_once_a_minute_whatever_origin_they_send(make_gateway):
+    """The SDK logs `Invalid Origin header: <origin>` for every request it refuses: a client retrying in a
+    loop (or varying its Origin) would flood the log. One line a minute of each kind reaches it."""
+    gw = make_gateway(EXAMPLES)
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "edge-test", "version": "1"}}}
+    for i in range(30):
+        reply = httpx.post(f"{gw.url}/ns/multi-tool/mcp", json=init, timeout=30,
+                           headers={**gw.headers(), **MCP_HEADERS, "Origin": f"http://evil{i}.example"})
+        assert reply.status_code == 403, reply.text
+    lines = [line for line in gw.logs.splitlines() if "Invalid Origin header" in line]
+    assert len(lines) == 1, lines
+    assert "http://evil0.example" in lines[0]
+
+
+def test_once_per_window_counts_what_it_held_back():
+    import logging
+
+    from tooldock.runtime.logs import OncePerWindow
+
+    now = [100.0]
+    limit = OncePerWindow(window=60, clock=lambda: now[0])
+
+    def record(message: str) -> logging.LogRecord:
+        return logging.LogRecord("mcp.server.transport_security", logging.WARNING, __file__, 1, message, (), None)
+
+    assert limit.filter(record("Invalid Origin header: http://a.example"))
+    assert not limit.filter(record("Invalid Origin header: http://b.example"))  # same kind, same minute
+    assert limit.filter(record("Invalid Host header: evil.example"))  # another kind
+    now[0] += 59
+    assert not limit.filter(record("Invalid Origin header: http://c.example"))
+    now[0] += 2
+    later = record("Invalid Origin header: http://d.example")
+    assert limit.filter(later)
+    assert later.getMessage() == ("Invalid Origin header: http://d.example "
+                                  "(and 2 more like it not logged since the last one)")
+    now[0] += 61
+    quiet = record("Invalid Origin header: http://e.example")
+    assert limit.filter(quiet) and quiet.getMessage() == "Invalid Origin header: http://e.example"

@@ -44,6 +44,45 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=True, default=str)
 
 
+class OncePerWindow(logging.Filter):
+    """One record of a kind per `window` seconds; the next one let through says how many were held back.
+
+    For loggers that write a line per refused request (the MCP SDK's `Invalid Origin header: ...`): a
+    client retrying in a loop, or many of them, would flood the log. A record's kind is its message up to
+    the first ": ", so a client that varies the `Origin` it sends still makes one kind; at most KINDS kinds
+    are remembered (beyond that the memory starts again, which lets a line through early, never more)."""
+
+    KINDS = 256
+
+    def __init__(self, window: float = 60.0, clock: Any = time.monotonic) -> None:
+        super().__init__()
+        self.window, self.clock = window, clock
+        self._kinds: dict[str, list[float]] = {}  # kind -> [when one was last let through, held back since]
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        kind, now = message.split(": ", 1)[0][:200], self.clock()
+        seen = self._kinds.get(kind)
+        if seen is not None and now - seen[0] < self.window:
+            seen[1] += 1
+            return False
+        if seen is None and len(self._kinds) >= self.KINDS:
+            self._kinds.clear()
+        held = int(seen[1]) if seen is not None else 0
+        self._kinds[kind] = [now, 0]
+        if held:
+            record.msg, record.args = f"{message} (and {held} more like it not logged since the last one)", ()
+        return True
+
+
+def limit_repeats(*loggers: str) -> None:
+    """Give each named logger a OncePerWindow (once, however often this is called)."""
+    for name in loggers:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, OncePerWindow) for f in logger.filters):
+            logger.addFilter(OncePerWindow())
+
+
 class JsonLines(io.TextIOBase):
     """Stands in for `sys.stderr` in JSON mode: each line printed becomes `{"time", "level", "logger",
     "message"}` on the real stderr (`level` is "error" for a traceback's first and `File` lines, else "info")."""

@@ -21,11 +21,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from tooldock.errors import ToolDockError
 from tooldock.runtime import requestid
 from tooldock.runtime.http.responses import error_response
+from tooldock.runtime.logs import limit_repeats
 from tooldock.runtime.observe import tracing
 
 log = logging.getLogger("tooldock.http")
 # The SDK logs its own traceback when a client leaves while it reads a POST; this layer says it once, quietly.
 _SDK_LOGGERS = ("mcp.server.streamable_http", "mcp.server.sse")
+# The SDK's line per request refused for its Host or Origin: one a minute of each kind, with a count.
+_PER_REQUEST_LOGGERS = ("mcp.server.transport_security",)
 
 
 def _is_disconnect(exc: BaseException) -> bool:
@@ -58,6 +61,7 @@ class RequestEdge:
             logger = logging.getLogger(name)
             if not any(isinstance(f, DropDisconnects) for f in logger.filters):
                 logger.addFilter(DropDisconnects())
+        limit_repeats(*_PER_REQUEST_LOGGERS)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
