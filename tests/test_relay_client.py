@@ -269,3 +269,112 @@ def test_the_key_may_come_from_a_file(served, tmp_path: Path):
                               capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
         assert proc.returncode == 1 and "TOOLDOCK_API_KEY_FILE" in proc.stderr and str(path) in proc.stderr
         assert message in proc.stderr and "tdk_a" not in proc.stderr
+
+
+def test_the_gateway_tells_the_relay_at_once_without_a_timer(own):
+    """`--watch 0` (no timer): the relay asked the socket to watch the key's tools, so a reload that adds
+    one reaches its client as notifications/tools/list_changed within moments."""
+    import time
+
+    import mcp_types as types
+
+    gateway, sock, keys = own
+    _, key = keys.create("pushed", "write", ("later",))
+    changed = asyncio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    async def body(session):
+        caps = session.server_capabilities
+        before = await names(session)
+        (gateway.tools_dir / "later").mkdir()
+        (gateway.tools_dir / "later" / "later.py").write_text(LATER_TOOL)
+        gateway.proc.send_signal(signal.SIGHUP)
+        started = time.monotonic()
+        await asyncio.wait_for(changed.wait(), 30)
+        return caps, before, await names(session), time.monotonic() - started
+
+    (caps, before, after, waited), stderr = run_relay(sock, key, body, "--watch", "0", on_message=on_message)
+    assert caps.tools.list_changed is True
+    assert before == [] and after == ["oubliette_later_twice"]
+    assert waited < 15, waited  # the reload's own time; no timer was running
+    assert key not in stderr and "Traceback" not in stderr
+
+
+def test_an_older_gateway_without_watching_leaves_the_timer(tmp_path: Path):
+    """A socket that does not know tooldock_watch_tools (-32601, a gateway before it): with `--watch 0`
+    the relay announces no listChanged, and it still serves the key's tools."""
+    import json
+    import socket
+    import threading
+
+    path = Path(tempfile.mkdtemp(prefix="tdo", dir="/tmp")) / "relay.sock"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.listen()
+    asked: list[str] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn, conn.makefile("rwb") as file:
+                for line in file:
+                    request = json.loads(line)
+                    asked.append(request["method"])
+                    if request["method"] == "oubliette_tools":
+                        tool = {"name": "old_echo", "inputSchema": {"type": "object"}}
+                        answer = {"result": {"tools": [tool]}}
+                    else:
+                        answer = {"error": {"code": -32601, "message": "method not found"}}
+                    file.write(json.dumps({"jsonrpc": "2.0", "id": request["id"], **answer}).encode() + b"\n")
+                    file.flush()
+
+    threading.Thread(target=serve, daemon=True).start()
+
+    async def body(session):
+        return session.server_capabilities, await names(session)
+
+    try:
+        (caps, listed), stderr = run_relay(path, "tdk_x_y", body, "--watch", "0")
+    finally:
+        server.close()
+        shutil.rmtree(path.parent, ignore_errors=True)
+    assert listed == ["oubliette_old_echo"]
+    assert not (caps.tools and caps.tools.list_changed)
+    assert asked.count("tooldock_watch_tools") == 1, asked  # asked once, not on every list
+    assert "Traceback" not in stderr
+
+
+def test_after_the_gateway_restarts_the_relay_watches_again(own):
+    """The watch lasts as long as the socket connection: when the gateway comes back, the relay (even with
+    `--watch 0`) asks again within seconds, and the next change still reaches its client."""
+    import mcp_types as types
+
+    gateway, sock, keys = own
+    _, key = keys.create("again", "write", ("later",))
+    changed = asyncio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    async def body(session):
+        before = await names(session)
+        await asyncio.to_thread(gateway.stop)
+        await asyncio.to_thread(gateway.start)
+        audit = "relay tooldock_watch_tools: watching"
+        await asyncio.to_thread(gateway.wait_for, lambda: audit in gateway.logs, 30, "the relay to watch again")
+        (gateway.tools_dir / "later").mkdir()
+        (gateway.tools_dir / "later" / "later.py").write_text(LATER_TOOL)
+        gateway.proc.send_signal(signal.SIGHUP)
+        await asyncio.wait_for(changed.wait(), 30)
+        return before, await names(session)
+
+    (before, after), stderr = run_relay(sock, key, body, "--watch", "0", on_message=on_message)
+    assert before == [] and after == ["oubliette_later_twice"]
+    assert "Traceback" not in stderr

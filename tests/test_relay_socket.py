@@ -311,3 +311,69 @@ def test_relay_calls_carry_a_request_id_to_the_worker_and_the_logs(relay: Relay)
     assert f"key {key_id} (test-write, write) relay project_fail: internal_error (" in logs
     assert ", request relay-req-42)" in logs and f"request {generated})" in logs
     assert "bad id" not in logs
+
+
+# -- tooldock_watch_tools: told when the key's tools change ------------------------------------------
+
+ADDED = '''from fastmcp.tools import tool
+
+
+@tool
+def thrice(x: int) -> int:
+    """Return 3x.
+
+    Args:
+        x: A number.
+    """
+    return 3 * x
+'''
+
+
+@pytest.fixture
+def own_relay(tmp_path: Path) -> Iterator[Relay]:
+    """A gateway of the test's own (the test adds a namespace to it)."""
+    shutil.copytree(RELAY_TOOLS, tmp_path / "tools")
+    env, sock, keys = relay_env()
+    gateway = Gateway(tmp_path / "tools", tmp_path / "gateway.log", env).start()
+    yield Relay(gateway, sock, keys)
+    gateway.stop()
+    cleanup(sock)
+
+
+def _quiet_for(line: Line, seconds: float) -> bool:
+    """True when nothing arrives on `line` for `seconds`."""
+    line.sock.settimeout(seconds)
+    try:
+        return not line.file.readline()
+    except TimeoutError:
+        return True
+    finally:
+        line.sock.settimeout(60)
+
+
+def test_a_watching_key_is_told_when_its_tools_change_and_only_then(own_relay: Relay):
+    import signal
+
+    relay = own_relay
+    covered, elsewhere, revoked = relay.line(), relay.line(), relay.line()
+    assert covered.rpc("tooldock_watch_tools", api_key=relay.key("write", "more*"))["result"] == {"watching": True}
+    assert elsewhere.rpc("tooldock_watch_tools", api_key=relay.key("write", "project"))["result"] == {"watching": True}
+    record, gone = relay.keys.create("gone", "write", ("more*",))
+    assert revoked.rpc("tooldock_watch_tools", api_key=gone)["result"] == {"watching": True}
+    relay.keys.revoke(record.id)
+    code, message = error_of(relay.line().rpc("tooldock_watch_tools", api_key="tdk_nosuchkey"))
+    assert code == -32001 and message == "invalid or expired API key"
+
+    (relay.gateway.tools_dir / "more").mkdir()
+    (relay.gateway.tools_dir / "more" / "more.py").write_text(ADDED)
+    relay.gateway.proc.send_signal(signal.SIGHUP)
+    told = covered.read()  # no request was sent: this is the announcement
+    assert told == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+    assert covered.tools(relay.made[0]) == ["more_thrice"]
+    assert _quiet_for(elsewhere, 2)  # a reload that left the key's namespaces as they were: nothing to say
+    assert _quiet_for(revoked, 0.5)  # revoked since it asked: checked again, and told nothing
+    key_id = relay.made[0].split("_")[1]
+    assert f"key {key_id} (test-write, write) relay tooldock_watch_tools: watching" in relay.gateway.logs
+    assert relay.made[0] not in relay.gateway.logs and gone not in relay.gateway.logs
+    for line in (covered, elsewhere, revoked):
+        line.close()

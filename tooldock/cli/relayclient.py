@@ -3,7 +3,9 @@ ones an API key may use through the relay socket (seed 002's oubliette-client).
 
 It asks the socket for the key's tools (`oubliette_tools`) at start and again on every `tools/list`, and
 registers each as `<prefix><name>` with its schemas; each call is forwarded (`oubliette_call_tool`, the key
-with it) and its result relayed as it is. A socket it cannot reach or a key it is refused leaves a warning
+with it) and its result relayed as it is. It also asks to be told when they change (`tooldock_watch_tools`,
+a gateway of this version or later) and then tells its client at once (`--watch` still asks on a timer:
+a key revoked or expired is not announced). A socket it cannot reach or a key it is refused leaves a warning
 on stderr and no tools (or, for a socket gone for a moment, the last list), never a crash. The key is sent
 only to the socket: never printed, logged or put in an error.
 Light on imports (it runs in sandbox images): the SDK's server side, anyio and the relay's wire format.
@@ -25,10 +27,11 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
 import tooldock
-from tooldock.runtime.relay.protocol import CALL, TOOLS, decode, encode
+from tooldock.runtime.relay.protocol import CALL, LIST_CHANGED, METHOD_NOT_FOUND, TOOLS, WATCH, decode, encode
 
 LINE_LIMIT = 64 * 1024 * 1024  # answers can be large (a tool's whole result on one line)
 LIST_TIMEOUT = 30.0
+RESUBSCRIBE = 5.0  # seconds between attempts to watch again after the socket went away (with --watch 0)
 
 
 class RelayError(Exception):
@@ -53,12 +56,19 @@ class SocketClient:
         self._writer: asyncio.StreamWriter | None = None
         self._reading: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
+        self.connects = 0  # connections made so far (a watch lasts as long as its connection)
+        self.events: asyncio.Queue[str] = asyncio.Queue()  # the socket's notifications, and "closed"
+
+    @property
+    def connected(self) -> bool:
+        return self._writer is not None and not self._writer.is_closing()
 
     async def request(self, method: str, params: dict[str, Any]) -> Any:
         async with self._lock:
             if self._writer is None or self._writer.is_closing():
                 reader, self._writer = await asyncio.open_unix_connection(str(self.path), limit=LINE_LIMIT)
                 self._reading = asyncio.ensure_future(self._read(reader))
+                self.connects += 1
             rid = next(self._ids)
             answer = self._pending[rid] = asyncio.get_running_loop().create_future()
             self._writer.write(encode({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}))
@@ -77,6 +87,9 @@ class SocketClient:
                 except Exception:
                     continue  # not JSON: nothing to match it to
                 rid = message.get("id") if isinstance(message, dict) else None
+                if rid is None and isinstance(message, dict) and isinstance(message.get("method"), str):
+                    self.events.put_nowait(message["method"])  # a notification
+                    continue
                 answer = self._pending.get(rid) if isinstance(rid, int) else None
                 if answer is None or answer.done():
                     continue
@@ -88,6 +101,7 @@ class SocketClient:
         except (OSError, ValueError) as exc:
             failure = ConnectionError(f"the relay socket {self.path} failed: {exc}")
         finally:
+            self.events.put_nowait("closed")
             if self._writer is not None:
                 self._writer.close()
             for answer in self._pending.values():
@@ -119,6 +133,8 @@ class KeyTools:
         self.session: Any = None  # the client's session, once it has listed: told when the list changes
         self._said: str | None = None  # the last warning about the socket or the key, until things are well
         self._skipped: set[str] = set()  # invalid descriptors already reported
+        self.watched_on = 0  # the connection (SocketClient.connects) the socket was asked to watch on; 0: none
+        self.pushes = True  # False once the gateway said it has no tooldock_watch_tools (an older one)
 
     def _warn(self, message: str) -> None:
         if message != self._said:
@@ -157,6 +173,27 @@ class KeyTools:
                     self._skipped.add(tool["name"])
                     warn(f"skipping tool {tool['name']!r}: its descriptor is not a valid MCP tool ({exc})")
         self.registered, self._said = registered, None
+        if self.pushes and self.watched_on != self.client.connects:  # a new connection: watch again
+            await self.subscribe()
+
+    async def subscribe(self) -> bool:
+        """Ask the socket to announce changes to the key's tools on this connection; False when it cannot."""
+        if not self.key or not self.pushes:
+            return False
+        try:
+            await asyncio.wait_for(self.client.request(WATCH, {"api_key": self.key}), LIST_TIMEOUT)
+        except RelayError as err:
+            if err.code == METHOD_NOT_FOUND:
+                self.pushes = False  # an older gateway: --watch's timer is the only way to learn
+            return False
+        except (OSError, TimeoutError):
+            return False
+        self.watched_on = self.client.connects
+        return True
+
+    @property
+    def watching(self) -> bool:
+        return self.watched_on == self.client.connects and self.client.connected
 
 
 def build_server(client: SocketClient, tools: KeyTools) -> Server[Any]:
@@ -193,10 +230,18 @@ def build_server(client: SocketClient, tools: KeyTools) -> Server[Any]:
 
 
 async def watch(tools: KeyTools, every: float) -> None:
-    """Ask the socket again every `every` seconds; when the key's tools changed (names or descriptors), tell
-    the client (`notifications/tools/list_changed`, which it answers by listing again)."""
+    """Ask the socket again when it says the key's tools changed, and every `every` seconds (0: never; but
+    every RESUBSCRIBE seconds while the socket is not watching, to watch again once it is back); when the
+    key's tools changed (names or descriptors), tell the client (`notifications/tools/list_changed`, which
+    it answers by listing again)."""
     while True:
-        await anyio.sleep(every)
+        timeout = every if every > 0 else (None if tools.watching or not tools.pushes else RESUBSCRIBE)
+        try:
+            event = await asyncio.wait_for(tools.client.events.get(), timeout)
+        except TimeoutError:
+            event = "timer"
+        if event not in (LIST_CHANGED, "timer"):
+            continue  # "closed": the next refresh reconnects and watches again
         before = tools.registered
         await tools.refresh()
         if tools.registered != before and tools.session is not None:  # a tool added, removed or changed
@@ -212,9 +257,10 @@ async def serve(path: Path, prefix: str, key: str | None, every: float = 0) -> N
         if tools.registered:
             print(f"tooldock relay: {len(tools.registered)} tool(s) from {path}", file=sys.stderr, flush=True)
         server = build_server(client, tools)
-        options = server.create_initialization_options(NotificationOptions(tools_changed=every > 0))
+        announced = every > 0 or tools.watching  # a client told the list changes (MCP's listChanged)
+        options = server.create_initialization_options(NotificationOptions(tools_changed=announced))
         async with stdio_server() as (read, write), anyio.create_task_group() as group:
-            if every > 0 and key:
+            if announced and key:
                 group.start_soon(watch, tools, every)
             await server.run(read, write, options)
             group.cancel_scope.cancel()

@@ -213,6 +213,7 @@ def create_app(
     audit, metrics = observe(engine, registry, hub, settings)
     registry.resource_listeners.append(hub.resource_updated)
     relay_server = RelayServer(relay, RelayMethods(engine, keys))
+    registry.listeners.append(relay_server.tools_changed)
     metrics.gauge(
         "tooldock_relay_connections",
         "Clients connected to the relay socket",

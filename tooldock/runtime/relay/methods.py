@@ -2,6 +2,7 @@
 
     oubliette_tools      {api_key}                     -> {"tools": [descriptors, names `<namespace>_<tool>`]}
     oubliette_call_tool  {api_key, tool, arguments}    -> an MCP CallToolResult: {"content", "isError", ...}
+    tooldock_watch_tools {api_key}                     -> {"watching": true}; then notifications (server.py)
 
 Refusals: -32001 (no key, or an unknown, revoked or expired one), -32002 (a namespace or tool outside the
 key's scope), -32602 (bad params, unknown tool), -32000 (the namespace is unavailable, an upstream failed).
@@ -41,6 +42,7 @@ from tooldock.runtime.relay.protocol import (
     NOT_ALLOWED_MESSAGE,
     SERVER_ERROR,
     TOOLS,
+    WATCH,
     RpcError,
     qualify,
     split,
@@ -60,7 +62,8 @@ class RelayMethods:
             return await self.tools(params)
         if method == CALL:
             return await self.call_tool(params)
-        raise RpcError(METHOD_NOT_FOUND, f"method not found: {method[:80]!r}; this socket serves {TOOLS} and {CALL}")
+        known = f"{TOOLS}, {CALL} and {WATCH}"
+        raise RpcError(METHOD_NOT_FOUND, f"method not found: {method[:80]!r}; this socket serves {known}")
 
     async def _key(self, params: dict[str, Any]) -> ApiKey:
         presented = params.get("api_key")
@@ -76,6 +79,19 @@ class RelayMethods:
         self._touching.add(task)
         task.add_done_callback(self._touching.discard)
         return key
+
+    async def watch(self, params: dict[str, Any]) -> ApiKey:
+        """`tooldock_watch_tools`: the key that asks to be told when its tools change (checked, audited)."""
+        key = await self._key(params)
+        audit(key, VIA, WATCH, "watching")
+        return key
+
+    async def still_valid(self, presented: str) -> ApiKey | None:
+        """The key as it is now (revoked or expired since: None), without an audit line or a touch."""
+        try:
+            return await asyncio.to_thread(self.keys.check, presented)
+        except InvalidApiKey:
+            return None
 
     async def tools(self, params: dict[str, Any]) -> dict[str, Any]:
         key = await self._key(params)

@@ -15,6 +15,9 @@ import json
 from typing import Any
 
 TOOLS, CALL = "oubliette_tools", "oubliette_call_tool"
+# ToolDock's addition to seed 002: after `{"api_key"}` is accepted, the connection gets LIST_CHANGED (a
+# JSON-RPC notification, no id) whenever the key's namespaces' tools change.
+WATCH, LIST_CHANGED = "tooldock_watch_tools", "notifications/tools/list_changed"
 SEPARATOR = "_"
 
 # JSON-RPC 2.0's codes, and seed 002's server codes.
@@ -83,6 +86,10 @@ def parse_request(message: Any) -> tuple[str, dict[str, Any]]:
 
 def encode(message: dict[str, Any]) -> bytes:
     return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+
+
+def notification(method: str) -> bytes:
+    return encode({"jsonrpc": "2.0", "method": method})
 
 
 def result(rid: Any, value: Any) -> bytes:

@@ -2,6 +2,9 @@
 JSON-RPC message per line (at most TOOLDOCK_MAX_BODY_BYTES; a longer line is skipped and answered with an
 error, and the connection goes on), runs each request as its own task so answers come back in any order
 (at most MAX_IN_FLIGHT per connection: then reading waits), and writes answers under one lock.
+A connection whose key asked `tooldock_watch_tools` is sent `notifications/tools/list_changed` when a
+reload (or an upstream server) changes the tools of a namespace the key covers; the key is checked again
+first, and a key revoked or expired since stops the watch.
 
 The socket is made with TOOLDOCK_RELAY_SOCKET_MODE and TOOLDOCK_RELAY_SOCKET_GROUP in a directory of its
 own (mount that directory into a sandbox). A lock file beside it says whether another gateway serves it:
@@ -15,20 +18,26 @@ import contextlib
 import fcntl
 import os
 import sys
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tooldock.runtime.relay.config import RelayConfig
 from tooldock.runtime.relay.methods import RelayMethods
 from tooldock.runtime.relay.protocol import (
     INVALID_REQUEST,
+    LIST_CHANGED,
     SERVER_ERROR,
+    WATCH,
     RpcError,
     decode,
     error,
+    notification,
     parse_request,
     request_id,
     result,
 )
+
+Send = Callable[[bytes], Awaitable[None]]
 
 MAX_IN_FLIGHT = 64  # requests one connection may have running at once
 
@@ -64,6 +73,7 @@ class RelayServer:
         self._server: asyncio.AbstractServer | None = None
         self._lock_fd: int | None = None
         self._clients: set[asyncio.Task[Any]] = set()
+        self._watching: dict[Send, str] = {}  # a watching connection's writer, and the key it presented
 
     async def start(self) -> bool:
         """Listen; False (with the reason on stderr) when the socket is off or another gateway holds it."""
@@ -101,6 +111,17 @@ class RelayServer:
             os.chown(path, -1, self.config.gid)
         print(f"tooldock: relay socket at {path} (mode {self.config.mode:o})", file=sys.stderr, flush=True)
         return True
+
+    async def tools_changed(self, namespaces: list[str]) -> None:
+        """A registry listener: tell each watching connection whose key covers one of `namespaces`."""
+        for send, presented in list(self._watching.items()):
+            key = await self.methods.still_valid(presented)
+            if key is None:
+                self._watching.pop(send, None)
+                continue
+            if any(key.allows_namespace(name) for name in namespaces):
+                with contextlib.suppress(OSError):  # the connection is going: its own task cleans up
+                    await send(notification(LIST_CHANGED))
 
     async def close(self) -> None:
         if self._server is not None:
@@ -157,7 +178,7 @@ class RelayServer:
 
         async def answer(line: bytes) -> None:
             try:
-                reply = await self._answer(line)
+                reply = await self._answer(line, send)
                 if reply is not None:
                     await send(reply)
             except OSError:  # the client went away; its other requests are cancelled below
@@ -188,16 +209,22 @@ class RelayServer:
             if running:  # the client closed its writing side: finish what it asked, then close
                 await asyncio.gather(*running, return_exceptions=True)
         finally:
+            self._watching.pop(send, None)
             for task in list(running):
                 task.cancel()
 
-    async def _answer(self, line: bytes) -> bytes | None:
+    async def _answer(self, line: bytes, send: Send) -> bytes | None:
         rid = None
         try:
             message = decode(line)
             rid = request_id(message)
             method, params = parse_request(message)
-            value = await self.methods.handle(method, params)
+            if method == WATCH:  # the connection's, not the methods': it is what gets told
+                await self.methods.watch(params)
+                self._watching[send] = params["api_key"]
+                value: Any = {"watching": True}
+            else:
+                value = await self.methods.handle(method, params)
         except RpcError as err:
             return error(rid, err)
         except Exception as exc:  # never a traceback to the client; the gateway's log has the type
