@@ -258,6 +258,7 @@ async def serve(path: Path, prefix: str, key: str | None, every: float = 0) -> N
             print(f"tooldock relay: {len(tools.registered)} tool(s) from {path}", file=sys.stderr, flush=True)
         server = build_server(client, tools)
         announced = every > 0 or tools.watching  # a client told the list changes (MCP's listChanged)
+        tools.pushes = tools.pushes and announced  # no watch loop to hear the socket's announcements
         options = server.create_initialization_options(NotificationOptions(tools_changed=announced))
         async with stdio_server() as (read, write), anyio.create_task_group() as group:
             if announced and key:

@@ -40,6 +40,7 @@ from tooldock.runtime.relay.protocol import (
 Send = Callable[[bytes], Awaitable[None]]
 
 MAX_IN_FLIGHT = 64  # requests one connection may have running at once
+TELL_TIMEOUT = 5.0  # seconds an announcement may wait for a connection's writer
 
 
 class LineTooLong(Exception):
@@ -113,15 +114,18 @@ class RelayServer:
         return True
 
     async def tools_changed(self, namespaces: list[str]) -> None:
-        """A registry listener: tell each watching connection whose key covers one of `namespaces`."""
-        for send, presented in list(self._watching.items()):
+        """A registry listener: tell each watching connection whose key covers one of `namespaces` (all at
+        once: a client that stopped reading holds up only its own announcement, for at most TELL_TIMEOUT)."""
+
+        async def tell(send: Send, presented: str) -> None:
             key = await self.methods.still_valid(presented)
             if key is None:
                 self._watching.pop(send, None)
-                continue
-            if any(key.allows_namespace(name) for name in namespaces):
-                with contextlib.suppress(OSError):  # the connection is going: its own task cleans up
-                    await send(notification(LIST_CHANGED))
+            elif any(key.allows_namespace(name) for name in namespaces):
+                with contextlib.suppress(OSError, TimeoutError):  # a connection going: its own task cleans up
+                    await asyncio.wait_for(send(notification(LIST_CHANGED)), TELL_TIMEOUT)
+
+        await asyncio.gather(*(tell(send, presented) for send, presented in list(self._watching.items())))
 
     async def close(self) -> None:
         if self._server is not None:
