@@ -15,6 +15,28 @@ from conftest import FIXTURES
 from tooldock.keys import KeyStore
 
 RELAY_TOOLS = FIXTURES / "relay"
+LATER_TOOL = '''from fastmcp.tools import tool
+
+
+@tool
+def twice(x: int) -> int:
+    """Return 2x.
+
+    Args:
+        x: A number.
+    """
+    return 2 * x
+'''
+
+
+def add_namespace(gateway: Any, name: str = "later", source: str = LATER_TOOL) -> None:
+    """Write namespace `name` (one file, `source`), or rewrite it, and have the gateway reload."""
+    import signal
+
+    folder = gateway.tools_dir / name
+    folder.mkdir(exist_ok=True)
+    (folder / f"{name}.py").write_text(source)
+    gateway.proc.send_signal(signal.SIGHUP)
 
 
 def relay_env(base: Path | None = None, **extra: str) -> tuple[dict[str, str], Path, KeyStore]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -15,7 +14,7 @@ from typing import Any
 
 import pytest
 from conftest import TOOLDOCK, Gateway
-from relaykit import RELAY_TOOLS, cleanup, relay_env
+from relaykit import LATER_TOOL, RELAY_TOOLS, add_namespace, cleanup, relay_env
 
 from tooldock.keys import KeyStore
 
@@ -158,18 +157,17 @@ def test_an_unknown_tool_is_an_mcp_error(served):
     assert "unknown tool 'oubliette_billing_charge'" in message
 
 
-LATER_TOOL = '''from fastmcp.tools import tool
+def listening() -> tuple[asyncio.Event, Any]:
+    """An event, and the client message handler that sets it on notifications/tools/list_changed."""
+    import mcp_types as types
 
+    changed = asyncio.Event()
 
-@tool
-def twice(x: int) -> int:
-    """Return 2x.
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
 
-    Args:
-        x: A number.
-    """
-    return 2 * x
-'''
+    return changed, on_message
 
 
 @pytest.fixture
@@ -186,9 +184,7 @@ def test_a_relist_shows_tools_added_since_and_none_once_the_key_is_revoked(own):
 
     async def body(session):
         before = await names(session)
-        (gateway.tools_dir / "later").mkdir()
-        (gateway.tools_dir / "later" / "later.py").write_text(LATER_TOOL)
-        gateway.proc.send_signal(signal.SIGHUP)  # reload
+        add_namespace(gateway)
         gateway.wait_for(lambda: "later" in gateway.get("/namespaces").text, 60, "the new namespace")
         # Called before the client re-lists: the relay looks the name up again instead of refusing it.
         called = await session.call_tool("oubliette_later_twice", {"x": 21})
@@ -222,36 +218,32 @@ def test_the_last_list_stays_while_the_socket_is_gone(own):
 
 def test_the_relay_tells_its_client_when_the_keys_tools_change(own):
     """With --watch, the relay asks the socket on its own and sends notifications/tools/list_changed when the
-    key's tools changed; the client lists again and sees the new tool."""
-    import mcp_types as types
-
+    key's tools changed; the client lists again and sees the new tool. A key revoked is not announced by
+    the gateway: the timer is what finds it."""
     gateway, sock, keys = own
-    _, key = keys.create("watcher", "write", ("later",))
-    changed = asyncio.Event()
-
-    async def on_message(message: Any) -> None:
-        if isinstance(message, types.ToolListChangedNotification):
-            changed.set()
+    record, key = keys.create("watcher", "write", ("later",))
+    changed, on_message = listening()
 
     async def body(session):
         caps = session.server_capabilities
         before = await names(session)
-        (gateway.tools_dir / "later").mkdir()
-        (gateway.tools_dir / "later" / "later.py").write_text(LATER_TOOL)
-        gateway.proc.send_signal(signal.SIGHUP)
+        add_namespace(gateway)
         await asyncio.wait_for(changed.wait(), 30)
         after = await names(session)
         changed.clear()  # the same tool with another description: announced too
-        (gateway.tools_dir / "later" / "later.py").write_text(LATER_TOOL.replace("Return 2x.", "Double x."))
-        gateway.proc.send_signal(signal.SIGHUP)
+        add_namespace(gateway, source=LATER_TOOL.replace("Return 2x.", "Double x."))
         await asyncio.wait_for(changed.wait(), 30)
         described = {t.name: t.description for t in (await session.list_tools()).tools}
-        return caps, before, after, described
+        changed.clear()
+        keys.revoke(record.id)
+        await asyncio.wait_for(changed.wait(), 30)
+        return caps, before, after, described, await names(session)
 
-    (caps, before, after, described), _ = run_relay(sock, key, body, "--watch", "0.3", on_message=on_message)
+    (caps, before, after, described, revoked), _ = run_relay(sock, key, body, "--watch", "0.3", on_message=on_message)
     assert caps.tools.list_changed is True
     assert before == [] and after == ["oubliette_later_twice"]
     assert described["oubliette_later_twice"].startswith("Double x.")
+    assert revoked == []
 
 
 def test_the_key_may_come_from_a_file(served, tmp_path: Path):
@@ -276,22 +268,14 @@ def test_the_gateway_tells_the_relay_at_once_without_a_timer(own):
     one reaches its client as notifications/tools/list_changed within moments."""
     import time
 
-    import mcp_types as types
-
     gateway, sock, keys = own
     _, key = keys.create("pushed", "write", ("later",))
-    changed = asyncio.Event()
-
-    async def on_message(message: Any) -> None:
-        if isinstance(message, types.ToolListChangedNotification):
-            changed.set()
+    changed, on_message = listening()
 
     async def body(session):
         caps = session.server_capabilities
         before = await names(session)
-        (gateway.tools_dir / "later").mkdir()
-        (gateway.tools_dir / "later" / "later.py").write_text(LATER_TOOL)
-        gateway.proc.send_signal(signal.SIGHUP)
+        add_namespace(gateway)
         started = time.monotonic()
         await asyncio.wait_for(changed.wait(), 30)
         return caps, before, await names(session), time.monotonic() - started
@@ -353,15 +337,9 @@ def test_an_older_gateway_without_watching_leaves_the_timer(tmp_path: Path):
 def test_after_the_gateway_restarts_the_relay_watches_again(own):
     """The watch lasts as long as the socket connection: when the gateway comes back, the relay (even with
     `--watch 0`) asks again within seconds, and the next change still reaches its client."""
-    import mcp_types as types
-
     gateway, sock, keys = own
     _, key = keys.create("again", "write", ("later",))
-    changed = asyncio.Event()
-
-    async def on_message(message: Any) -> None:
-        if isinstance(message, types.ToolListChangedNotification):
-            changed.set()
+    changed, on_message = listening()
 
     async def body(session):
         before = await names(session)
@@ -369,9 +347,7 @@ def test_after_the_gateway_restarts_the_relay_watches_again(own):
         await asyncio.to_thread(gateway.start)
         audit = "relay tooldock_watch_tools: watching"
         await asyncio.to_thread(gateway.wait_for, lambda: audit in gateway.logs, 30, "the relay to watch again")
-        (gateway.tools_dir / "later").mkdir()
-        (gateway.tools_dir / "later" / "later.py").write_text(LATER_TOOL)
-        gateway.proc.send_signal(signal.SIGHUP)
+        add_namespace(gateway)
         await asyncio.wait_for(changed.wait(), 30)
         return before, await names(session)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Gateway
-from relaykit import RELAY_TOOLS, Line, cleanup, relay_env
+from relaykit import RELAY_TOOLS, Line, add_namespace, cleanup, relay_env
 
 from tooldock.keys import KeyStore
 
@@ -315,20 +315,6 @@ def test_relay_calls_carry_a_request_id_to_the_worker_and_the_logs(relay: Relay)
 
 # -- tooldock_watch_tools: told when the key's tools change ------------------------------------------
 
-ADDED = '''from fastmcp.tools import tool
-
-
-@tool
-def thrice(x: int) -> int:
-    """Return 3x.
-
-    Args:
-        x: A number.
-    """
-    return 3 * x
-'''
-
-
 @pytest.fixture
 def own_relay(tmp_path: Path) -> Iterator[Relay]:
     """A gateway of the test's own (the test adds a namespace to it)."""
@@ -352,8 +338,6 @@ def _quiet_for(line: Line, seconds: float) -> bool:
 
 
 def test_a_watching_key_is_told_when_its_tools_change_and_only_then(own_relay: Relay):
-    import signal
-
     relay = own_relay
     covered, elsewhere, revoked = relay.line(), relay.line(), relay.line()
     assert covered.rpc("tooldock_watch_tools", api_key=relay.key("write", "more*"))["result"] == {"watching": True}
@@ -364,12 +348,10 @@ def test_a_watching_key_is_told_when_its_tools_change_and_only_then(own_relay: R
     code, message = error_of(relay.line().rpc("tooldock_watch_tools", api_key="tdk_nosuchkey"))
     assert code == -32001 and message == "invalid or expired API key"
 
-    (relay.gateway.tools_dir / "more").mkdir()
-    (relay.gateway.tools_dir / "more" / "more.py").write_text(ADDED)
-    relay.gateway.proc.send_signal(signal.SIGHUP)
+    add_namespace(relay.gateway, "more")
     told = covered.read()  # no request was sent: this is the announcement
     assert told == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
-    assert covered.tools(relay.made[0]) == ["more_thrice"]
+    assert covered.tools(relay.made[0]) == ["more_twice"]
     assert _quiet_for(elsewhere, 2)  # a reload that left the key's namespaces as they were: nothing to say
     assert _quiet_for(revoked, 0.5)  # revoked since it asked: checked again, and told nothing
     key_id = relay.made[0].split("_")[1]
