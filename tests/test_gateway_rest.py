@@ -190,6 +190,12 @@ def test_typed_openapi_per_namespace(gateway):
     for path in ("/tools/{name}", "/ns/{namespace}/tools/{name}"):
         body = own["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]
         assert body["type"] == "object"
+    for path in ("/tools/call", "/tools/{name}"):  # ToolDock's answers, not FastAPI's validation error
+        answers = own["paths"][path]["post"]["responses"]
+        assert answers["200"]["content"]["application/json"]["schema"]["required"] == ["result"]
+        assert {"401", "403", "404", "422", "429", "504"} <= set(answers)
+        assert answers["422"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Error"}
+    assert own["components"]["schemas"]["Error"]["required"] == ["error"]
     reload = own["paths"]["/reload"]["post"]["parameters"]
     assert [(p["name"], p["in"], p["required"]) for p in reload] == [("X-Manager-Token", "header", True)]
     assert httpx.get(f"{gateway.url}/ns/testing/openapi.json").status_code == 401

@@ -4,6 +4,9 @@ the REST layer returns it: `{"result": ...}`, unwrapped when fastmcp wrapped it)
 
 `$defs` inside a tool's schemas move to `components/schemas` under a per-tool prefix, and their `$ref`s
 are rewritten, so tools with same-named models do not collide.
+
+Also what FastAPI cannot see in the gateway's own document (`gateway_openapi`): the bearer scheme, the
+call endpoints' bodies (they read them themselves) and answers, `/reload`'s header.
 """
 
 from __future__ import annotations
@@ -28,13 +31,23 @@ ERROR_SCHEMA = {
 ERRORS = {
     "400": "Malformed JSON body, or no namespace given",
     "401": "Missing or wrong bearer token",
+    "403": "The API key's scope does not cover this namespace or tool",
     "404": "Unknown namespace or tool",
+    "409": "An upstream tool that is not activated yet",
     "413": "Body too large",
     "422": "Arguments do not match the input schema",
+    "429": "A rate limit was reached (Retry-After says when to retry)",
     "500": "The tool raised, or its worker died during the call",
+    "502": "The upstream MCP server failed",
     "503": "The namespace's worker is restarting or unavailable",
     "504": "The call ran past its timeout",
 }
+
+
+def error_responses() -> dict[str, Any]:
+    """ERRORS as OpenAPI responses, each `{"error": ...}` (the `Error` component)."""
+    error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    return {code: {"description": text, "content": error} for code, text in ERRORS.items()}
 
 
 def _hoist(schema: dict[str, Any], prefix: str, components: dict[str, Any]) -> dict[str, Any]:
@@ -96,13 +109,7 @@ def namespace_openapi(
                     "description": "The tool's result",
                     "content": {"application/json": {"schema": _result_schema(tool, components, prefix)}},
                 },
-                **{
-                    code: {
-                        "description": text,
-                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
-                    }
-                    for code, text in ERRORS.items()
-                },
+                **error_responses(),
             },
         }
         if header:
@@ -122,3 +129,76 @@ def namespace_openapi(
         "components": {"schemas": components, "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
         "security": [{"bearer": []}],
     }
+
+
+def gateway_openapi(doc: dict[str, Any]) -> dict[str, Any]:
+    """The gateway's own document, with the bearer scheme declared (the token check is middleware, so
+    FastAPI does not know it) for every operation but `/health`: Swagger UI's Authorize button uses it."""
+    doc = copy.deepcopy(doc)
+    components = doc.setdefault("components", {})
+    components.setdefault("securitySchemes", {})["bearer"] = {"type": "http", "scheme": "bearer"}
+    components.setdefault("schemas", {})["Error"] = ERROR_SCHEMA
+    doc["security"] = [{"bearer": []}]
+    for path in CALL_PATHS:  # what a call answers, as a namespace's document says it per tool
+        operation = (doc.get("paths") or {}).get(path, {}).get("post")
+        if operation is not None:
+            operation["responses"] = {"200": CALL_RESULT, **error_responses()}
+    for operation in (doc.get("paths") or {}).get("/health", {}).values():
+        operation["security"] = []
+    return doc
+
+
+# The bodies the call endpoints read themselves (FastAPI sees no body parameter, so it would declare none
+# and Swagger UI's "Try it out" could send none). A namespace's own document types each tool's arguments.
+VAULT_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "required": ["name"],
+                    "properties": {
+                        "name": {"type": "string", "description": "The tool to call"},
+                        "arguments": {"type": "object", "description": "The tool's arguments", "default": {}},
+                    },
+                },
+                "example": {"name": "tool_name", "arguments": {}},
+            }
+        },
+    }
+}
+ARGUMENTS_BODY = {
+    "requestBody": {
+        "required": False,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "description": "The tool's arguments (typed per tool in /ns/{namespace}/openapi.json)",
+                },
+                "example": {},
+            }
+        },
+    }
+}
+CALL_PATHS = ("/tools/call", "/ns/{namespace}/tools/call", "/tools/{name}", "/ns/{namespace}/tools/{name}")
+CALL_RESULT = {
+    "description": "The tool's result as plain JSON (typed per tool in /ns/{namespace}/openapi.json)",
+    "content": {
+        "application/json": {
+            "schema": {"type": "object", "required": ["result"], "properties": {"result": {}}},
+        }
+    },
+}
+MANAGER_TOKEN = {
+    "parameters": [
+        {
+            "name": "X-Manager-Token",
+            "in": "header",
+            "required": True,
+            "schema": {"type": "string"},
+            "description": "MANAGER_INTERNAL_TOKEN",
+        }
+    ]
+}

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import copy
 import ipaddress
 import logging
 from collections.abc import Awaitable, Callable
@@ -18,7 +17,7 @@ from tooldock.runtime.access import key_of, restricted
 from tooldock.runtime.disconnect import cancelled_on_disconnect
 from tooldock.runtime.engine import Engine
 from tooldock.runtime.http.auth import token_matches
-from tooldock.runtime.http.openapi import namespace_openapi
+from tooldock.runtime.http.openapi import ARGUMENTS_BODY, MANAGER_TOKEN, VAULT_BODY, gateway_openapi, namespace_openapi
 from tooldock.runtime.observe import call_info
 from tooldock.runtime.settings import Settings
 from tooldock.worker.protocol import error_text
@@ -70,64 +69,6 @@ async def call_rest(
         wants_traceback = request.headers.get("x-tooldock-traceback") == "1"
         result = await engine.call_tool(namespace, name, arguments, traceback=wants_traceback, key=key)
     return {"result": rest_value(result, descriptor)}
-
-
-def gateway_openapi(doc: dict[str, Any]) -> dict[str, Any]:
-    """The gateway's own document, with the bearer scheme declared (the token check is middleware, so
-    FastAPI does not know it) for every operation but `/health`: Swagger UI's Authorize button uses it."""
-    doc = copy.deepcopy(doc)
-    doc.setdefault("components", {}).setdefault("securitySchemes", {})["bearer"] = {"type": "http", "scheme": "bearer"}
-    doc["security"] = [{"bearer": []}]
-    for operation in (doc.get("paths") or {}).get("/health", {}).values():
-        operation["security"] = []
-    return doc
-
-
-# The bodies the call endpoints read themselves (FastAPI sees no body parameter, so it would declare none
-# and Swagger UI's "Try it out" could send none). A namespace's own document types each tool's arguments.
-VAULT_BODY = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "application/json": {
-                "schema": {
-                    "type": "object",
-                    "required": ["name"],
-                    "properties": {
-                        "name": {"type": "string", "description": "The tool to call"},
-                        "arguments": {"type": "object", "description": "The tool's arguments", "default": {}},
-                    },
-                },
-                "example": {"name": "tool_name", "arguments": {}},
-            }
-        },
-    }
-}
-ARGUMENTS_BODY = {
-    "requestBody": {
-        "required": False,
-        "content": {
-            "application/json": {
-                "schema": {
-                    "type": "object",
-                    "description": "The tool's arguments (typed per tool in /ns/{namespace}/openapi.json)",
-                },
-                "example": {},
-            }
-        },
-    }
-}
-MANAGER_TOKEN = {
-    "parameters": [
-        {
-            "name": "X-Manager-Token",
-            "in": "header",
-            "required": True,
-            "schema": {"type": "string"},
-            "description": "MANAGER_INTERNAL_TOKEN",
-        }
-    ]
-}
 
 
 # How an endpoint learns its namespace (the X-Namespace header or the path), and the endpoints it wraps.
