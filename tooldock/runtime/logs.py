@@ -75,12 +75,13 @@ class OncePerWindow(logging.Filter):
         return True
 
 
-def limit_repeats(*loggers: str) -> None:
-    """Give each named logger a OncePerWindow (once, however often this is called)."""
+def filter_once(kind: type[logging.Filter], *loggers: str) -> None:
+    """Give each named logger a `kind()` filter, unless it has one (however often this is called: every
+    app a process builds, as tests do, would add another)."""
     for name in loggers:
         logger = logging.getLogger(name)
-        if not any(isinstance(f, OncePerWindow) for f in logger.filters):
-            logger.addFilter(OncePerWindow())
+        if not any(isinstance(f, kind) for f in logger.filters):
+            logger.addFilter(kind())
 
 
 class JsonLines(io.TextIOBase):

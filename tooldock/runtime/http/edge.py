@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from tooldock.errors import ToolDockError
 from tooldock.runtime import requestid
 from tooldock.runtime.http.responses import error_response
-from tooldock.runtime.logs import limit_repeats
+from tooldock.runtime.logs import OncePerWindow, filter_once
 from tooldock.runtime.observe import tracing
 
 log = logging.getLogger("tooldock.http")
@@ -57,11 +57,8 @@ class DropDisconnects(logging.Filter):
 class RequestEdge:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
-        for name in _SDK_LOGGERS:
-            logger = logging.getLogger(name)
-            if not any(isinstance(f, DropDisconnects) for f in logger.filters):
-                logger.addFilter(DropDisconnects())
-        limit_repeats(*_PER_REQUEST_LOGGERS)
+        filter_once(DropDisconnects, *_SDK_LOGGERS)
+        filter_once(OncePerWindow, *_PER_REQUEST_LOGGERS)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
