@@ -176,20 +176,20 @@ class KeyTools:
         if self.pushes and self.watched_on != self.client.connects:  # a new connection: watch again
             await self.subscribe()
 
-    async def subscribe(self) -> bool:
-        """Ask the socket to announce changes to the key's tools on this connection; False when it cannot."""
+    async def subscribe(self) -> None:
+        """Ask the socket to announce changes to the key's tools on this connection (`watching` says if it
+        did)."""
         if not self.key or not self.pushes:
-            return False
+            return
         try:
             await asyncio.wait_for(self.client.request(WATCH, {"api_key": self.key}), LIST_TIMEOUT)
         except RelayError as err:
             if err.code == METHOD_NOT_FOUND:
                 self.pushes = False  # an older gateway: --watch's timer is the only way to learn
-            return False
+            return
         except (OSError, TimeoutError):
-            return False
+            return
         self.watched_on = self.client.connects
-        return True
 
     @property
     def watching(self) -> bool:

@@ -21,6 +21,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from tooldock.keys import ApiKey
 from tooldock.runtime.relay.config import RelayConfig
 from tooldock.runtime.relay.methods import RelayMethods
 from tooldock.runtime.relay.protocol import (
@@ -74,7 +75,9 @@ class RelayServer:
         self._server: asyncio.AbstractServer | None = None
         self._lock_fd: int | None = None
         self._clients: set[asyncio.Task[Any]] = set()
-        self._watching: dict[Send, str] = {}  # a watching connection's writer, and the key it presented
+        # A watching connection's writer, the key it presented and that key as it was then (a key's scope
+        # never changes; whether it is still valid is checked again when there is something to tell).
+        self._watching: dict[Send, tuple[str, ApiKey]] = {}
 
     async def start(self) -> bool:
         """Listen; False (with the reason on stderr) when the socket is off or another gateway holds it."""
@@ -117,15 +120,16 @@ class RelayServer:
         """A registry listener: tell each watching connection whose key covers one of `namespaces` (all at
         once: a client that stopped reading holds up only its own announcement, for at most TELL_TIMEOUT)."""
 
-        async def tell(send: Send, presented: str) -> None:
-            key = await self.methods.still_valid(presented)
-            if key is None:
+        async def tell(send: Send, presented: str, key: ApiKey) -> None:
+            if not any(key.allows_namespace(name) for name in namespaces):
+                return  # nothing for this key: no need to read the key store
+            if await self.methods.still_valid(presented) is None:
                 self._watching.pop(send, None)
-            elif any(key.allows_namespace(name) for name in namespaces):
-                with contextlib.suppress(OSError, TimeoutError):  # a connection going: its own task cleans up
-                    await asyncio.wait_for(send(notification(LIST_CHANGED)), TELL_TIMEOUT)
+                return
+            with contextlib.suppress(OSError, TimeoutError):  # a connection going: its own task cleans up
+                await asyncio.wait_for(send(notification(LIST_CHANGED)), TELL_TIMEOUT)
 
-        await asyncio.gather(*(tell(send, presented) for send, presented in list(self._watching.items())))
+        await asyncio.gather(*(tell(send, *watch) for send, watch in list(self._watching.items())))
 
     async def close(self) -> None:
         if self._server is not None:
@@ -224,8 +228,7 @@ class RelayServer:
             rid = request_id(message)
             method, params = parse_request(message)
             if method == WATCH:  # the connection's, not the methods': it is what gets told
-                await self.methods.watch(params)
-                self._watching[send] = params["api_key"]
+                self._watching[send] = (params["api_key"], await self.methods.watch(params))
                 value: Any = {"watching": True}
             else:
                 value = await self.methods.handle(method, params)
