@@ -102,6 +102,21 @@ def page(browser: Any, swagger_dist: Path) -> Iterator[Any]:
     opened.close()
 
 
+def try_it_out(operation: Any, body: str, **headers: str) -> tuple[str, str]:
+    """Swagger UI's "Try it out" on an operation: open it, fill its header parameters and body, execute;
+    the answer's status and body as the page shows them."""
+    operation.locator(".opblock-summary").click()
+    operation.locator("button.try-out__btn").click()
+    for name, value in headers.items():
+        operation.locator(f'tr[data-param-name="{name}"] input').fill(value)
+    operation.locator("textarea.body-param__text").fill(body)
+    operation.locator("button.execute").click()
+    answer = operation.locator(".live-responses-table tbody")
+    status = answer.locator(".response-col_status").first
+    status.wait_for(state="visible", timeout=30_000)
+    return status.inner_text().strip(), answer.locator(".response-col_description .microlight").first.inner_text()
+
+
 def test_the_page_pins_the_release_tests_browser_installs_and_its_hashes(swagger_dist: Path) -> None:
     pinned = json.loads((HERE / "browser" / "package.json").read_text())["dependencies"]["swagger-ui-dist"]
     assert pinned == docs.SWAGGER_VERSION == json.loads((swagger_dist / "package.json").read_text())["version"]
@@ -150,15 +165,9 @@ def test_docs_page_asks_for_the_token_then_shows_and_runs_the_api(gw: Gateway, p
     assert "ToolDock" in page.inner_text(".info .title")
 
     # The token entered was handed to Swagger UI's Authorize dialog: "Try it out" sends it.
-    call.first.locator(".opblock-summary").click()
-    call.first.locator("button.try-out__btn").click()
-    call.first.locator('tr[data-param-name="X-Namespace"] input').fill("multi-tool")
-    call.first.locator("textarea.body-param__text").fill('{"name": "add", "arguments": {"a": 2, "b": 3}}')
-    call.first.locator("button.execute").click()
-    status = call.first.locator(".live-responses-table tbody .response-col_status").first
-    status.wait_for(state="visible", timeout=30_000)
-    assert status.inner_text().strip() == "200", call.first.inner_text()
-    assert '"result": 5' in call.first.locator(".live-responses-table tbody .response-col_description .microlight").first.inner_text()
+    status, body = try_it_out(call.first, '{"name": "add", "arguments": {"a": 2, "b": 3}}', **{"X-Namespace": "multi-tool"})
+    assert status == "200", call.first.inner_text()
+    assert '"result": 5' in body
 
     page.reload()  # the token is kept in the tab: no question the second time
     call.first.wait_for(state="visible", timeout=30_000)
@@ -172,14 +181,9 @@ def test_namespace_docs_page_shows_its_typed_tools_and_calls_one(gw: Gateway, pa
     add = page.locator(".opblock", has=page.locator(".opblock-summary-path", has_text="/tools/add"))
     add.first.wait_for(state="visible", timeout=30_000)
     assert page.locator(".opblock-summary-path", has_text="/tools/multiply").count() == 1
-    add.first.locator(".opblock-summary").click()
-    add.first.locator("button.try-out__btn").click()
-    add.first.locator("textarea.body-param__text").fill('{"a": 4, "b": 0.5}')
-    add.first.locator("button.execute").click()
-    status = add.first.locator(".live-responses-table tbody .response-col_status").first
-    status.wait_for(state="visible", timeout=30_000)
-    assert status.inner_text().strip() == "200", add.first.inner_text()
-    assert "4.5" in add.first.locator(".live-responses-table tbody .response-col_description .microlight").first.inner_text()
+    status, body = try_it_out(add.first, '{"a": 4, "b": 0.5}')
+    assert status == "200", add.first.inner_text()
+    assert "4.5" in body
 
 
 # -- CORS ----------------------------------------------------------------------------------------------
