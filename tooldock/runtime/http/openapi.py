@@ -139,11 +139,12 @@ def gateway_openapi(doc: dict[str, Any]) -> dict[str, Any]:
     components.setdefault("securitySchemes", {})["bearer"] = {"type": "http", "scheme": "bearer"}
     components.setdefault("schemas", {})["Error"] = ERROR_SCHEMA
     doc["security"] = [{"bearer": []}]
+    paths = doc.get("paths") or {}
     for path in CALL_PATHS:  # what a call answers, as a namespace's document says it per tool
-        operation = (doc.get("paths") or {}).get(path, {}).get("post")
+        operation = paths.get(path, {}).get("post")
         if operation is not None:
             operation["responses"] = {"200": CALL_RESULT, **error_responses()}
-    for operation in (doc.get("paths") or {}).get("/health", {}).values():
+    for operation in paths.get("/health", {}).values():
         operation["security"] = []
     return doc
 
