@@ -218,8 +218,7 @@ def test_the_last_list_stays_while_the_socket_is_gone(own):
 
 def test_the_relay_tells_its_client_when_the_keys_tools_change(own):
     """With --watch, the relay asks the socket on its own and sends notifications/tools/list_changed when the
-    key's tools changed; the client lists again and sees the new tool. A key revoked is not announced by
-    the gateway: the timer is what finds it."""
+    key's tools changed; the client lists again and sees the new tool, and none once the key is revoked."""
     gateway, sock, keys = own
     record, key = keys.create("watcher", "write", ("later",))
     changed, on_message = listening()
@@ -265,11 +264,12 @@ def test_the_key_may_come_from_a_file(served, tmp_path: Path):
 
 def test_the_gateway_tells_the_relay_at_once_without_a_timer(own):
     """`--watch 0` (no timer): the relay asked the socket to watch the key's tools, so a reload that adds
-    one reaches its client as notifications/tools/list_changed within moments."""
+    one reaches its client as notifications/tools/list_changed within moments, and so does the key's
+    revocation (the client lists again and gets no tools)."""
     import time
 
     gateway, sock, keys = own
-    _, key = keys.create("pushed", "write", ("later",))
+    record, key = keys.create("pushed", "write", ("later",))
     changed, on_message = listening()
 
     async def body(session):
@@ -278,12 +278,20 @@ def test_the_gateway_tells_the_relay_at_once_without_a_timer(own):
         add_namespace(gateway)
         started = time.monotonic()
         await asyncio.wait_for(changed.wait(), 30)
-        return caps, before, await names(session), time.monotonic() - started
+        added, waited = await names(session), time.monotonic() - started
+        changed.clear()
+        keys.revoke(record.id)
+        started = time.monotonic()
+        await asyncio.wait_for(changed.wait(), 30)
+        return caps, before, added, waited, await names(session), time.monotonic() - started
 
-    (caps, before, after, waited), stderr = run_relay(sock, key, body, "--watch", "0", on_message=on_message)
+    (caps, before, added, waited, revoked, told), stderr = run_relay(sock, key, body, "--watch", "0",
+                                                                     on_message=on_message)
     assert caps.tools.list_changed is True
-    assert before == [] and after == ["oubliette_later_twice"]
+    assert before == [] and added == ["oubliette_later_twice"] and revoked == []
     assert waited < 15, waited  # the reload's own time; no timer was running
+    assert told < 10, told  # the gateway looks at the keys file once a second
+    assert "the relay refused the key" in stderr
     assert key not in stderr and "Traceback" not in stderr
 
 

@@ -345,6 +345,7 @@ def test_a_watching_key_is_told_when_its_tools_change_and_only_then(own_relay: R
     record, gone = relay.keys.create("gone", "write", ("more*",))
     assert revoked.rpc("tooldock_watch_tools", api_key=gone)["result"] == {"watching": True}
     relay.keys.revoke(record.id)
+    assert revoked.read() == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}  # told once
     code, message = error_of(relay.line().rpc("tooldock_watch_tools", api_key="tdk_nosuchkey"))
     assert code == -32001 and message == "invalid or expired API key"
 
@@ -353,9 +354,39 @@ def test_a_watching_key_is_told_when_its_tools_change_and_only_then(own_relay: R
     assert told == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
     assert covered.tools(relay.made[0]) == ["more_twice"]
     assert _quiet_for(elsewhere, 2)  # a reload that left the key's namespaces as they were: nothing to say
-    assert _quiet_for(revoked, 0.5)  # revoked since it asked: checked again, and told nothing
+    assert _quiet_for(revoked, 0.5)  # revoked since it asked: told then, and no longer watched
     key_id = relay.made[0].split("_")[1]
     assert f"key {key_id} (test-write, write) relay tooldock_watch_tools: watching" in relay.gateway.logs
     assert relay.made[0] not in relay.gateway.logs and gone not in relay.gateway.logs
     for line in (covered, elsewhere, revoked):
+        line.close()
+
+
+def test_a_watching_key_is_told_when_it_expires_or_is_revoked(own_relay: Relay):
+    """A key's expiry and its revocation (`tooldock keys revoke` rewrites the keys file) are announced within
+    moments; the other watchers are told nothing; a key told is no longer watched."""
+    relay = own_relay
+    expiring, revoked, staying = relay.line(), relay.line(), relay.line()
+    started = time.monotonic()
+    assert expiring.rpc("tooldock_watch_tools", api_key=relay.key("write", expires=3))["result"] == {"watching": True}
+    record, gone = relay.keys.create("gone", "read")
+    assert revoked.rpc("tooldock_watch_tools", api_key=gone)["result"] == {"watching": True}
+    assert staying.rpc("tooldock_watch_tools", api_key=relay.key("read"))["result"] == {"watching": True}
+
+    told = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+    assert expiring.read() == told  # not before it expired: the new keys in the file changed nothing for it
+    assert 3 <= time.monotonic() - started < 10
+    code, _ = error_of(expiring.rpc("oubliette_tools", api_key=relay.made[0]))
+    assert code == -32001
+    revoking = time.monotonic()
+    relay.keys.revoke(record.id)
+    assert revoked.read() == told
+    assert time.monotonic() - revoking < 5
+    time.sleep(0.5)
+    assert "billing_balance" in staying.tools(relay.made[1])  # an answer, not an announcement, comes first
+
+    add_namespace(relay.gateway, "more")  # a reload: only the key still watched hears of it
+    assert staying.read() == told
+    assert _quiet_for(expiring, 0.5) and _quiet_for(revoked, 0.5)
+    for line in (expiring, revoked, staying):
         line.close()

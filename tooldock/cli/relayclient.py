@@ -4,10 +4,11 @@ ones an API key may use through the relay socket (seed 002's oubliette-client).
 It asks the socket for the key's tools (`oubliette_tools`) at start and again on every `tools/list`, and
 registers each as `<prefix><name>` with its schemas; each call is forwarded (`oubliette_call_tool`, the key
 with it) and its result relayed as it is. It also asks to be told when they change (`tooldock_watch_tools`,
-a gateway of this version or later) and then tells its client at once (`--watch` still asks on a timer:
-a key revoked or expired is not announced). A socket it cannot reach or a key it is refused leaves a warning
-on stderr and no tools (or, for a socket gone for a moment, the last list), never a crash. The key is sent
-only to the socket: never printed, logged or put in an error.
+a gateway of this version or later: a reload, an upstream server's new list, the key revoked or expired)
+and then tells its client at once (`--watch` also asks on a timer, for an older gateway). A socket it
+cannot reach or a key it is refused leaves a warning on stderr and no tools (or, for a socket gone for a
+moment, the last list), never a crash. The key is sent only to the socket: never printed, logged or put in
+an error.
 Light on imports (it runs in sandbox images): the SDK's server side, anyio and the relay's wire format.
 """
 

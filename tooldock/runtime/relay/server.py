@@ -2,9 +2,7 @@
 JSON-RPC message per line (at most TOOLDOCK_MAX_BODY_BYTES; a longer line is skipped and answered with an
 error, and the connection goes on), runs each request as its own task so answers come back in any order
 (at most MAX_IN_FLIGHT per connection: then reading waits), and writes answers under one lock.
-A connection whose key asked `tooldock_watch_tools` is sent `notifications/tools/list_changed` when a
-reload (or an upstream server) changes the tools of a namespace the key covers; the key is checked again
-first, and a key revoked or expired since stops the watch.
+A connection whose key asked `tooldock_watch_tools` is told when the key's tools change (watchers.py).
 
 The socket is made with TOOLDOCK_RELAY_SOCKET_MODE and TOOLDOCK_RELAY_SOCKET_GROUP in a directory of its
 own (mount that directory into a sandbox). A lock file beside it says whether another gateway serves it:
@@ -18,30 +16,24 @@ import contextlib
 import fcntl
 import os
 import sys
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-from tooldock.keys import ApiKey
 from tooldock.runtime.relay.config import RelayConfig
 from tooldock.runtime.relay.methods import RelayMethods
 from tooldock.runtime.relay.protocol import (
     INVALID_REQUEST,
-    LIST_CHANGED,
     SERVER_ERROR,
     WATCH,
     RpcError,
     decode,
     error,
-    notification,
     parse_request,
     request_id,
     result,
 )
-
-Send = Callable[[bytes], Awaitable[None]]
+from tooldock.runtime.relay.watchers import Send, Watchers
 
 MAX_IN_FLIGHT = 64  # requests one connection may have running at once
-TELL_TIMEOUT = 5.0  # seconds an announcement may wait for a connection's writer
 
 
 class LineTooLong(Exception):
@@ -75,9 +67,7 @@ class RelayServer:
         self._server: asyncio.AbstractServer | None = None
         self._lock_fd: int | None = None
         self._clients: set[asyncio.Task[Any]] = set()
-        # A watching connection's writer, the key it presented and that key as it was then (a key's scope
-        # never changes; whether it is still valid is checked again when there is something to tell).
-        self._watching: dict[Send, tuple[str, ApiKey]] = {}
+        self.watchers = Watchers(methods)
 
     async def start(self) -> bool:
         """Listen; False (with the reason on stderr) when the socket is off or another gateway holds it."""
@@ -117,21 +107,11 @@ class RelayServer:
         return True
 
     async def tools_changed(self, namespaces: list[str]) -> None:
-        """A registry listener: tell each watching connection whose key covers one of `namespaces` (all at
-        once: a client that stopped reading holds up only its own announcement, for at most TELL_TIMEOUT)."""
-
-        async def tell(send: Send, presented: str, key: ApiKey) -> None:
-            if not any(key.allows_namespace(name) for name in namespaces):
-                return  # nothing for this key: no need to read the key store
-            if await self.methods.still_valid(presented) is None:
-                self._watching.pop(send, None)
-                return
-            with contextlib.suppress(OSError, TimeoutError):  # a connection going: its own task cleans up
-                await asyncio.wait_for(send(notification(LIST_CHANGED)), TELL_TIMEOUT)
-
-        await asyncio.gather(*(tell(send, *watch) for send, watch in list(self._watching.items())))
+        """A registry listener: tell the watching connections whose keys cover one of `namespaces`."""
+        await self.watchers.tools_changed(namespaces)
 
     async def close(self) -> None:
+        await self.watchers.close()
         if self._server is not None:
             self._server.close()
             for task in list(self._clients):
@@ -217,7 +197,7 @@ class RelayServer:
             if running:  # the client closed its writing side: finish what it asked, then close
                 await asyncio.gather(*running, return_exceptions=True)
         finally:
-            self._watching.pop(send, None)
+            self.watchers.remove(send)
             for task in list(running):
                 task.cancel()
 
@@ -228,7 +208,7 @@ class RelayServer:
             rid = request_id(message)
             method, params = parse_request(message)
             if method == WATCH:  # the connection's, not the methods': it is what gets told
-                self._watching[send] = (params["api_key"], await self.methods.watch(params))
+                self.watchers.add(send, params["api_key"], await self.methods.watch(params))
                 value: Any = {"watching": True}
             else:
                 value = await self.methods.handle(method, params)
