@@ -6,6 +6,8 @@ traffic beyond loopback, so the browser gets those two files from the same relea
 (pinned in tests/browser), answered as jsDelivr answers (CORS for `crossorigin`), and Chromium checks
 their hashes; every other request to anything but loopback is refused and recorded: a test fails if the
 page asked for one. The browser also resolves no host name but localhost (`--host-resolver-rules`).
+With TOOLDOCK_SWAGGER_UI_DIR the gateway serves the files itself: there the browser reaches nothing
+beyond loopback at all.
 """
 
 from __future__ import annotations
@@ -68,17 +70,17 @@ def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
 
 class Page:
     """A fresh browser context and page whose requests beyond loopback are answered from `dist` (Swagger
-    UI's two files) or refused and kept in `refused`."""
+    UI's two files, as jsDelivr would) or refused and kept in `refused` (all of them without `dist`)."""
 
-    def __init__(self, browser: Any, dist: Path) -> None:
+    def __init__(self, browser: Any, dist: Path | None) -> None:
         self.refused: list[str] = []
         self.context = browser.new_context()
         self.context.route("**/*", lambda route: self._route(route, dist))
         self.page = self.context.new_page()
 
-    def _route(self, route: Any, dist: Path) -> None:
+    def _route(self, route: Any, dist: Path | None) -> None:
         url = route.request.url
-        if url.startswith(docs.SWAGGER_CDN):
+        if dist is not None and url.startswith(docs.SWAGGER_CDN):
             name = url[len(docs.SWAGGER_CDN) :].split("?")[0]
             if name in docs.SWAGGER_SRI:
                 headers = {"Access-Control-Allow-Origin": "*"}  # jsDelivr's, which `crossorigin` needs
@@ -184,6 +186,55 @@ def test_namespace_docs_page_shows_its_typed_tools_and_calls_one(gw: Gateway, pa
     status, body = try_it_out(add.first, '{"a": 4, "b": 0.5}')
     assert status == "200", add.first.inner_text()
     assert "4.5" in body
+
+
+# -- TOOLDOCK_SWAGGER_UI_DIR: the gateway serves Swagger UI itself ---------------------------------------
+
+@pytest.fixture(scope="module")
+def offline_gw(tmp_path_factory: pytest.TempPathFactory, swagger_dist: Path) -> Iterator[Gateway]:
+    tmp = tmp_path_factory.mktemp("offline")
+    tools = tmp / "tools"
+    shutil.copytree(EXAMPLES, tools, ignore=shutil.ignore_patterns("__pycache__", "README.md"))
+    gateway = Gateway(tools, tmp / "gateway.log", {"TOOLDOCK_SWAGGER_UI_DIR": str(swagger_dist)}).start()
+    yield gateway
+    gateway.stop()
+
+
+def test_with_swagger_ui_dir_the_docs_work_with_no_way_beyond_loopback(offline_gw: Gateway, browser: Any,
+                                                                      swagger_dist: Path) -> None:
+    opened = Page(browser, None)  # nothing answers for jsDelivr: any request beyond loopback fails the test
+    try:
+        page = opened.page
+        page.goto(offline_gw.url + "/ns/multi-tool/docs")
+        page.fill("#tooldock-auth input", offline_gw.token)
+        page.click("#tooldock-auth button")
+        add = page.locator(".opblock", has=page.locator(".opblock-summary-path", has_text="/tools/add"))
+        add.first.wait_for(state="visible", timeout=30_000)
+        status, body = try_it_out(add.first, '{"a": 1, "b": 2}')
+        assert status == "200", add.first.inner_text()
+        assert "3" in body
+    finally:
+        opened.close()
+    assert f"/docs serves Swagger UI {docs.SWAGGER_VERSION} from {swagger_dist}" in offline_gw.logs
+
+
+def test_the_gateway_serves_swagger_ui_files_with_their_hash(offline_gw: Gateway, swagger_dist: Path) -> None:
+    """The page names the gateway's copies with their own sha384; the files come with no token, their
+    type, and an ETag a browser revalidates with (304); nothing else under /docs/ is served."""
+    import httpx
+
+    page = httpx.get(offline_gw.url + "/docs", timeout=30).text
+    assert docs.SWAGGER_CDN not in page
+    for name, kind in (("swagger-ui-bundle.js", "text/javascript"), ("swagger-ui.css", "text/css")):
+        body = (swagger_dist / name).read_bytes()
+        integrity = "sha384-" + base64.b64encode(hashlib.sha384(body).digest()).decode()
+        assert f'"/docs/{name}" integrity="{integrity}"' in page
+        got = httpx.get(f"{offline_gw.url}/docs/{name}", timeout=30)
+        assert got.status_code == 200 and got.content == body and got.headers["content-type"].startswith(kind)
+        again = httpx.get(f"{offline_gw.url}/docs/{name}", headers={"If-None-Match": got.headers["etag"]}, timeout=30)
+        assert again.status_code == 304 and again.content == b""
+    for other in ("package.json", "index.html", "swagger-ui-bundle.js.map"):
+        assert httpx.get(f"{offline_gw.url}/docs/{other}", timeout=30).status_code == 401  # not served: auth's
 
 
 # -- CORS ----------------------------------------------------------------------------------------------

@@ -80,6 +80,20 @@ def test_bad_settings(env, fragment):
         Settings.from_env(env)
 
 
+def test_swagger_ui_dir_must_hold_swagger_uis_two_files(tmp_path):
+    (tmp_path / "swagger-ui-bundle.js").write_text("window.SwaggerUIBundle = 1;")
+    with pytest.raises(SettingsError, match=r"TOOLDOCK_SWAGGER_UI_DIR: no swagger-ui.css in .*npm pack swagger-ui-dist"):
+        Settings.from_env({"TOOLDOCK_SWAGGER_UI_DIR": str(tmp_path)})
+    (tmp_path / "swagger-ui.css").write_text("")
+    with pytest.raises(SettingsError, match="swagger-ui.css is empty"):
+        Settings.from_env({"TOOLDOCK_SWAGGER_UI_DIR": str(tmp_path)})
+    with pytest.raises(SettingsError, match="no swagger-ui-bundle.js in"):
+        Settings.from_env({"TOOLDOCK_SWAGGER_UI_DIR": str(tmp_path / "missing")})
+    (tmp_path / "swagger-ui.css").write_text("body {}")
+    assert Settings.from_env({"TOOLDOCK_SWAGGER_UI_DIR": str(tmp_path)}).swagger_ui_dir == tmp_path
+    assert Settings.from_env({"TOOLDOCK_SWAGGER_UI_DIR": " "}).swagger_ui_dir is None
+
+
 def test_relative_state_and_socket_dirs_become_absolute(tmp_path, monkeypatch):
     """Workers run in other directories: a relative TOOLDOCK_STATE_DIR once named a missing interpreter there."""
     monkeypatch.chdir(tmp_path)

@@ -281,3 +281,8 @@ def test_settings_defaults_and_startup_error(tmp_path):
                                "TOOLDOCK_STATE_DIR": str(tmp_path)})
     assert proc.returncode != 0
     assert "MCP_SESSION_TTL_HOURS='abc' is not a valid float" in proc.stderr
+    proc = subprocess.run([TOOLDOCK, "serve", str(EXAMPLES), "--port", "0"], capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "TOOLDOCK_SWAGGER_UI_DIR": str(tmp_path / "nothing"),
+                               "TOOLDOCK_STATE_DIR": str(tmp_path)})
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert f"TOOLDOCK_SWAGGER_UI_DIR: no swagger-ui-bundle.js in {tmp_path / 'nothing'}" in proc.stderr

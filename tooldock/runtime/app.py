@@ -28,7 +28,7 @@ from tooldock.runtime.backends.process import ProcessBackend
 from tooldock.runtime.engine import Engine
 from tooldock.runtime.http.auth import BearerAuth
 from tooldock.runtime.http.cors import with_cors
-from tooldock.runtime.http.docs import DocsPages
+from tooldock.runtime.http.docs import DocsPages, LocalSwagger
 from tooldock.runtime.http.edge import RequestEdge
 from tooldock.runtime.http.hotrest import RestCall
 from tooldock.runtime.http.metrics import MetricsEndpoint
@@ -297,7 +297,11 @@ def create_app(
     rest = RestCall(engine, settings.max_body_bytes) if settings.lean_rest else None
     front: ASGIApp = HotRoutes(app, NamespacedEndpoint(engine, hub.handle), rest)
     front = BearerAuth(front, token=settings.bearer_token, keys=keys)
-    front = DocsPages(front)  # the Swagger UI pages load without a token (the documents need it)
+    # The Swagger UI pages (and, with TOOLDOCK_SWAGGER_UI_DIR, its files) load without a token; the documents need it.
+    swagger = LocalSwagger(settings.swagger_ui_dir) if settings.swagger_ui_dir is not None else None
+    if swagger is not None:
+        print(f"tooldock: /docs serves Swagger UI {swagger.version} from {settings.swagger_ui_dir}", file=sys.stderr)
+    front = DocsPages(front, swagger)
     front = with_cors(front, origins=settings.cors_origins)  # preflights are answered before auth
     front = MetricsEndpoint(front, metrics=metrics, token=settings.bearer_token, metrics_token=settings.metrics_token)
     return RequestEdge(front)

@@ -45,6 +45,7 @@ ENV_VARS = (
     "MANAGER_INTERNAL_TOKEN_FILE",
     "METRICS_TOKEN_FILE",
     "TOOLDOCK_STATE_KEY_FILE",
+    "TOOLDOCK_SWAGGER_UI_DIR",
 )
 # The settings that are secrets: each may instead be read from the file `<NAME>_FILE` names (as Docker and
 # compose mount secrets at /run/secrets/...), so the value is not in an environment `docker inspect` shows.
@@ -184,6 +185,28 @@ def _choice(env: dict[str, str], name: str, choices: tuple[str, ...]) -> str:
     return raw.lower()
 
 
+# Swagger UI's two files the /docs pages load (the npm package swagger-ui-dist's), and the largest either may be.
+SWAGGER_FILES = ("swagger-ui-bundle.js", "swagger-ui.css")
+MAX_SWAGGER_FILE = 16 * 1024 * 1024
+
+
+def _swagger_ui_dir(env: dict[str, str]) -> Path | None:
+    """TOOLDOCK_SWAGGER_UI_DIR: a folder holding SWAGGER_FILES, which the gateway then serves itself."""
+    raw = env.get("TOOLDOCK_SWAGGER_UI_DIR", "").strip()
+    if not raw:
+        return None
+    folder = Path(raw).expanduser().absolute()
+    how = "point it at the files of the npm package swagger-ui-dist (`npm pack swagger-ui-dist`, then untar)"
+    for name in SWAGGER_FILES:
+        try:
+            size = (folder / name).stat().st_size
+        except OSError as exc:
+            raise SettingsError(f"TOOLDOCK_SWAGGER_UI_DIR: no {name} in {folder} ({exc.strerror}); {how}") from None
+        if not 0 < size <= MAX_SWAGGER_FILE:
+            raise SettingsError(f"TOOLDOCK_SWAGGER_UI_DIR: {folder / name} is empty or over 16 MB; {how}")
+    return folder
+
+
 def default_state_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "tooldock"
@@ -224,6 +247,7 @@ class Settings:
     # MCP 2026-07-28 `requestState` keys (the first seals, all open; shared by replicas) and lifetime in seconds.
     state_keys: tuple[str, ...] = field(default_factory=lambda: (secrets.token_urlsafe(32),))
     state_ttl: float = 600.0
+    swagger_ui_dir: Path | None = None  # Swagger UI's files, served by the gateway (None: from jsDelivr)
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -272,6 +296,7 @@ class Settings:
             metrics_token=_metrics_token(env),
             state_keys=_state_keys(env),
             state_ttl=env_number(env, "TOOLDOCK_STATE_TTL_SECONDS", 600.0),
+            swagger_ui_dir=_swagger_ui_dir(env),
         )
 
     @property
