@@ -99,6 +99,14 @@ class Gateway:
             sock.sendall(f"POST {path} HTTP/1.1\r\n{head}\r\n{body}".encode())
             time.sleep(wait)
 
+    def conforms(self, path: str, method: str, answer: Any) -> None:
+        """`answer` is what the gateway's own OpenAPI document says `method path` answers with 200."""
+        import jsonschema
+
+        doc = self.get("/openapi.json").json()
+        schema = doc["paths"][path][method]["responses"]["200"]["content"]["application/json"]["schema"]
+        jsonschema.Draft202012Validator({**schema, "components": doc["components"]}).validate(answer)
+
     def namespace(self, name: str) -> dict[str, Any]:
         listing = self.get("/namespaces").json()["namespaces"]
         return next(n for n in listing if n["name"] == name)

@@ -202,6 +202,30 @@ def test_typed_openapi_per_namespace(gateway):
     assert httpx.get(f"{gateway.url}/ns/nope/openapi.json", headers=plain).status_code == 404
 
 
+def test_the_gateways_document_types_what_its_other_endpoints_answer(gateway):
+    """/health, /namespaces (problems included: the fixtures have skipped files), the tool lists and a
+    tool's descriptor, by header and by path, each checked against the 200 schema the document gives."""
+    import jsonschema
+
+    gateway.conforms("/health", "get", httpx.get(gateway.url + "/health").json())
+    listing = gateway.get("/namespaces").json()
+    assert listing["problems"] or any(n["problems"] for n in listing["namespaces"])
+    gateway.conforms("/namespaces", "get", listing)
+    for path, namespace in (("/tools", "multi-tool"), ("/tools/list", "multi-tool"), ("/ns/testing/tools", None),
+                            ("/ns/multi-tool/tools/list", None)):
+        gateway.conforms(path.replace("testing", "{namespace}").replace("multi-tool", "{namespace}"), "get",
+                         gateway.get(path, namespace).json())
+    gateway.conforms("/tools/{name}/schema", "get", gateway.get("/tools/add/schema", "multi-tool").json())
+    gateway.conforms("/ns/{namespace}/tools/{name}/schema", "get", gateway.get("/ns/testing/tools/shift/schema").json())
+    own = gateway.get("/openapi.json").json()
+    assert set(own["paths"]["/tools"]["get"]["responses"]) == {"200", "400", "401", "403", "404", "503"}
+    assert "security" not in own["paths"]["/namespaces"]["get"] and own["paths"]["/health"]["get"]["security"] == []
+    with pytest.raises(jsonschema.ValidationError):  # the schemas say something: a wrong answer fails
+        gateway.conforms("/health", "get", {"status": "fine", "namespaces": 1, "unhealthy": {}, "generation": 1})
+    with pytest.raises(jsonschema.ValidationError):
+        gateway.conforms("/tools", "get", {"namespace": "x", "tools": [{"name": "t"}]})
+
+
 @pytest.mark.parametrize("path", ["/ns/multi-tool/openapi.json", "/openapi.json"])
 def test_schemathesis_finds_no_server_error(gateway, path):
     """schemathesis generates requests from the documents (a namespace's typed tools; the gateway's own

@@ -59,6 +59,7 @@ def test_namespaces_lists_only_the_keys_namespaces_and_tools(keyed: Keyed):
     assert [n["name"] for n in listing["namespaces"]] == ["project"]
     project = listing["namespaces"][0]
     assert project["tools"] == ["echo", "list_projects", "slow"] and project["tool_count"] == 3
+    keyed.gateway.conforms("/namespaces", "get", listing)  # as the OpenAPI document says
     _, everything = keyed.keys.create("reader-all", "read")
     listing = keyed.request("GET", "/namespaces", everything).json()
     assert {n["name"]: n["tools"] for n in listing["namespaces"]} == {

@@ -21,6 +21,7 @@ def test_reload_restarts_only_changed_namespaces(make_gateway):
     report = gw.post("/reload", headers={"X-Manager-Token": MANAGER})
     assert report.status_code == 200, report.text
     body = report.json()
+    gw.conforms("/reload", "post", body)  # what the gateway's OpenAPI document says it answers
     assert body["reloaded"] is True
     assert body["workers_restarted"] == ["basic-tool", "limited"]
     assert body["removed"] == ["async-tool"]
@@ -48,6 +49,8 @@ def test_broken_edit_keeps_the_old_version_serving(make_gateway):
     (gw.tools_dir / "multi-tool" / "dies.py").write_text((FIXTURES / "crashy" / "crashy" / "dies.py").read_text())
     body = gw.post("/reload", headers={"X-Manager-Token": MANAGER}).json()
     assert "multi-tool" in body["failed"]
+    gw.conforms("/reload", "post", body)
+    gw.conforms("/namespaces", "get", gw.get("/namespaces").json())
     ns = gw.namespace("multi-tool")
     assert ns["state"] == "ready" and "crash loop" in ns["reload_error"]
     assert gw.call("multi-tool", "add", a=2, b=2).json() == {"result": 4}

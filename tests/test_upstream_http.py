@@ -104,6 +104,7 @@ def test_secret_references_reach_the_upstream_and_nothing_else(fronting):
     }
     status = fronting.namespace("remote")
     assert status["secrets_status"] == "ok"
+    fronting.conforms("/namespaces", "get", fronting.get("/namespaces").json())  # an upstream's fields too
     shown = fronting.get("/namespaces").text + fronting.get("/ns/remote/openapi.json").text + fronting.logs
     assert UPSTREAM_TOKEN not in shown and DEMO_SECRET not in shown
 

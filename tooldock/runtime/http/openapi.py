@@ -5,8 +5,7 @@ the REST layer returns it: `{"result": ...}`, unwrapped when fastmcp wrapped it)
 `$defs` inside a tool's schemas move to `components/schemas` under a per-tool prefix, and their `$ref`s
 are rewritten, so tools with same-named models do not collide.
 
-Also what FastAPI cannot see in the gateway's own document (`gateway_openapi`): the bearer scheme, the
-call endpoints' bodies (they read them themselves) and answers, `/reload`'s header.
+The gateway's own document is gatewaydoc.py's.
 """
 
 from __future__ import annotations
@@ -44,10 +43,13 @@ ERRORS = {
 }
 
 
-def error_responses() -> dict[str, Any]:
-    """ERRORS as OpenAPI responses, each `{"error": ...}` (the `Error` component)."""
+def error_responses(codes: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """ERRORS (those of `codes`, when given) as OpenAPI responses, each `{"error": ...}` (the `Error`
+    component)."""
     error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
-    return {code: {"description": text, "content": error} for code, text in ERRORS.items()}
+    return {
+        code: {"description": text, "content": error} for code, text in ERRORS.items() if codes is None or code in codes
+    }
 
 
 def _hoist(schema: dict[str, Any], prefix: str, components: dict[str, Any]) -> dict[str, Any]:
@@ -129,77 +131,3 @@ def namespace_openapi(
         "components": {"schemas": components, "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
         "security": [{"bearer": []}],
     }
-
-
-def gateway_openapi(doc: dict[str, Any]) -> dict[str, Any]:
-    """The gateway's own document, with the bearer scheme declared (the token check is middleware, so
-    FastAPI does not know it) for every operation but `/health`: Swagger UI's Authorize button uses it."""
-    doc = copy.deepcopy(doc)
-    components = doc.setdefault("components", {})
-    components.setdefault("securitySchemes", {})["bearer"] = {"type": "http", "scheme": "bearer"}
-    components.setdefault("schemas", {})["Error"] = ERROR_SCHEMA
-    doc["security"] = [{"bearer": []}]
-    paths = doc.get("paths") or {}
-    for path in CALL_PATHS:  # what a call answers, as a namespace's document says it per tool
-        operation = paths.get(path, {}).get("post")
-        if operation is not None:
-            operation["responses"] = {"200": CALL_RESULT, **error_responses()}
-    for operation in paths.get("/health", {}).values():
-        operation["security"] = []
-    return doc
-
-
-# The bodies the call endpoints read themselves (FastAPI sees no body parameter, so it would declare none
-# and Swagger UI's "Try it out" could send none). A namespace's own document types each tool's arguments.
-VAULT_BODY = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "application/json": {
-                "schema": {
-                    "type": "object",
-                    "required": ["name"],
-                    "properties": {
-                        "name": {"type": "string", "description": "The tool to call"},
-                        "arguments": {"type": "object", "description": "The tool's arguments", "default": {}},
-                    },
-                },
-                "example": {"name": "tool_name", "arguments": {}},
-            }
-        },
-    }
-}
-ARGUMENTS_BODY = {
-    "requestBody": {
-        "required": False,
-        "content": {
-            "application/json": {
-                "schema": {
-                    "type": "object",
-                    "description": "The tool's arguments (typed per tool in /ns/{namespace}/openapi.json)",
-                },
-                "example": {},
-            }
-        },
-    }
-}
-CALL_PATHS = ("/tools/call", "/ns/{namespace}/tools/call", "/tools/{name}", "/ns/{namespace}/tools/{name}")
-CALL_RESULT = {
-    "description": "The tool's result as plain JSON (typed per tool in /ns/{namespace}/openapi.json)",
-    "content": {
-        "application/json": {
-            "schema": {"type": "object", "required": ["result"], "properties": {"result": {}}},
-        }
-    },
-}
-MANAGER_TOKEN = {
-    "parameters": [
-        {
-            "name": "X-Manager-Token",
-            "in": "header",
-            "required": True,
-            "schema": {"type": "string"},
-            "description": "MANAGER_INTERNAL_TOKEN",
-        }
-    ]
-}

@@ -17,7 +17,8 @@ from tooldock.runtime.access import key_of, restricted
 from tooldock.runtime.disconnect import cancelled_on_disconnect
 from tooldock.runtime.engine import Engine
 from tooldock.runtime.http.auth import token_matches
-from tooldock.runtime.http.openapi import ARGUMENTS_BODY, MANAGER_TOKEN, VAULT_BODY, gateway_openapi, namespace_openapi
+from tooldock.runtime.http.gatewaydoc import ARGUMENTS_BODY, MANAGER_TOKEN, VAULT_BODY, gateway_openapi
+from tooldock.runtime.http.openapi import namespace_openapi
 from tooldock.runtime.observe import call_info
 from tooldock.runtime.settings import Settings
 from tooldock.worker.protocol import error_text
