@@ -7,22 +7,12 @@ from pathlib import Path
 import click
 
 from tooldock.cli.common import cache_dir
-from tooldock.cli.serve import listen, log_level_option, run_app
+from tooldock.cli.serve import listen, listen_options, log_level_option, run_app, tools_dir_argument
 
 
 @click.command()
-@click.argument(
-    "tools_dir", default="tools", envvar="TOOLDOCK_TOOLS_DIR", type=click.Path(file_okay=False, path_type=Path)
-)
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option(
-    "--port",
-    default=8001,
-    show_default=True,
-    type=click.IntRange(0, 65535),
-    envvar="MANAGER_PORT",
-    help="Port to listen on.",
-)
+@tools_dir_argument
+@listen_options(8001, "MANAGER_PORT")
 @click.option(
     "--gateway-url",
     default=None,

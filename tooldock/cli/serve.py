@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,19 +28,30 @@ log_level_option = click.option(
 )
 
 
-@click.command()
-@click.argument(
+# TOOLS_DIR, shared by the commands that serve a tools directory (serve, manager).
+tools_dir_argument = click.argument(
     "tools_dir", default="tools", envvar="TOOLDOCK_TOOLS_DIR", type=click.Path(file_okay=False, path_type=Path)
 )
-@click.option("--host", default="127.0.0.1", show_default=True, envvar="TOOLDOCK_HOST", help="Address to listen on.")
-@click.option(
-    "--port",
-    default=8000,
-    show_default=True,
-    type=click.IntRange(0, 65535),
-    envvar="TOOLDOCK_PORT",
-    help="Port to listen on.",
-)
+
+
+def listen_options(port: int, port_env: str, host_env: str | None = None) -> Callable[[Any], Any]:
+    """`--host` (loopback by default) and `--port` for a command that runs a server."""
+
+    def add(command: Any) -> Any:
+        port_range = click.IntRange(0, 65535)
+        command = click.option(
+            "--port", default=port, show_default=True, type=port_range, envvar=port_env, help="Port to listen on."
+        )(command)
+        return click.option(
+            "--host", default="127.0.0.1", show_default=True, envvar=host_env, help="Address to listen on."
+        )(command)
+
+    return add
+
+
+@click.command()
+@tools_dir_argument
+@listen_options(8000, "TOOLDOCK_PORT", "TOOLDOCK_HOST")
 @click.option(
     "--backend",
     type=click.Choice(["process", "docker"]),
