@@ -337,19 +337,25 @@ def docker_host() -> Iterator[str]:
     log.close()
 
 
-@pytest.fixture(scope="session")
-def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Debian's docker-registry on a free 127.0.0.1 port, storing in a temp dir."""
+def serve_registry(tmp: Path, users: dict[str, str] | None = None) -> tuple[str, subprocess.Popen[bytes]]:
+    """Debian's docker-registry on a free 127.0.0.1 port, storing in `tmp`; with `users` (name: password),
+    it asks for them (Basic auth against an htpasswd file of bcrypt hashes, as the registry wants)."""
     import socket as socketlib
 
     require("docker-registry")
-    tmp = tmp_path_factory.mktemp("registry")
     with socketlib.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
+    auth = ""
+    if users:
+        import bcrypt
+
+        lines = [f"{name}:{bcrypt.hashpw(pw.encode(), bcrypt.gensalt(4)).decode()}\n" for name, pw in users.items()]
+        (tmp / "htpasswd").write_text("".join(lines))
+        auth = f"auth:\n  htpasswd:\n    realm: tooldock-test\n    path: {tmp / 'htpasswd'}\n"
     (tmp / "config.yml").write_text(
         f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {tmp / 'data'}\n"
-        f"http:\n  addr: 127.0.0.1:{port}\nlog:\n  level: warn\n"
+        f"http:\n  addr: 127.0.0.1:{port}\nlog:\n  level: warn\n{auth}"
     )
     proc = subprocess.Popen(["docker-registry", "serve", str(tmp / "config.yml")],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -357,12 +363,19 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     deadline = time.monotonic() + 30
     while True:
         try:
-            if httpx.get(f"http://{address}/v2/", timeout=2).status_code == 200:
+            if httpx.get(f"http://{address}/v2/", timeout=2).status_code in (200, 401):
                 break
         except httpx.HTTPError:
             pass
         assert proc.poll() is None and time.monotonic() < deadline, "docker-registry did not start"
         time.sleep(0.2)
+    return address, proc
+
+
+@pytest.fixture(scope="session")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Debian's docker-registry on a free 127.0.0.1 port, storing in a temp dir."""
+    address, proc = serve_registry(tmp_path_factory.mktemp("registry"))
     yield address
     proc.terminate()
     proc.wait(10)

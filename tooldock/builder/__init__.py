@@ -9,6 +9,7 @@ One module per stage, composed in `build`:
     oci      manifest, config, index: the OCI image layout on disk
     archive  an OCI layout that is also a `docker load` archive, in one tar
     base     a minimal Python base image from pinned Debian packages (apt-get download + dpkg-deb -x)
+    registry push and pull over the OCI distribution API; registryauth: the credentials they answer with
 """
 
 # Environment variables `tooldock build` / `tooldock base` read (the README documents each).
@@ -17,6 +18,7 @@ ENV_VARS = (
     "SOURCE_DATE_EPOCH",
     "TOOLDOCK_REGISTRY_USERNAME",
     "TOOLDOCK_REGISTRY_PASSWORD",
+    "DOCKER_CONFIG",
     "TOOLDOCK_SCHEMA_ZYGOTE",
     "TOOLDOCK_SCHEMA_ZYGOTE_IDLE",
     "DOCKER_HOST",

@@ -3,17 +3,15 @@
 Blobs the registry already has are skipped (HEAD), the rest are uploaded monolithically (POST + PUT),
 then the manifest is PUT by tag; the registry's digest for it must equal the built one. Token auth
 follows the distribution spec: a 401 with `WWW-Authenticate: Bearer realm=...,service=...,scope=...` is
-answered by fetching a token from the realm (with TOOLDOCK_REGISTRY_USERNAME / _PASSWORD if set).
+answered by fetching a token from the realm, with the credentials registryauth.py finds (TOOLDOCK_REGISTRY_*,
+or what `docker login` left).
 Loopback registries are spoken to over plain HTTP, every other one over HTTPS.
 """
 
 from __future__ import annotations
 
-import base64
 import ipaddress
-import os
 import re
-from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,15 +19,11 @@ import httpx
 
 from tooldock.builder.blobs import BlobStore
 from tooldock.builder.oci import MANIFEST, Image, assemble_from_registry
-from tooldock.errors import BuilderError
+from tooldock.builder.registryauth import RegistryAuth, RegistryError
 
 _REF_RE = re.compile(
     r"^(?P<host>[A-Za-z0-9.-]+(:[0-9]+)?|\[[0-9a-fA-F:]+\](:[0-9]+)?)/(?P<path>[a-z0-9]+([._/-][a-z0-9]+)*)$"
 )
-
-
-class RegistryError(BuilderError):
-    pass
 
 
 @dataclass
@@ -60,52 +54,15 @@ def _scheme(host: str) -> str:
         return "https"
 
 
-def _basic(user: str, password: str) -> str:
-    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
-
-
-class _Auth(httpx.Auth):
-    """Answers Bearer (token) and Basic challenges, once per request."""
-
-    def __init__(self) -> None:
-        self.user = os.environ.get("TOOLDOCK_REGISTRY_USERNAME")
-        self.password = os.environ.get("TOOLDOCK_REGISTRY_PASSWORD")
-        self.header: str | None = None
-
-    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        if self.header:
-            request.headers["Authorization"] = self.header
-        response = yield request
-        if response.status_code != 401:
-            return
-        challenge = response.headers.get("www-authenticate", "")
-        scheme, _, params = challenge.partition(" ")
-        fields = dict(re.findall(r'(\w+)="([^"]*)"', params))
-        if scheme.lower() == "bearer" and "realm" in fields:
-            query = {k: v for k, v in fields.items() if k in ("service", "scope")}
-            headers = {"Authorization": _basic(self.user, self.password or "")} if self.user else {}
-            token_response = yield httpx.Request("GET", fields["realm"], params=query, headers=headers)
-            if token_response.status_code != 200:
-                raise RegistryError(f"registry token request failed ({token_response.status_code})")
-            body = token_response.json()
-            self.header = f"Bearer {body.get('token') or body.get('access_token')}"
-        elif scheme.lower() == "basic" and self.user:
-            self.header = _basic(self.user, self.password or "")
-        else:
-            raise RegistryError(
-                "the registry wants credentials: set TOOLDOCK_REGISTRY_USERNAME and TOOLDOCK_REGISTRY_PASSWORD"
-            )
-        request.headers["Authorization"] = self.header
-        yield request
-
-
 def push(store: BlobStore, image: Image, target: str, namespace: str, tag: str) -> PushResult:
     host, prefix = parse_target(target)
     repository = f"{prefix}/{namespace}"
     base = f"{_scheme(host)}://{host}/v2/{repository}"
     result = PushResult(f"{host}/{repository}:{tag}", image.manifest_digest)
     try:
-        with httpx.Client(auth=_Auth(), timeout=httpx.Timeout(30, write=300), follow_redirects=True) as client:
+        with httpx.Client(
+            auth=RegistryAuth(host), timeout=httpx.Timeout(30, write=300), follow_redirects=True
+        ) as client:
             for digest in dict.fromkeys([image.config_digest, *(layer.digest for layer in image.layers)]):
                 head = client.head(f"{base}/blobs/{digest}")
                 if head.status_code == 200:
@@ -167,7 +124,9 @@ def pull(store: BlobStore, ref: str, architecture: str) -> Image:
     reference = match.group("digest") or match.group("tag") or "latest"
     base = f"{_scheme(host)}://{host}/v2/{path}"
     try:
-        with httpx.Client(auth=_Auth(), timeout=httpx.Timeout(30, read=300), follow_redirects=True) as client:
+        with httpx.Client(
+            auth=RegistryAuth(host), timeout=httpx.Timeout(30, read=300), follow_redirects=True
+        ) as client:
 
             def get(url: str, **kw: Any) -> httpx.Response:
                 response = client.get(url, **kw)
