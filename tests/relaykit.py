@@ -29,6 +29,29 @@ def twice(x: int) -> int:
 '''
 
 
+CONTEXT_TOOL = '''from fastmcp import Context
+from fastmcp.tools import tool
+
+
+@tool
+async def steps(ctx: Context) -> str:
+    """Report three steps of progress, log at debug, info and warning, then answer."""
+    for step in (1, 2, 3):
+        await ctx.report_progress(step, 3, f"step {step}")
+    await ctx.debug("a debug line")
+    await ctx.info("an info line")
+    await ctx.warning("a warning line")
+    return "done"
+
+
+@tool
+async def ask_name(ctx: Context) -> str:
+    """Ask the caller for a name (elicitation)."""
+    answer = await ctx.elicit("What is your name?", str)
+    return f"hello {answer.data}"
+'''
+
+
 def add_namespace(gateway: Any, name: str = "later", source: str = LATER_TOOL) -> None:
     """Write namespace `name` (one file, `source`), or rewrite it, and have the gateway reload."""
     import signal

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from conftest import TOOLDOCK, Gateway
-from relaykit import LATER_TOOL, RELAY_TOOLS, add_namespace, cleanup, relay_env
+from relaykit import CONTEXT_TOOL, LATER_TOOL, RELAY_TOOLS, add_namespace, cleanup, relay_env
 
 from tooldock.keys import KeyStore
 
@@ -35,8 +35,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Gateway, 
 
 
 def run_relay(sock: Path, key: str | None, body: Any, *args: str, env_name: str = "TOOLDOCK_API_KEY",
-              on_message: Any = None) -> tuple[Any, str]:
-    """Run `body(session)` against `tooldock relay --socket SOCK`; returns its result and the relay's stderr."""
+              on_message: Any = None, **callbacks: Any) -> tuple[Any, str]:
+    """Run `body(session)` against `tooldock relay --socket SOCK`; returns its result and the relay's stderr.
+    `callbacks`: more arguments for the SDK's ClientSession."""
     from mcp.client.session import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -47,7 +48,7 @@ def run_relay(sock: Path, key: str | None, body: Any, *args: str, env_name: str 
     with tempfile.TemporaryFile("w+") as errlog:
         async def main() -> Any:
             async with stdio_client(params, errlog=errlog) as (read, write):
-                async with ClientSession(read, write, message_handler=on_message) as session:
+                async with ClientSession(read, write, message_handler=on_message, **callbacks) as session:
                     await session.initialize()
                     return await body(session)
 
@@ -362,3 +363,40 @@ def test_after_the_gateway_restarts_the_relay_watches_again(own):
     (before, after), stderr = run_relay(sock, key, body, "--watch", "0", on_message=on_message)
     assert before == [] and after == ["oubliette_later_twice"]
     assert "Traceback" not in stderr
+
+
+@pytest.mark.filterwarnings("ignore:The logging capability is deprecated")  # logging/setLevel, on purpose
+def test_a_context_tools_progress_and_log_messages_reach_the_client(own):
+    """Through `tooldock relay`: the SDK client's progress callback gets the tool's progress, its logging
+    callback the tool's log messages (all of them, then from the level it set with logging/setLevel)."""
+    gateway, sock, keys = own
+    _, key = keys.create("context", "write", ("ctx",))
+    add_namespace(gateway, "ctx", CONTEXT_TOOL)
+    logged: list[tuple[str, Any]] = []
+
+    async def on_log(params: Any) -> None:
+        logged.append((params.level, params.data["msg"]))  # fastmcp's data: {"msg": ..., "extra": ...}
+
+    async def body(session):
+        for _ in range(300):
+            if "oubliette_ctx_steps" in await names(session):
+                break
+            await asyncio.sleep(0.1)
+        progress: list[tuple[float, float | None, str | None]] = []
+
+        async def on_progress(value: float, total: float | None, message: str | None) -> None:
+            progress.append((value, total, message))
+
+        first = await session.call_tool("oubliette_ctx_steps", {}, progress_callback=on_progress)
+        everything = list(logged)
+        logged.clear()
+        await session.set_logging_level("warning")
+        second = await session.call_tool("oubliette_ctx_steps", {})
+        return text(first), progress, everything, text(second)
+
+    (first, progress, everything, second), stderr = run_relay(sock, key, body, logging_callback=on_log)
+    assert first == second == "done"
+    assert progress == [(1.0, 3.0, "step 1"), (2.0, 3.0, "step 2"), (3.0, 3.0, "step 3")]
+    assert everything == [("debug", "a debug line"), ("info", "an info line"), ("warning", "a warning line")]
+    assert logged == [("warning", "a warning line")]
+    assert key not in stderr and "Traceback" not in stderr

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Gateway
-from relaykit import RELAY_TOOLS, Line, add_namespace, cleanup, relay_env
+from relaykit import CONTEXT_TOOL, RELAY_TOOLS, Line, add_namespace, cleanup, relay_env
 
 from tooldock.keys import KeyStore
 
@@ -390,3 +390,61 @@ def test_a_watching_key_is_told_when_it_expires_or_is_revoked(own_relay: Relay):
     assert _quiet_for(expiring, 0.5) and _quiet_for(revoked, 0.5)
     for line in (expiring, revoked, staying):
         line.close()
+
+
+# -- a call's Context tool progress and log messages (`_meta`) ---------------------------------------
+
+def _until_answer(line: Line, rid: int) -> tuple[list[dict], dict]:
+    """The notifications that came before the answer to `rid`, and the answer."""
+    told = []
+    while "id" not in (message := line.read()):
+        told.append(message)
+    assert message["id"] == rid, message
+    return told, message
+
+
+def test_a_call_asking_for_them_gets_its_progress_and_log_messages_first(own_relay: Relay):
+    relay = own_relay
+    key = relay.key("write")
+    add_namespace(relay.gateway, "ctx", CONTEXT_TOOL)
+    line = relay.line()
+    relay.gateway.wait_for(lambda: "ctx_steps" in line.tools(key), what="namespace ctx")
+
+    meta = {"progressToken": "p1", "tooldock/logLevel": "info"}
+    line.send(json.dumps({"jsonrpc": "2.0", "id": 7, "method": "oubliette_call_tool",
+                          "params": {"api_key": key, "tool": "ctx_steps", "arguments": {}, "_meta": meta}}).encode() + b"\n")
+    told, answer = _until_answer(line, 7)
+    assert answer["result"]["isError"] is False and answer["result"]["content"][0]["text"] == "done"
+    progress = [m["params"] for m in told if m["method"] == "notifications/progress"]
+    assert progress == [{"progressToken": "p1", "progress": step, "total": 3, "message": f"step {step}"}
+                        for step in (1, 2, 3)]
+    logged = [m["params"] for m in told if m["method"] == "notifications/message"]
+    # fastmcp's data, as MCP clients of the gateway get it: {"msg": ..., "extra": ...}
+    assert [(m["level"], m["data"]["msg"]) for m in logged] == [("info", "an info line"), ("warning", "a warning line")]
+    assert all(m["_meta"] == {"tooldock/requestId": 7} for m in logged)  # which call they belong to
+    assert len(told) == len(progress) + len(logged)
+
+    # Only progress; then neither: the answer is the next line.
+    line.send(json.dumps({"jsonrpc": "2.0", "id": 8, "method": "oubliette_call_tool",
+                          "params": {"api_key": key, "tool": "ctx_steps", "_meta": {"progressToken": 5}}}).encode() + b"\n")
+    told, _ = _until_answer(line, 8)
+    assert [m["params"]["progressToken"] for m in told] == [5, 5, 5]
+    assert line.call(key, "ctx_steps", rid=9)["result"]["content"][0]["text"] == "done"
+
+    # Nobody to ask: a tool that asks gets an error result, as from an MCP client without elicitation.
+    asked = line.call(key, "ctx_ask_name", rid=10)["result"]
+    assert asked["isError"] is True and "elicitation" in json.dumps(asked).lower()
+    line.close()
+
+
+@pytest.mark.parametrize("meta, fragment", [
+    ("not an object", '"_meta" must be a JSON object'),
+    ({"progressToken": 1.5}, '"_meta.progressToken" must be a string or an integer'),
+    ({"progressToken": True}, '"_meta.progressToken" must be a string or an integer'),
+    ({"tooldock/logLevel": "loud"}, '"_meta.tooldock/logLevel" must be one of debug, info'),
+])
+def test_a_meta_it_cannot_use_is_invalid_params(relay: Relay, meta, fragment):
+    answer = relay.line().rpc("oubliette_call_tool", api_key=relay.key("write"), tool="project_echo",
+                              arguments={"text": "x"}, _meta=meta)
+    code, message = error_of(answer)
+    assert code == -32602 and fragment in message

@@ -10,14 +10,17 @@ cannot reach or a key it is refused leaves a warning on stderr and no tools (or,
 moment, the last list), never a crash. The key is sent only to the socket: never printed, logged or put in
 an error.
 Light on imports (it runs in sandbox images): the SDK's server side, anyio and the relay's wire format.
+A call's Context tool progress and log messages reach the client as that call's own notifications: the
+call asks the socket for them (its `_meta`, events.py of the relay) and the connection (relaysocket.py)
+hands them back.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -25,97 +28,23 @@ import anyio
 import mcp_types as types
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.stdio import stdio_server
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 import tooldock
-from tooldock.runtime.relay.protocol import CALL, LIST_CHANGED, METHOD_NOT_FOUND, TOOLS, WATCH, decode, encode
+from tooldock.cli.relaysocket import Notice, RelayError, SocketClient
+from tooldock.runtime.relay.protocol import (
+    CALL,
+    LIST_CHANGED,
+    LOG_LEVEL,
+    MESSAGE,
+    METHOD_NOT_FOUND,
+    PROGRESS,
+    TOOLS,
+    WATCH,
+)
 
-LINE_LIMIT = 64 * 1024 * 1024  # answers can be large (a tool's whole result on one line)
 LIST_TIMEOUT = 30.0
 RESUBSCRIBE = 5.0  # seconds between attempts to watch again after the socket went away (with --watch 0)
-
-
-class RelayError(Exception):
-    """The socket answered with a JSON-RPC error."""
-
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
-        super().__init__(message)
-        self.code, self.message, self.data = code, message, data
-
-    def __str__(self) -> str:
-        reason = self.data.get("reason") if isinstance(self.data, dict) else None
-        return f"{self.message} ({self.code}){f': {reason}' if reason else ''}"
-
-
-class SocketClient:
-    """One connection to the relay socket, requests multiplexed by id; it reconnects after a drop."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._ids = itertools.count(1)
-        self._pending: dict[int, asyncio.Future[Any]] = {}
-        self._writer: asyncio.StreamWriter | None = None
-        self._reading: asyncio.Task[None] | None = None
-        self._lock = asyncio.Lock()
-        self.connects = 0  # connections made so far (a watch lasts as long as its connection)
-        self.events: asyncio.Queue[str] = asyncio.Queue()  # the socket's notifications, and "closed"
-
-    @property
-    def connected(self) -> bool:
-        return self._writer is not None and not self._writer.is_closing()
-
-    async def request(self, method: str, params: dict[str, Any]) -> Any:
-        async with self._lock:
-            if self._writer is None or self._writer.is_closing():
-                reader, self._writer = await asyncio.open_unix_connection(str(self.path), limit=LINE_LIMIT)
-                self._reading = asyncio.ensure_future(self._read(reader))
-                self.connects += 1
-            rid = next(self._ids)
-            answer = self._pending[rid] = asyncio.get_running_loop().create_future()
-            self._writer.write(encode({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}))
-            await self._writer.drain()
-        try:
-            return await answer
-        finally:
-            self._pending.pop(rid, None)
-
-    async def _read(self, reader: asyncio.StreamReader) -> None:
-        failure: Exception = ConnectionError(f"the relay socket {self.path} closed the connection")
-        try:
-            while line := await reader.readline():
-                try:
-                    message = decode(line)
-                except Exception:
-                    continue  # not JSON: nothing to match it to
-                rid = message.get("id") if isinstance(message, dict) else None
-                if rid is None and isinstance(message, dict) and isinstance(message.get("method"), str):
-                    self.events.put_nowait(message["method"])  # a notification
-                    continue
-                answer = self._pending.get(rid) if isinstance(rid, int) else None
-                if answer is None or answer.done():
-                    continue
-                if isinstance(message.get("error"), dict):
-                    error = message["error"]
-                    answer.set_exception(RelayError(error.get("code", 0), str(error.get("message")), error.get("data")))
-                else:
-                    answer.set_result(message.get("result"))
-        except (OSError, ValueError) as exc:
-            failure = ConnectionError(f"the relay socket {self.path} failed: {exc}")
-        finally:
-            self.events.put_nowait("closed")
-            if self._writer is not None:
-                self._writer.close()
-            for answer in self._pending.values():
-                if not answer.done():
-                    answer.set_exception(failure)
-
-    async def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-        if self._reading is not None:
-            self._reading.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._reading
 
 
 def warn(message: str) -> None:
@@ -136,6 +65,7 @@ class KeyTools:
         self._skipped: set[str] = set()  # invalid descriptors already reported
         self.watched_on = 0  # the connection (SocketClient.connects) the socket was asked to watch on; 0: none
         self.pushes = True  # False once the gateway said it has no tooldock_watch_tools (an older one)
+        self.log_level = "debug"  # the lowest level of a tool's log messages passed on (logging/setLevel)
 
     def _warn(self, message: str) -> None:
         if message != self._said:
@@ -209,9 +139,11 @@ def build_server(client: SocketClient, tools: KeyTools) -> Server[Any]:
         if params.name not in tools.registered:
             raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}")
         name = params.name.removeprefix(tools.prefix)
+        meta, notices = caller_meta(ctx, tools.log_level)
         try:
             arguments = params.arguments or {}
-            result = await client.request(CALL, {"api_key": tools.key, "tool": name, "arguments": arguments})
+            call = {"api_key": tools.key, "tool": name, "arguments": arguments}
+            result = await client.request(CALL, call, notices, meta)
             return types.CallToolResult.model_validate(result)
         except RelayError as err:
             text = f"relay refused {name}: {err}"
@@ -221,13 +153,45 @@ def build_server(client: SocketClient, tools: KeyTools) -> Server[Any]:
             text = f"the relay's answer is not a tool result: {exc}"
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
+    async def set_level(ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
+        tools.log_level = params.level
+        return types.EmptyResult()
+
+    with warnings.catch_warnings():  # 2026-07-28 deprecates logging/setLevel; older clients still use it
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        return _server(list_tools, call_tool, set_level)
+
+
+def _server(list_tools: Any, call_tool: Any, set_level: Any) -> Server[Any]:
     return Server(
         "tooldock-relay",
         version=tooldock.__version__,
         description="ToolDock's tools through the relay socket, as this sandbox's API key allows",
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        on_set_logging_level=set_level,
     )
+
+
+def caller_meta(ctx: Any, log_level: str) -> tuple[dict[str, Any], Notice]:
+    """What a call asks the socket to tell it (its progress, if its client gave a progress token; log
+    messages from `log_level` up), and where that goes: to the client, as the call's own notifications."""
+    given = ctx.meta if isinstance(ctx.meta, dict) else {}
+    token = given.get("progress_token", given.get("progressToken"))
+    meta: dict[str, Any] = {LOG_LEVEL: log_level, **({"progressToken": True} if token is not None else {})}
+
+    async def notices(method: str, params: dict[str, Any]) -> None:
+        if method == PROGRESS and token is not None:
+            progress, total = params.get("progress"), params.get("total")
+            await ctx.session.send_progress_notification(
+                token, float(progress or 0), total, params.get("message"), related_request_id=ctx.request_id
+            )
+        elif method == MESSAGE and isinstance(params.get("level"), str):  # the SDK checks it is a level
+            await ctx.session.send_log_message(
+                params["level"], params.get("data"), params.get("logger"), related_request_id=ctx.request_id
+            )
+
+    return meta, notices
 
 
 async def watch(tools: KeyTools, every: float) -> None:

@@ -2,7 +2,9 @@
 
     oubliette_tools      {api_key}                     -> {"tools": [descriptors, names `<namespace>_<tool>`]}
     oubliette_call_tool  {api_key, tool, arguments}    -> an MCP CallToolResult: {"content", "isError", ...}
-    tooldock_watch_tools {api_key}                     -> {"watching": true}; then notifications (server.py)
+    tooldock_watch_tools {api_key}                     -> {"watching": true}; then notifications (watchers.py)
+
+A call's `_meta` may ask for its Context tool's progress and log messages (events.py).
 
 Refusals: -32001 (no key, or an unknown, revoked or expired one), -32002 (a namespace or tool outside the
 key's scope), -32602 (bad params, unknown tool), -32000 (the namespace is unavailable, an upstream failed).
@@ -32,6 +34,7 @@ from tooldock.runtime import requestid
 from tooldock.runtime.access import audit, audit_refused
 from tooldock.runtime.engine import Engine
 from tooldock.runtime.observe import call_info, tracing
+from tooldock.runtime.relay.events import Send, SocketEvents, events_for
 from tooldock.runtime.relay.protocol import (
     CALL,
     INVALID_KEY,
@@ -57,11 +60,14 @@ class RelayMethods:
         self.engine, self.keys = engine, keys
         self._touching: set[asyncio.Task[Any]] = set()
 
-    async def handle(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    async def handle(
+        self, method: str, params: dict[str, Any], send: Send | None = None, rid: Any = None
+    ) -> dict[str, Any]:
+        """`send` and `rid`: the caller's connection and the request's id, for a call's notifications."""
         if method == TOOLS:
             return await self.tools(params)
         if method == CALL:
-            return await self.call_tool(params)
+            return await self.call_tool(params, events_for(params, send, rid))
         known = f"{TOOLS}, {CALL} and {WATCH}"
         raise RpcError(METHOD_NOT_FOUND, f"method not found: {method[:80]!r}; this socket serves {known}")
 
@@ -105,7 +111,7 @@ class RelayMethods:
         audit(key, VIA, TOOLS, f"{len(tools)} tools")
         return {"tools": tools}
 
-    async def call_tool(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def call_tool(self, params: dict[str, Any], events: SocketEvents | None = None) -> dict[str, Any]:
         key = await self._key(params)
         name, arguments = params.get("tool"), params.get("arguments")
         if not isinstance(name, str) or not name:
@@ -131,7 +137,7 @@ class RelayMethods:
         ]
         try:
             with tracing.incoming(carrier), call_info(front_end="relay"):
-                result = await self.engine.call_tool(parts[0], parts[1], arguments, key=key)
+                result = await self.engine.call_tool(parts[0], parts[1], arguments, relay=events, key=key)
         except ToolDockError as err:
             outcome = _outcome(err)
             audit(key, VIA, name[:200], f"{err.code} ({_ms(started)}, request {rid})")

@@ -18,6 +18,10 @@ TOOLS, CALL = "oubliette_tools", "oubliette_call_tool"
 # ToolDock's addition to seed 002: after `{"api_key"}` is accepted, the connection gets LIST_CHANGED (a
 # JSON-RPC notification, no id) whenever the key's namespaces' tools change.
 WATCH, LIST_CHANGED = "tooldock_watch_tools", "notifications/tools/list_changed"
+# Also ToolDock's: a call whose params' `_meta` asks for them gets its Context tool's progress and log messages
+# as notifications before its answer (MCP's methods; a log message names its call in `_meta`, REQUEST_OF).
+PROGRESS, MESSAGE = "notifications/progress", "notifications/message"
+LOG_LEVEL, REQUEST_OF = "tooldock/logLevel", "tooldock/requestId"
 SEPARATOR = "_"
 
 # JSON-RPC 2.0's codes, and seed 002's server codes.
@@ -88,8 +92,8 @@ def encode(message: dict[str, Any]) -> bytes:
     return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
 
 
-def notification(method: str) -> bytes:
-    return encode({"jsonrpc": "2.0", "method": method})
+def notification(method: str, params: dict[str, Any] | None = None) -> bytes:
+    return encode({"jsonrpc": "2.0", "method": method, **({"params": params} if params is not None else {})})
 
 
 def result(rid: Any, value: Any) -> bytes:

@@ -211,7 +211,7 @@ class RelayServer:
                 self.watchers.add(send, params["api_key"], await self.methods.watch(params))
                 value: Any = {"watching": True}
             else:
-                value = await self.methods.handle(method, params)
+                value = await self.methods.handle(method, params, send, rid)
         except RpcError as err:
             return error(rid, err)
         except Exception as exc:  # never a traceback to the client; the gateway's log has the type

@@ -1,0 +1,74 @@
+"""A Context tool's progress and log messages during a relay call (ToolDock's addition to seed 002), sent on
+the caller's connection as JSON-RPC notifications while the call runs, before its answer:
+
+    -> {"jsonrpc": "2.0", "id": 7, "method": "oubliette_call_tool", "params": {"api_key": "tdk_...",
+        "tool": "ops_long_task", "arguments": {}, "_meta": {"progressToken": "p1", "tooldock/logLevel": "info"}}}
+    <- {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "p1", "progress": 1, ...}}
+    <- {"jsonrpc": "2.0", "method": "notifications/message",
+        "params": {"level": "info", "logger": null, "data": "...", "_meta": {"tooldock/requestId": 7}}}
+    <- {"jsonrpc": "2.0", "id": 7, "result": {"content": [...], "isError": false}}
+
+Progress comes only for a `progressToken` (a string or an integer, as in MCP), log messages only with
+`tooldock/logLevel` (the lowest level to send, as MCP's `logging/setLevel`). A call that asks for neither
+runs as before. The caller cannot be asked anything (sampling, elicitation, roots): a tool that asks gets
+fastmcp's "client does not support" error, as from an MCP client that declared none of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from tooldock.runtime.relay.protocol import (
+    INVALID_PARAMS,
+    LOG_LEVEL,
+    MESSAGE,
+    PROGRESS,
+    REQUEST_OF,
+    RpcError,
+    notification,
+)
+from tooldock.worker.protocol import LOG_LEVELS, shown_level
+
+Send = Callable[[bytes], Awaitable[None]]
+NOBODY = {"sampling": False, "elicitation": False, "roots": False}
+
+
+class SocketEvents:
+    """The `relay` the engine hands a call (as runtime.mcp.relay.McpRelay is over MCP)."""
+
+    def __init__(self, send: Send, rid: Any, token: str | int | None, log_level: str | None) -> None:
+        self.send, self.rid, self.token, self.log_level = send, rid, token, log_level
+
+    def call_fields(self) -> dict[str, Any]:
+        return {"client": dict(NOBODY), "progress": self.token is not None, "logLevel": self.log_level}
+
+    async def handle(self, message: dict[str, Any]) -> dict[str, Any] | None:
+        if message.get("op") != "event":
+            raise LookupError("a relay socket caller cannot be asked anything")
+        kind, data = str(message.get("event")), message.get("data") or {}
+        if kind == "progress" and self.token is not None:
+            params = {"progressToken": self.token, "progress": data.get("progress") or 0}
+            params.update({k: data[k] for k in ("total", "message") if data.get(k) is not None})
+            await self.send(notification(PROGRESS, params))
+        elif kind == "log" and self.log_level is not None and (level := shown_level(data, self.log_level)):
+            params = {"level": level, "logger": data.get("logger"), "data": data.get("data")}
+            await self.send(notification(MESSAGE, {**params, "_meta": {REQUEST_OF: self.rid}}))
+        return None
+
+
+def events_for(params: dict[str, Any], send: Send | None, rid: Any) -> SocketEvents | None:
+    """What a call's `_meta` asks for (None: nothing); -32602 for a `_meta` it cannot use."""
+    meta = params.get("_meta")
+    if meta is None or send is None:
+        return None
+    if not isinstance(meta, dict):
+        raise RpcError(INVALID_PARAMS, 'invalid params: "_meta" must be a JSON object')
+    token, level = meta.get("progressToken"), meta.get(LOG_LEVEL)
+    if token is not None and (isinstance(token, bool) or not isinstance(token, str | int)):
+        raise RpcError(INVALID_PARAMS, 'invalid params: "_meta.progressToken" must be a string or an integer')
+    if level is not None and level not in LOG_LEVELS:
+        raise RpcError(INVALID_PARAMS, f'invalid params: "_meta.{LOG_LEVEL}" must be one of {", ".join(LOG_LEVELS)}')
+    if token is None and level is None:
+        return None
+    return SocketEvents(send, rid, token, level)
