@@ -77,13 +77,10 @@ class SocketClient:
         if not isinstance(params, dict):
             return
         meta = params.get("_meta")
-        rid = (
-            params.get("progressToken")
-            if method == PROGRESS
-            else meta.get(REQUEST_OF)
-            if isinstance(meta, dict)
-            else None
-        )
+        if method == PROGRESS:
+            rid = params.get("progressToken")
+        else:  # a log message names its call in _meta
+            rid = meta.get(REQUEST_OF) if isinstance(meta, dict) else None
         notices = self._notices.get(rid) if isinstance(rid, int) else None
         if notices is not None:
             with contextlib.suppress(Exception):  # the client went away: the call's answer still comes
