@@ -125,6 +125,8 @@ class RelayMethods:
             raise RpcError(
                 INVALID_PARAMS, f"unknown tool {name[:200]!r}: relay tool names are <namespace>_<tool> (see {TOOLS})"
             )
+        if events is not None and self.engine.plain_tool(parts[0], parts[1]):
+            events = None  # nothing to tell: the call goes as one that asked for nothing
         started = time.perf_counter()
         presented = params.get("request_id")
         rid = requestid.accept(presented if isinstance(presented, str) else None)
