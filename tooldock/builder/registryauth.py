@@ -26,6 +26,7 @@ import shutil
 import subprocess
 from collections.abc import Generator
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -162,13 +163,11 @@ class RegistryAuth(httpx.Auth):
     def __init__(self, host: str) -> None:
         self.host = host
         self.header: str | None = None
-        self._looked = False
-        self._credentials: Credentials | None = None
 
+    @cached_property
     def credentials(self) -> Credentials | None:
-        if not self._looked:
-            self._credentials, self._looked = credentials_for(self.host), True
-        return self._credentials
+        """Looked up at the first challenge, then kept (a lookup that raised is tried again)."""
+        return credentials_for(self.host)
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
         if self.header:
@@ -179,7 +178,7 @@ class RegistryAuth(httpx.Auth):
         challenge = response.headers.get("www-authenticate", "")
         scheme, _, params = challenge.partition(" ")
         fields = dict(re.findall(r'(\w+)="([^"]*)"', params))
-        found = self.credentials()
+        found = self.credentials
         if scheme.lower() == "bearer" and "realm" in fields:
             query = {k: v for k, v in fields.items() if k in ("service", "scope")}
             headers = {"Authorization": found.basic()} if found else {}

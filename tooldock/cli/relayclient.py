@@ -159,18 +159,14 @@ def build_server(client: SocketClient, tools: KeyTools) -> Server[Any]:
 
     with warnings.catch_warnings():  # 2026-07-28 deprecates logging/setLevel; older clients still use it
         warnings.simplefilter("ignore", MCPDeprecationWarning)
-        return _server(list_tools, call_tool, set_level)
-
-
-def _server(list_tools: Any, call_tool: Any, set_level: Any) -> Server[Any]:
-    return Server(
-        "tooldock-relay",
-        version=tooldock.__version__,
-        description="ToolDock's tools through the relay socket, as this sandbox's API key allows",
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
-        on_set_logging_level=set_level,
-    )
+        return Server(
+            "tooldock-relay",
+            version=tooldock.__version__,
+            description="ToolDock's tools through the relay socket, as this sandbox's API key allows",
+            on_list_tools=list_tools,
+            on_call_tool=call_tool,
+            on_set_logging_level=set_level,
+        )
 
 
 def caller_meta(ctx: Any, log_level: str) -> tuple[dict[str, Any], Notice]:

@@ -2,17 +2,16 @@
 `/ns/{namespace}/docs` for a namespace's typed document (`/ns/{namespace}/openapi.json`).
 
 The pages are plain ASGI in front of the bearer-token check, so they load without a token: they hold no
-data, only Swagger UI, whose script and stylesheet the browser loads from a CDN (jsDelivr, the npm
-package swagger-ui-dist, as FastAPI's own docs page does). The page handles the bearer token, so it
-loads one pinned release with Subresource Integrity: a CDN serving anything else gets no page rather
-than the token (tests/browser pins the same release; tests check the hashes against its files).
-With TOOLDOCK_SWAGGER_UI_DIR (a network with no way to jsDelivr), the gateway serves the two files from
-that folder itself, at `/docs/swagger-ui-bundle.js` and `/docs/swagger-ui.css` (read once at start; the
-page's `integrity` is theirs).
-The OpenAPI documents themselves still
-need the bearer token, as every endpoint but `/health` does, so the page asks for the token first, keeps
-it in the tab's sessionStorage, sends it only when fetching the document, and pre-fills Swagger UI's
-"Authorize" dialog with it (the documents declare the `bearer` HTTP scheme), which "Try it out" uses.
+data, only Swagger UI, whose script and stylesheet the browser loads from a CDN (jsDelivr, the npm package
+swagger-ui-dist, as FastAPI's own docs page does). The page handles the bearer token, so it loads one pinned
+release with Subresource Integrity: a CDN serving anything else gets no page rather than the token
+(tests/browser pins the same release; tests check the hashes against its files). With
+TOOLDOCK_SWAGGER_UI_DIR (a network with no way to jsDelivr), the gateway serves the two files from that
+folder itself, at `/docs/swagger-ui-bundle.js` and `/docs/swagger-ui.css` (read once at start; the page's
+`integrity` is theirs). The OpenAPI documents themselves still need the bearer token, as every endpoint but
+`/health` does, so the page asks for the token first, keeps it in the tab's sessionStorage, sends it only
+when fetching the document, and pre-fills Swagger UI's "Authorize" dialog with it (the documents declare the
+`bearer` HTTP scheme), which "Try it out" uses.
 """
 
 from __future__ import annotations
@@ -187,13 +186,13 @@ class DocsPages:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] in ("GET", "HEAD"):
             path, root = scope["path"], scope.get("root_path", "")
-            source = self.local.source(root) if self.local is not None else CDN
             page: Response | None = None
             if path == "/docs":
-                page = docs_page("ToolDock API", f"{root}/openapi.json", source)
+                page = docs_page("ToolDock API", f"{root}/openapi.json", self._source(root))
             elif (found := _NS_DOCS.match(path)) and NAMESPACE_RE.match(found.group(1)):
                 namespace = found.group(1)
-                page = docs_page(f"ToolDock namespace {namespace}", f"{root}/ns/{namespace}/openapi.json", source)
+                spec = f"{root}/ns/{namespace}/openapi.json"
+                page = docs_page(f"ToolDock namespace {namespace}", spec, self._source(root))
             elif self.local is not None and path.startswith("/docs/") and path[6:] in SWAGGER_FILES:
                 etags = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"if-none-match"), None)
                 page = self.local.response(path[6:], etags)
@@ -201,3 +200,6 @@ class DocsPages:
                 await page(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+    def _source(self, root: str) -> SwaggerSource:
+        return self.local.source(root) if self.local is not None else CDN

@@ -27,7 +27,7 @@ def gateway_openapi(doc: dict[str, Any]) -> dict[str, Any]:
     for (path, method), (schema, description, errors) in ANSWERS.items():
         operation = paths.get(path, {}).get(method)
         if operation is not None:
-            content = {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}}
+            content = {"application/json": {"schema": _ref(schema)}}
             operation["responses"] = {"200": {"description": description, "content": content}}
             operation["responses"].update(error_responses(errors))
     for operation in paths.get("/health", {}).values():

@@ -16,7 +16,6 @@ fastmcp's "client does not support" error, as from an MCP client that declared n
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tooldock.runtime.relay.protocol import (
@@ -26,11 +25,11 @@ from tooldock.runtime.relay.protocol import (
     PROGRESS,
     REQUEST_OF,
     RpcError,
+    Send,
     notification,
 )
 from tooldock.worker.protocol import LOG_LEVELS, shown_level
 
-Send = Callable[[bytes], Awaitable[None]]
 NOBODY = {"sampling": False, "elicitation": False, "roots": False}
 
 

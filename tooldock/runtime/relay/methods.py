@@ -34,7 +34,7 @@ from tooldock.runtime import requestid
 from tooldock.runtime.access import audit, audit_refused
 from tooldock.runtime.engine import Engine
 from tooldock.runtime.observe import call_info, tracing
-from tooldock.runtime.relay.events import Send, SocketEvents, events_for
+from tooldock.runtime.relay.events import SocketEvents, events_for
 from tooldock.runtime.relay.protocol import (
     CALL,
     INVALID_KEY,
@@ -47,6 +47,7 @@ from tooldock.runtime.relay.protocol import (
     TOOLS,
     WATCH,
     RpcError,
+    Send,
     qualify,
     split,
 )

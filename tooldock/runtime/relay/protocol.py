@@ -12,6 +12,7 @@ This module imports nothing from the gateway: the relay client (`tooldock relay`
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 TOOLS, CALL = "oubliette_tools", "oubliette_call_tool"
@@ -23,6 +24,7 @@ WATCH, LIST_CHANGED = "tooldock_watch_tools", "notifications/tools/list_changed"
 PROGRESS, MESSAGE = "notifications/progress", "notifications/message"
 LOG_LEVEL, REQUEST_OF = "tooldock/logLevel", "tooldock/requestId"
 SEPARATOR = "_"
+Send = Callable[[bytes], Awaitable[None]]  # writes one encoded message to a connection
 
 # JSON-RPC 2.0's codes, and seed 002's server codes.
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602

@@ -25,13 +25,14 @@ from tooldock.runtime.relay.protocol import (
     SERVER_ERROR,
     WATCH,
     RpcError,
+    Send,
     decode,
     error,
     parse_request,
     request_id,
     result,
 )
-from tooldock.runtime.relay.watchers import Send, Watchers
+from tooldock.runtime.relay.watchers import Watchers
 
 MAX_IN_FLIGHT = 64  # requests one connection may have running at once
 

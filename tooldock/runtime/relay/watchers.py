@@ -20,15 +20,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 from tooldock.keys import ApiKey
 from tooldock.runtime.relay.methods import RelayMethods
-from tooldock.runtime.relay.protocol import LIST_CHANGED, notification
-
-Send = Callable[[bytes], Awaitable[None]]
+from tooldock.runtime.relay.protocol import LIST_CHANGED, Send, notification
 
 TELL_TIMEOUT = 5.0  # seconds an announcement may wait for a connection's writer
 KEYS_POLL = 1.0  # seconds between looks at the keys file while anyone watches
@@ -49,9 +46,6 @@ class Watchers:
         # and expiry never change; whether it is still valid is checked again when that may have changed).
         self._watching: dict[Send, tuple[str, ApiKey]] = {}
         self._guard: asyncio.Task[None] | None = None
-
-    def __len__(self) -> int:
-        return len(self._watching)
 
     def add(self, send: Send, presented: str, key: ApiKey) -> None:
         self._watching[send] = (presented, key)
