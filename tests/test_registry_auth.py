@@ -9,6 +9,7 @@ import base64
 import json
 import os
 import platform
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,8 +37,6 @@ def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """multi-tool's source and an output folder it was built into once (later builds are cached)."""
     src = tmp_path_factory.mktemp("auth-src") / "multi-tool"
-    import shutil
-
     shutil.copytree(EXAMPLES / "multi-tool", src, ignore=shutil.ignore_patterns("__pycache__"))
     out = src.parent / "oci"
     tooldock_cli("build", str(src), "--output", str(out))
