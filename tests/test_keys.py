@@ -114,6 +114,20 @@ def test_an_expired_key_fails(store: KeyStore):
         store.check(key, now=record.created + timedelta(seconds=60))
 
 
+def test_active_answers_which_checked_keys_are_still_valid(store: KeyStore, capsys: pytest.CaptureFixture[str]):
+    """What the gateway's KeyGuard asks, once for every key it holds, when the keys file changed."""
+    kept, _ = store.create("kept", "read")
+    gone, _ = store.create("gone", "read")
+    short, _ = store.create("short", "read", expires_in=60)
+    store.revoke(gone.id)
+    ids = [kept.id, gone.id, short.id, "0123456789ab"]
+    assert store.active(ids, now=short.created + timedelta(seconds=59)) == {kept.id, short.id}
+    assert store.active(ids, now=short.created + timedelta(seconds=60)) == {kept.id}
+    store.path.write_text("{not json")  # fail closed, as check does, and say why
+    assert store.active(ids) == set()
+    assert "taking every API key as invalid" in capsys.readouterr().err
+
+
 def test_a_key_from_another_store_is_refused(tmp_path: Path, store: KeyStore):
     _, key = KeyStore(tmp_path / "elsewhere").create("x", "admin")
     with pytest.raises(InvalidApiKey, match="no such key"):

@@ -392,6 +392,23 @@ def test_a_watching_key_is_told_when_it_expires_or_is_revoked(own_relay: Relay):
         line.close()
 
 
+def test_a_call_in_flight_is_stopped_when_its_key_is_revoked(relay: Relay):
+    line = relay.line()
+    record, key = relay.keys.create("relay-caller", "read")
+    line.send((json.dumps({"jsonrpc": "2.0", "id": 7, "method": "oubliette_call_tool", "params": {
+        "api_key": key, "tool": "project_slow", "arguments": {"seconds": 60}}}) + "\n").encode())
+    time.sleep(1.5)  # the call is running (a valid key's call is not stopped by the looks at the keys file)
+    revoking = time.monotonic()
+    relay.keys.revoke(record.id)
+    answer = line.read()
+    assert time.monotonic() - revoking < 8 and answer["id"] == 7
+    code, message = error_of(answer)
+    assert (code, message) == (-32001, "invalid or expired API key")
+    reason = answer["error"]["data"]["reason"]
+    assert reason == f"tool 'slow' was stopped: API key {record.id} was revoked or expired while it ran"
+    line.close()
+
+
 # -- a call's Context tool progress and log messages (`_meta`) ---------------------------------------
 
 def _until_answer(line: Line, rid: int) -> tuple[list[dict], dict]:

@@ -19,6 +19,7 @@ import json
 import os
 import secrets
 import sys
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -206,6 +207,21 @@ class KeyStore:
                     raise InvalidApiKey(f"{REFUSED}: API key {key_id} is {state}", {"key_id": key_id})
                 return key
         raise InvalidApiKey(f"{REFUSED}: no such key (tooldock keys create makes one)")
+
+    def active(self, key_ids: Iterable[str], now: datetime | None = None) -> set[str]:
+        """Which of `key_ids` (of keys checked before) are still keys of this store, neither revoked nor
+        expired: one read of the file. A file that cannot be read answers none (fail closed, as `check`)."""
+        wanted, now = set(key_ids), now or now_utc()
+        try:
+            records = self._records()
+        except KeysError as exc:
+            print(f"tooldock: taking every API key as invalid: {exc}", file=sys.stderr, flush=True)
+            return set()
+        return {
+            record["id"]
+            for index, record in enumerate(records)
+            if record["id"] in wanted and self._key(record, index).state(now) == "active"
+        }
 
     def touch(self, key: ApiKey, now: datetime | None = None) -> bool:
         """Record that `key` was used, at most once a minute per key; True when the file was written."""

@@ -34,6 +34,7 @@ from tooldock.runtime.http.hotrest import RestCall
 from tooldock.runtime.http.metrics import MetricsEndpoint
 from tooldock.runtime.http.responses import error_response
 from tooldock.runtime.http.rest import create_router
+from tooldock.runtime.keyguard import KeyGuard
 from tooldock.runtime.mcp.legacy import MESSAGES_PATH, LegacySse
 from tooldock.runtime.mcp.server import McpHub
 from tooldock.runtime.observe import AuditLog, Metrics, tracing
@@ -207,12 +208,13 @@ def create_app(
     relay = relay or RelayConfig.from_env(settings)
     backend = make_backend(backend_name, settings, tools_dir, read_only)
     registry = Registry(backend, settings, secrets)
-    engine = Engine(registry, settings)
+    guard = KeyGuard(keys)  # ends what outlives a revoked key: calls in flight, HTTP event streams, relay watchers
+    engine = Engine(registry, settings, guard)
     hub = McpHub(engine, settings, host)
     registry.listeners.append(hub.tools_changed)
     audit, metrics = observe(engine, registry, hub, settings)
     registry.resource_listeners.append(hub.resource_updated)
-    relay_server = RelayServer(relay, RelayMethods(engine, keys))
+    relay_server = RelayServer(relay, RelayMethods(engine, keys), guard)
     registry.listeners.append(relay_server.tools_changed)
     metrics.gauge(
         "tooldock_relay_connections",
@@ -249,6 +251,7 @@ def create_app(
                 yield
         finally:
             await relay_server.close()
+            await guard.close()
             await registry.close()
             await backend.close()
             audit.close()
@@ -296,7 +299,7 @@ def create_app(
     # any failure. Outermost first: request ids, /metrics, CORS preflights, docs pages, auth.
     rest = RestCall(engine, settings.max_body_bytes) if settings.lean_rest else None
     front: ASGIApp = HotRoutes(app, NamespacedEndpoint(engine, hub.handle), rest)
-    front = BearerAuth(front, token=settings.bearer_token, keys=keys)
+    front = BearerAuth(front, token=settings.bearer_token, keys=keys, guard=guard)
     # The Swagger UI pages (and, with TOOLDOCK_SWAGGER_UI_DIR, its files) load without a token; the documents need it.
     swagger = LocalSwagger(settings.swagger_ui_dir) if settings.swagger_ui_dir is not None else None
     if swagger is not None:

@@ -13,6 +13,19 @@ from starlette.requests import ClientDisconnect
 # In each request's scope: a list of callables run when the client goes away before its answer is complete.
 # A handler that would otherwise work on for nobody (hotrest: a REST call's tool) adds one that stops it.
 ON_DISCONNECT = "tooldock.on_disconnect"
+# In each request's scope on the gateway's HTTP protocol: closes the request's connection.
+CLOSE_CONNECTION = "tooldock.close_connection"
+
+
+def hang_up(scope: Any) -> None:
+    """End a request as if its client had gone (its answer ended or not): the handlers' disconnect hooks run
+    and, on the gateway's own HTTP protocol, its connection is closed, so what still reads the request sees
+    `http.disconnect` (an MCP event stream ends as when its client leaves)."""
+    for hook in list(scope.get(ON_DISCONNECT) or ()):
+        hook()
+    close = scope.get(CLOSE_CONNECTION)
+    if close is not None:
+        close()
 
 
 @contextlib.contextmanager

@@ -19,6 +19,7 @@ from typing import Any, cast
 
 from tooldock.errors import (
     ExecutionTimeout,
+    InvalidApiKey,
     InvalidArguments,
     MissingNamespace,
     NamespaceNotFound,
@@ -35,6 +36,7 @@ from tooldock.runtime import requestid
 from tooldock.runtime.access import restricted
 from tooldock.runtime.admission import Admission
 from tooldock.runtime.backend import SessionViews
+from tooldock.runtime.keyguard import KeyGuard
 from tooldock.runtime.observe import AuditLog, Metrics, current_call, timestamp, tracing
 from tooldock.runtime.registry import NamespaceEntry, Registry
 from tooldock.runtime.settings import Settings
@@ -55,8 +57,9 @@ def session_views(worker: Any) -> SessionViews | None:
 
 
 class Engine:
-    def __init__(self, registry: Registry, settings: Settings) -> None:
-        self.registry, self.settings = registry, settings
+    def __init__(self, registry: Registry, settings: Settings, guard: KeyGuard | None = None) -> None:
+        """`guard`: stops a call whose API key is revoked or expires while it runs (None: calls run on)."""
+        self.registry, self.settings, self.guard = registry, settings, guard
         # One semaphore per worker generation: a replaced worker's limit goes away with it.
         self._limits: weakref.WeakKeyDictionary[Any, asyncio.Semaphore] = weakref.WeakKeyDictionary()
         self.admission = Admission()
@@ -193,7 +196,7 @@ class Engine:
             if not admitted:
                 self.admit(entry, key)
             try:
-                return await self._run(entry, f"tool {tool!r}", lambda worker: worker.call(tool, arguments, relay))
+                return await self._run(entry, f"tool {tool!r}", lambda worker: worker.call(tool, arguments, relay), key)
             except ToolDockError as err:
                 if not traceback:
                     err.details.pop("traceback", None)
@@ -219,7 +222,7 @@ class Engine:
                 if op in ("prompts.get", "resources.read"):
                     fields["relay"] = round_relay.get()
             self.admit(entry, key)
-            return await self._run(entry, op, lambda worker: worker.request(op, **fields))
+            return await self._run(entry, op, lambda worker: worker.request(op, **fields), key)
 
         subject = fields.get("uri") or fields.get("name") or ""
         method = {"resources.read": "resources/read", "prompts.get": "prompts/get"}.get(op, op)
@@ -295,11 +298,16 @@ class Engine:
             line["arguments"] = secrets.mask.scrub(args) if secrets is not None else args
         self.audit.record(line)
 
-    async def _run(self, entry: NamespaceEntry, what: str, work: Callable[[Any], Awaitable[Any]]) -> Any:
+    async def _run(
+        self, entry: NamespaceEntry, what: str, work: Callable[[Any], Awaitable[Any]], key: ApiKey | None = None
+    ) -> Any:
         assert entry.worker is not None  # a namespace with tools has a worker
         timeout = entry.source.config.limits.timeout or self.settings.call_timeout
+        held = None
         try:
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout(timeout) as deadline:
+                if key is not None and self.guard is not None:
+                    held = self.guard.hold(key, _ending(deadline))
                 try:
                     async with self._semaphore(entry):
                         with tracing.worker_span(what, entry.source.name, self.registry.snapshot.generation):
@@ -311,7 +319,15 @@ class Engine:
                         raise
                     async with self._semaphore(fresh):
                         return await work(fresh.worker)
+                finally:
+                    if held is not None:
+                        held.release()
         except TimeoutError:
+            if held is not None and held.ended:
+                raise InvalidApiKey(
+                    f"{what} was stopped: API key {held.key.id} was revoked or expired while it ran",
+                    {"key_id": held.key.id},
+                ) from None
             raise ExecutionTimeout(
                 f"{what} in namespace {entry.source.name!r} did not finish within {timeout:g}s",
                 {"timeout_seconds": timeout},
@@ -339,6 +355,16 @@ class Engine:
             )
             err.args = (err.message,)
             err.details = {**err.details, "secret": name, "secrets_status": entry.secrets.status}
+
+
+def _ending(deadline: asyncio.Timeout) -> Callable[[], Awaitable[None]]:
+    """What stops a call whose key is found invalid: its time limit, moved to now (the worker is told to stop
+    as on a timeout; `_run` tells the two apart)."""
+
+    async def end() -> None:
+        deadline.reschedule(asyncio.get_running_loop().time())
+
+    return end
 
 
 def _missing_variable(err: ToolDockError) -> str | None:

@@ -6,11 +6,18 @@ Two kinds of bearer: TOOLDOCK_BEARER_TOKEN, which may do everything, and API key
 once). The checked key goes into the ASGI scope (`runtime.access`), where the front ends find it and narrow
 what the caller sees and may call to its scope. Every request made with a key is logged with its id.
 `admin_only` (the manager): only an admin key without globs gets in.
+
+An answer that is an event stream (an MCP GET stream, a legacy SSE stream, a call answered as SSE) lives on
+after its key was checked: the KeyGuard holds its key, and when the key is revoked or expires the stream is
+ended (its last chunk sent, then the connection closed, its handlers told as if the client had left). A
+POST's stream first gets ANSWER_GRACE to end on its own: a call's, with the answer of the call the engine
+stopped. The client's next request is refused.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 from typing import Any
 
@@ -19,10 +26,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from tooldock.errors import Forbidden, InvalidApiKey, Unauthorized
 from tooldock.keys import KEY_PREFIX, ApiKey, KeyStore
 from tooldock.runtime.access import ASGI_KEY, audit, audit_refused
+from tooldock.runtime.disconnect import hang_up
 from tooldock.runtime.http.responses import error_response
+from tooldock.runtime.keyguard import Hold, KeyGuard
 
 PUBLIC_PATHS = frozenset({"/health"})
 CHALLENGE = {"WWW-Authenticate": 'Bearer realm="tooldock"'}
+ANSWER_GRACE = 2.0  # seconds a POST's event stream has to end with its answer once its key is found invalid
 
 
 def token_matches(presented: str | None, expected: str) -> bool:
@@ -30,8 +40,17 @@ def token_matches(presented: str | None, expected: str) -> bool:
 
 
 class BearerAuth:
-    def __init__(self, app: ASGIApp, token: str, keys: KeyStore | None = None, admin_only: bool = False) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        token: str,
+        keys: KeyStore | None = None,
+        admin_only: bool = False,
+        guard: KeyGuard | None = None,
+    ) -> None:
+        """`guard`: the gateway's KeyGuard (one is made for `keys` when none is given)."""
         self.app, self.token, self.keys, self.admin_only = app, token, keys, admin_only
+        self.guard = guard or (KeyGuard(keys) if keys is not None else None)
         self._touching: set[asyncio.Task[Any]] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -74,15 +93,68 @@ class BearerAuth:
         task = asyncio.ensure_future(asyncio.to_thread(self.keys.touch, key))  # last used, once a minute at most
         self._touching.add(task)
         task.add_done_callback(self._touching.discard)
-        status = {"code": 0}
-
-        async def watch(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                status["code"] = message["status"]
-            await send(message)
-
         scope[ASGI_KEY] = key
+        stream = _GuardedStream(self.guard, key, scope, send)
         try:
-            await self.app(scope, receive, watch)
+            await self.app(scope, receive, stream.send)
         finally:
-            audit(key, "http", f"{scope.get('method', '')} {scope['path'][:200]}", str(status["code"] or "no answer"))
+            stream.close()
+            audit(key, "http", f"{scope.get('method', '')} {scope['path'][:200]}", str(stream.status or "no answer"))
+
+
+class _GuardedStream:
+    """A keyed request's `send`: notes the status and, when the answer is an event stream, holds its key in
+    the KeyGuard until the answer ends; a key found revoked or expired ends the stream (`_end`)."""
+
+    __slots__ = ("_send", "answered", "ended", "guard", "held", "key", "lock", "scope", "status")
+
+    def __init__(self, guard: KeyGuard | None, key: ApiKey, scope: Scope, send: Send) -> None:
+        self.guard, self.key, self.scope, self._send = guard, key, scope, send
+        self.status, self.ended = 0, False
+        self.held: Hold | None = None
+        self.lock: asyncio.Lock | None = None  # an event stream's sends and its ending, one at a time
+        self.answered: asyncio.Event | None = None  # its last chunk was sent
+
+    async def send(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+            if self.guard is not None and _is_event_stream(message):
+                self.lock, self.answered = asyncio.Lock(), asyncio.Event()
+                self.held = self.guard.hold(self.key, self._end)
+        if self.lock is None:
+            await self._send(message)
+            return
+        async with self.lock:
+            if not self.ended:  # after the end, what the handler still sends goes nowhere
+                await self._send(message)
+                if message["type"] == "http.response.body" and not message.get("more_body", False):
+                    self.close()
+                    assert self.answered is not None
+                    self.answered.set()
+
+    def close(self) -> None:
+        if self.held is not None:
+            self.held.release()
+            self.held = None
+
+    async def _end(self) -> None:
+        assert self.lock is not None and self.answered is not None
+        if self.scope.get("method") == "POST":  # most likely a call: the engine stops it, and its answer (the
+            with contextlib.suppress(TimeoutError):  # reason) is better than a cut stream
+                await asyncio.wait_for(self.answered.wait(), ANSWER_GRACE)
+            if self.answered.is_set():
+                return
+        where = f"{self.scope.get('method', '')} {self.scope['path'][:200]}"
+        audit_refused(self.key.id, f"http {where}", "revoked or expired while its event stream was open: ended")
+        async with self.lock:
+            self.ended = True
+            with contextlib.suppress(OSError, RuntimeError):  # the client is gone already
+                await self._send({"type": "http.response.body", "body": b"", "more_body": False})
+        hang_up(self.scope)
+
+
+def _is_event_stream(start: Message) -> bool:
+    return any(
+        name.lower() == b"content-type" and value.lower().startswith(b"text/event-stream")
+        for name, value in start.get("headers") or ()
+    )

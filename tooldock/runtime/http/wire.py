@@ -17,7 +17,7 @@ from typing import Any, cast
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from tooldock.runtime.disconnect import ON_DISCONNECT
+from tooldock.runtime.disconnect import CLOSE_CONNECTION, ON_DISCONNECT
 
 
 class CoalescingTransport:
@@ -66,7 +66,8 @@ class CoalescingTransport:
 
 class GatewayHttpProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol on a CoalescingTransport (`uvicorn.Config(http=GatewayHttpProtocol)`),
-    which also tells a request's handlers when its client goes away (ON_DISCONNECT)."""
+        which also tells a request's handlers when its client goes away (ON_DISCONNECT) and lets the gateway close
+    a request's connection (CLOSE_CONNECTION: an event stream whose API key was revoked)."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(CoalescingTransport(transport, self.loop))  # type: ignore[arg-type]
@@ -75,6 +76,7 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         super().on_headers_complete()  # builds the scope and creates the request's task (not run yet)
         scope = cast(dict[str, Any], self.scope)  # uvicorn's TypedDict names no extra keys
         scope[ON_DISCONNECT] = []
+        scope[CLOSE_CONNECTION] = self.transport.close
 
     def connection_lost(self, exc: Exception | None) -> None:
         cycle = self.cycle

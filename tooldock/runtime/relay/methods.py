@@ -93,13 +93,6 @@ class RelayMethods:
         audit(key, VIA, WATCH, "watching")
         return key
 
-    async def still_valid(self, presented: str) -> ApiKey | None:
-        """The key as it is now (revoked or expired since: None), without an audit line or a touch."""
-        try:
-            return await asyncio.to_thread(self.keys.check, presented)
-        except InvalidApiKey:
-            return None
-
     async def tools(self, params: dict[str, Any]) -> dict[str, Any]:
         key = await self._key(params)
         tools = []
@@ -161,6 +154,8 @@ def _outcome(err: ToolDockError) -> RpcError | dict[str, Any]:
     """A refusal or gateway failure as a JSON-RPC error; a tool's own failure as an `isError` result."""
     if isinstance(err, NotInScope):
         return RpcError(NOT_ALLOWED, NOT_ALLOWED_MESSAGE, {"reason": err.message})
+    if isinstance(err, InvalidApiKey):  # revoked or expired while the call ran (the engine stopped it)
+        return RpcError(INVALID_KEY, INVALID_KEY_MESSAGE, {"reason": err.message})
     if isinstance(err, ToolNotFound | NamespaceNotFound | BadRequest):
         return RpcError(INVALID_PARAMS, err.message)
     if isinstance(err, NamespaceUnavailable | UpstreamError | ReloadFailed | RateLimited) or type(err) is ToolDockError:

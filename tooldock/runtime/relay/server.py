@@ -18,6 +18,7 @@ import os
 import sys
 from typing import Any
 
+from tooldock.runtime.keyguard import KeyGuard
 from tooldock.runtime.relay.config import RelayConfig
 from tooldock.runtime.relay.methods import RelayMethods
 from tooldock.runtime.relay.protocol import (
@@ -62,13 +63,13 @@ async def read_line(reader: asyncio.StreamReader) -> bytes | None:
 
 
 class RelayServer:
-    def __init__(self, config: RelayConfig, methods: RelayMethods) -> None:
+    def __init__(self, config: RelayConfig, methods: RelayMethods, guard: KeyGuard) -> None:
         self.config, self.methods = config, methods
         self.connections = 0
         self._server: asyncio.AbstractServer | None = None
         self._lock_fd: int | None = None
         self._clients: set[asyncio.Task[Any]] = set()
-        self.watchers = Watchers(methods)
+        self.watchers = Watchers(guard)
 
     async def start(self) -> bool:
         """Listen; False (with the reason on stderr) when the socket is off or another gateway holds it."""
@@ -112,7 +113,7 @@ class RelayServer:
         await self.watchers.tools_changed(namespaces)
 
     async def close(self) -> None:
-        await self.watchers.close()
+        self.watchers.close()
         if self._server is not None:
             self._server.close()
             for task in list(self._clients):
@@ -209,7 +210,7 @@ class RelayServer:
             rid = request_id(message)
             method, params = parse_request(message)
             if method == WATCH:  # the connection's, not the methods': it is what gets told
-                self.watchers.add(send, params["api_key"], await self.methods.watch(params))
+                self.watchers.add(send, await self.methods.watch(params))
                 value: Any = {"watching": True}
             else:
                 value = await self.methods.handle(method, params, send, rid)
