@@ -49,6 +49,24 @@ async def ask_name(ctx: Context) -> str:
     """Ask the caller for a name (elicitation)."""
     answer = await ctx.elicit("What is your name?", str)
     return f"hello {answer.data}"
+
+
+@tool
+async def trip(city: str, ctx: Context) -> dict:
+    """Ask the traveller's name (elicitation), the LLM for a sight (sampling), and the client's roots."""
+    from mcp.types import SamplingMessage, TextContent
+
+    name = await ctx.elicit(f"Who is travelling to {city}?", str)
+    if name.action != "accept":
+        return {"declined": name.action}
+    sampled = await ctx.session.create_message(
+        messages=[SamplingMessage(role="user", content=TextContent(type="text", text=f"One sight in {city}?"))],
+        max_tokens=20,
+        related_request_id=ctx.request_id,
+    )
+    roots = await ctx.session.list_roots()
+    sight = sampled.content.text if isinstance(sampled.content, TextContent) else "?"
+    return {"traveller": name.data, "sight": sight, "roots": [str(r.uri) for r in roots.roots]}
 '''
 
 

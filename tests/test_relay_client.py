@@ -400,3 +400,47 @@ def test_a_context_tools_progress_and_log_messages_reach_the_client(own):
     assert everything == [("debug", "a debug line"), ("info", "an info line"), ("warning", "a warning line")]
     assert logged == [("warning", "a warning line")]
     assert key not in stderr and "Traceback" not in stderr
+
+
+def test_a_context_tools_questions_reach_the_client_that_declared_them(own):
+    """Through `tooldock relay`: the tool's elicitation, sampling and roots requests reach the SDK client's
+    callbacks as requests of the call, and the answers reach the tool. A client that declared no elicitation
+    is never asked: the tool gets the same refusal as from an MCP client without it."""
+    import mcp_types as types
+
+    gateway, sock, keys = own
+    _, key = keys.create("asking", "write", ("ctx",))
+    add_namespace(gateway, "ctx", CONTEXT_TOOL)
+    asked: list[str] = []
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(f"elicitation: {params.message}")
+        return types.ElicitResult(action="accept", content={"value": "Ada"})
+
+    async def sample(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        asked.append(f"sampling: {params.messages[0].content.text}")
+        return types.CreateMessageResult(role="assistant", model="test-llm",
+                                         content=types.TextContent(type="text", text="the Traboules"))
+
+    async def roots(context: Any) -> types.ListRootsResult:
+        asked.append("roots")
+        return types.ListRootsResult(roots=[types.Root(uri="file:///home/ada/trips", name="trips")])
+
+    async def body(session):
+        for _ in range(300):
+            if "oubliette_ctx_trip" in await names(session):
+                break
+            await asyncio.sleep(0.1)
+        return await session.call_tool("oubliette_ctx_trip", {"city": "Lyon"})
+
+    result, stderr = run_relay(sock, key, body, elicitation_callback=elicit, sampling_callback=sample,
+                               list_roots_callback=roots)
+    assert not result.is_error, text(result)
+    assert result.structured_content == {"traveller": "Ada", "sight": "the Traboules",
+                                         "roots": ["file:///home/ada/trips"]}
+    assert asked == ["elicitation: Who is travelling to Lyon?", "sampling: One sight in Lyon?", "roots"]
+    assert key not in stderr and "Traceback" not in stderr
+
+    asked.clear()
+    result, _ = run_relay(sock, key, body, sampling_callback=sample, list_roots_callback=roots)
+    assert result.is_error and "elicitation" in text(result).lower() and asked == []

@@ -13,9 +13,11 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
-from conftest import Gateway
+from conftest import TOKEN, Gateway
 from relaykit import CONTEXT_TOOL, RELAY_TOOLS, Line, add_namespace, cleanup, relay_env
 
 from tooldock.keys import KeyStore
@@ -454,11 +456,102 @@ def test_a_call_asking_for_them_gets_its_progress_and_log_messages_first(own_rel
     line.close()
 
 
+def _call_trip(line: Line, key: str, rid: int, can_answer: dict) -> None:
+    line.send(json.dumps({"jsonrpc": "2.0", "id": rid, "method": "oubliette_call_tool", "params": {
+        "api_key": key, "tool": "ctx_trip", "arguments": {"city": "Lyon"},
+        "_meta": {"tooldock/capabilities": can_answer}}}).encode() + b"\n")
+
+
+def _answer(line: Line, question: dict, **answer: Any) -> None:
+    line.send(json.dumps({"jsonrpc": "2.0", "id": question["id"], **answer}).encode() + b"\n")
+
+
+def test_a_call_that_declared_them_is_asked_its_tools_questions(own_relay: Relay):
+    """Elicitation, sampling and roots: each question arrives on the connection as a JSON-RPC request naming
+    its call, and the caller's answer goes to the tool; an error answer reaches the tool as an MCP error."""
+    relay = own_relay
+    key = relay.key("write")
+    add_namespace(relay.gateway, "ctx", CONTEXT_TOOL)
+    line = relay.line()
+    relay.gateway.wait_for(lambda: "ctx_trip" in line.tools(key), what="namespace ctx")
+    everything = {"elicitation": {}, "sampling": {}, "roots": {}}
+
+    _call_trip(line, key, 21, everything)
+    elicit = line.read()
+    assert elicit["method"] == "elicitation/create" and str(elicit["id"]).startswith("tooldock-ask-")
+    assert elicit["params"]["message"] == "Who is travelling to Lyon?"
+    assert elicit["params"]["_meta"] == {"tooldock/requestId": 21}
+    assert line.tools(key)  # the connection serves other requests while a question waits
+    _answer(line, elicit, result={"action": "accept", "content": {"value": "Ada"}})
+    sample = line.read()
+    assert sample["method"] == "sampling/createMessage" and sample["params"]["maxTokens"] == 20
+    assert sample["params"]["messages"][0]["content"]["text"] == "One sight in Lyon?"
+    _answer(line, sample, result={"role": "assistant", "model": "test-model",
+                                  "content": {"type": "text", "text": "the Traboules"}})
+    roots = line.read()
+    assert roots["method"] == "roots/list" and roots["params"] == {"_meta": {"tooldock/requestId": 21}}
+    _answer(line, roots, result={"roots": [{"uri": "file:///home/ada/trips", "name": "trips"}]})
+    answer = line.read()
+    assert answer["id"] == 21 and answer["result"]["isError"] is False, answer
+    assert answer["result"]["structuredContent"] == {
+        "traveller": "Ada", "sight": "the Traboules", "roots": ["file:///home/ada/trips"]}
+
+    # Declined; then an error answer; then a capability not declared: no question reaches the caller.
+    _call_trip(line, key, 22, everything)
+    _answer(line, line.read(), result={"action": "decline"})
+    assert line.read()["result"]["structuredContent"] == {"declined": "decline"}
+    _call_trip(line, key, 23, everything)
+    _answer(line, line.read(), error={"code": -32603, "message": "the user closed the dialog"})
+    failed = line.read()
+    assert failed["id"] == 23 and failed["result"]["isError"] is True
+    assert "the user closed the dialog" in json.dumps(failed["result"])
+    _call_trip(line, key, 24, {"elicitation": {}})
+    _answer(line, line.read(), result={"action": "accept", "content": {"value": "Ada"}})
+    refused = line.read()  # sampling was not declared: the tool is refused it, the caller is not asked
+    assert refused["id"] == 24 and refused["result"]["isError"] is True, refused
+    assert "sampling" in json.dumps(refused["result"]).lower()
+
+    # An answer no question waits for, and one with a bad result, change nothing else.
+    _answer(line, {"id": "tooldock-ask-999"}, result={})
+    _call_trip(line, key, 25, everything)
+    _answer(line, line.read(), result={"action": "maybe"})
+    bad = line.read()
+    assert bad["id"] == 25 and bad["result"]["isError"] is True
+    assert "done" == line.call(key, "ctx_steps", rid=26)["result"]["content"][0]["text"]
+    line.close()
+
+
+def test_a_question_unanswered_ends_with_its_connection(own_relay: Relay):
+    relay = own_relay
+    key = relay.key("write")
+    add_namespace(relay.gateway, "ctx", CONTEXT_TOOL)
+    line = relay.line()
+    relay.gateway.wait_for(lambda: "ctx_trip" in line.tools(key), what="namespace ctx")
+    _call_trip(line, key, 31, {"elicitation": {}})
+    assert line.read()["method"] == "elicitation/create"
+    assert _in_flight(relay.gateway, "ctx") == 1
+    line.close()  # never answered: the call ends with the connection, and the gateway serves on
+    relay.gateway.wait_for(lambda: _in_flight(relay.gateway, "ctx") == 0, timeout=10, what="the call ended")
+    other = relay.line()
+    assert other.call(key, "ctx_steps", rid=1)["result"]["content"][0]["text"] == "done"
+    other.close()
+
+
+def _in_flight(gateway: Gateway, namespace: str) -> float:
+    text = httpx.get(f"{gateway.url}/metrics", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30).text
+    prefix = f'tooldock_calls_in_flight{{namespace="{namespace}"}}'
+    found = [line for line in text.splitlines() if line.startswith(prefix)]
+    assert len(found) == 1, text
+    return float(found[0].split()[-1])
+
+
 @pytest.mark.parametrize("meta, fragment", [
     ("not an object", '"_meta" must be a JSON object'),
     ({"progressToken": 1.5}, '"_meta.progressToken" must be a string or an integer'),
     ({"progressToken": True}, '"_meta.progressToken" must be a string or an integer'),
     ({"tooldock/logLevel": "loud"}, '"_meta.tooldock/logLevel" must be one of debug, info'),
+    ({"tooldock/capabilities": ["sampling"]}, '"_meta.tooldock/capabilities" must be an object such as'),
+    ({"tooldock/capabilities": {"sampling": True}}, '"_meta.tooldock/capabilities" must be an object such as'),
 ])
 def test_a_meta_it_cannot_use_is_invalid_params(relay: Relay, meta, fragment):
     answer = relay.line().rpc("oubliette_call_tool", api_key=relay.key("write"), tool="project_echo",

@@ -525,7 +525,7 @@ def test_an_upstream_question_to_a_client_that_did_not_declare_it_is_refused(ask
 def test_an_upstream_question_during_a_rest_call_is_refused_with_the_reason(asks):
     answer = asks.call("asks", "demo_muse", topic="tea")
     assert answer.status_code == 502 and answer.json()["error"]["code"] == "upstream_error", answer.text
-    assert "REST or the relay socket, which have no MCP client to ask" in answer.text, answer.text
+    assert "over REST, or over the relay socket without _meta.tooldock/capabilities" in answer.text, answer.text
 
 
 def test_a_2026_upstream_asks_each_caller_its_own_question_while_others_are_in_flight(asks):

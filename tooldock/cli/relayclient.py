@@ -12,7 +12,8 @@ an error.
 Light on imports (it runs in sandbox images): the SDK's server side, anyio and the relay's wire format.
 A call's Context tool progress and log messages reach the client as that call's own notifications: the
 call asks the socket for them (its `_meta`, events.py of the relay) and the connection (relaysocket.py)
-hands them back.
+hands them back. The tool's questions (sampling, elicitation, roots) go to the client as that call's own
+requests, for what the client declared it answers (asks.py of the relay), and its answers go back.
 """
 
 from __future__ import annotations
@@ -29,11 +30,14 @@ import mcp_types as types
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp.shared.message import ServerMessageMetadata
 
 import tooldock
-from tooldock.cli.relaysocket import Notice, RelayError, SocketClient
+from tooldock.cli.relaysocket import Asker, Notice, RelayError, SocketClient
+from tooldock.runtime.questions import declared, dump, question
 from tooldock.runtime.relay.protocol import (
     CALL,
+    CAN_ANSWER,
     LIST_CHANGED,
     LOG_LEVEL,
     MESSAGE,
@@ -143,7 +147,7 @@ def build_server(client: SocketClient, tools: KeyTools) -> Server[Any]:
         try:
             arguments = params.arguments or {}
             call = {"api_key": tools.key, "tool": name, "arguments": arguments}
-            result = await client.request(CALL, call, notices, meta)
+            result = await client.request(CALL, call, notices, meta, asker_for(ctx))
             return types.CallToolResult.model_validate(result)
         except RelayError as err:
             text = f"relay refused {name}: {err}"
@@ -175,6 +179,11 @@ def caller_meta(ctx: Any, log_level: str) -> tuple[dict[str, Any], Notice]:
     given = ctx.meta if isinstance(ctx.meta, dict) else {}
     token = given.get("progress_token", given.get("progressToken"))
     meta: dict[str, Any] = {LOG_LEVEL: log_level, **({"progressToken": True} if token is not None else {})}
+    session = ctx.session
+    if getattr(session, "can_send_request", True):  # a client that can be asked: what it declared
+        answers: dict[str, Any] = {name: {} for name, found in declared(session.client_capabilities).items() if found}
+        if answers:
+            meta[CAN_ANSWER] = answers
 
     async def notices(method: str, params: dict[str, Any]) -> None:
         if method == PROGRESS and token is not None:
@@ -188,6 +197,17 @@ def caller_meta(ctx: Any, log_level: str) -> tuple[dict[str, Any], Notice]:
             )
 
     return meta, notices
+
+
+def asker_for(ctx: Any) -> Asker:
+    """Where a call's questions go: to its client, as requests of that call (the SDK checks the answers)."""
+
+    async def ask(method: str, params: dict[str, Any]) -> dict[str, Any]:
+        request, result_model = question(method, params)
+        metadata = ServerMessageMetadata(related_request_id=ctx.request_id)
+        return dump(await ctx.session.send_request(request, result_model, metadata=metadata))
+
+    return ask
 
 
 async def watch(tools: KeyTools, every: float) -> None:

@@ -1,6 +1,7 @@
 """The relay client's connection to the relay socket (`tooldock relay`): requests multiplexed by id over
 one connection, made again after a drop; the socket's notifications about the key's tools go to `events`,
-and a call's progress and log messages to the call that asked for them. Light on imports: it runs in
+a call's progress and log messages to the call that asked for them, and a call's questions (requests from
+the socket naming the call) to that call's `asker`, whose answer is sent back. Light on imports: it runs in
 sandbox images.
 """
 
@@ -17,6 +18,7 @@ from tooldock.runtime.relay.protocol import MESSAGE, PROGRESS, REQUEST_OF, decod
 
 LINE_LIMIT = 64 * 1024 * 1024  # answers can be large (a tool's whole result on one line)
 Notice = Callable[[str, dict[str, Any]], Awaitable[None]]  # a call's progress or log message: method, params
+Asker = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]  # a call's question: method, params -> result
 
 
 class RelayError(Exception):
@@ -39,6 +41,8 @@ class SocketClient:
         self._ids = itertools.count(1)
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._notices: dict[int, Notice] = {}  # calls that asked for their progress and log messages
+        self._askers: dict[int, Asker] = {}  # calls that answer their tools' questions
+        self._asking: set[asyncio.Task[None]] = set()
         self._writer: asyncio.StreamWriter | None = None
         self._reading: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
@@ -50,10 +54,16 @@ class SocketClient:
         return self._writer is not None and not self._writer.is_closing()
 
     async def request(
-        self, method: str, params: dict[str, Any], notices: Notice | None = None, meta: dict[str, Any] | None = None
+        self,
+        method: str,
+        params: dict[str, Any],
+        notices: Notice | None = None,
+        meta: dict[str, Any] | None = None,
+        asker: Asker | None = None,
     ) -> Any:
-        """Send one request and wait for its answer. `meta`: the call's `_meta` (what it asks to be told);
-        its progress token is this request's id, which its log messages name too; `notices` gets them."""
+        """Send one request and wait for its answer. `meta`: the call's `_meta` (what it asks to be told, and
+        which questions it answers); its progress token is this request's id, which its log messages and
+        questions name too; `notices` gets the messages, `asker` the questions."""
         async with self._lock:
             if self._writer is None or self._writer.is_closing():
                 reader, self._writer = await asyncio.open_unix_connection(str(self.path), limit=LINE_LIMIT)
@@ -61,9 +71,12 @@ class SocketClient:
                 self.connects += 1
             rid = next(self._ids)
             answer = self._pending[rid] = asyncio.get_running_loop().create_future()
-            if meta is not None and notices is not None:
-                self._notices[rid] = notices
+            if meta is not None:
                 params = {**params, "_meta": {**meta, **({"progressToken": rid} if "progressToken" in meta else {})}}
+                if notices is not None:
+                    self._notices[rid] = notices
+                if asker is not None:
+                    self._askers[rid] = asker
             self._writer.write(encode({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}))
             await self._writer.drain()
         try:
@@ -71,6 +84,7 @@ class SocketClient:
         finally:
             self._pending.pop(rid, None)
             self._notices.pop(rid, None)
+            self._askers.pop(rid, None)
 
     async def _notice(self, method: str, params: Any) -> None:
         """A call's progress or log message, to that call's `notices` (in order: reading waits for it)."""
@@ -95,6 +109,11 @@ class SocketClient:
                 except Exception:
                     continue  # not JSON: nothing to match it to
                 rid = message.get("id") if isinstance(message, dict) else None
+                if rid is not None and isinstance(message.get("method"), str):  # a call's question
+                    task = asyncio.ensure_future(self._answer(rid, message["method"], message.get("params")))
+                    self._asking.add(task)
+                    task.add_done_callback(self._asking.discard)
+                    continue
                 if rid is None and isinstance(message, dict) and isinstance(message.get("method"), str):
                     if message["method"] in (PROGRESS, MESSAGE):
                         await self._notice(message["method"], message.get("params"))
@@ -119,10 +138,38 @@ class SocketClient:
                 if not answer.done():
                     answer.set_exception(failure)
 
+    async def _answer(self, qid: Any, method: str, params: Any) -> None:
+        """Ask the question of the call it names (its asker) and send the answer back; a call that answers
+        nothing, or an asker that fails, is an error answer (the tool gets it as an MCP error)."""
+        params = params if isinstance(params, dict) else {}
+        meta = params.get("_meta")
+        rid = meta.get(REQUEST_OF) if isinstance(meta, dict) else None
+        asker = self._askers.get(rid) if isinstance(rid, int) else None
+        answer: dict[str, Any] = {"jsonrpc": "2.0", "id": qid}
+        try:
+            if asker is None:
+                raise LookupError(f"no call here answers {method!r}")
+            rest = {k: v for k, v in meta.items() if k != REQUEST_OF} if isinstance(meta, dict) else {}
+            answer["result"] = await asker(method, {**params, "_meta": rest} if rest else _without_meta(params))
+        except Exception as exc:
+            code = getattr(getattr(exc, "error", None), "code", None)
+            answer["error"] = {"code": code if isinstance(code, int) else -32603, "message": str(exc) or repr(exc)}
+        with contextlib.suppress(OSError):
+            async with self._lock:
+                if self._writer is not None and not self._writer.is_closing():
+                    self._writer.write(encode(answer))
+                    await self._writer.drain()
+
     async def close(self) -> None:
+        for task in list(self._asking):
+            task.cancel()
         if self._writer is not None:
             self._writer.close()
         if self._reading is not None:
             self._reading.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._reading
+
+
+def _without_meta(params: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in params.items() if k != "_meta"}

@@ -38,7 +38,7 @@ def refusal(relay: Any, method: str) -> str | None:
     if method not in CAPABILITIES:
         return f"a server may not ask its client for {method!r} through ToolDock"
     if relay is None:
-        return "the call came over REST or the relay socket, which have no MCP client to ask"
+        return "the call came over REST, or over the relay socket without _meta.tooldock/capabilities: no client to ask"
     capability = CAPABILITIES[method]
     if not relay.call_fields().get("client", {}).get(capability, False):
         return f"the calling client did not declare the {capability} capability"

@@ -27,7 +27,7 @@ from mcp.shared.exceptions import MCPError
 from starlette.types import Send
 
 from tooldock.runtime.mcp.events import SessionEvents
-from tooldock.runtime.mcp.relay import CAPABILITIES, declared, question, undeclared
+from tooldock.runtime.questions import CAPABILITIES, declared, question, undeclared
 from tooldock.worker.protocol import shown_level
 
 HEADERS = [

@@ -16,51 +16,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import mcp_types as types
-from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 
 from tooldock.runtime.mcp import inputreq
+from tooldock.runtime.questions import CAPABILITIES, declared, dump, models, question, undeclared
 from tooldock.worker.protocol import shown_level
-
-# What a worker may ask the client: the request model and the result model for each method.
-ASKS: dict[str, tuple[Any, Any]] = {
-    "sampling/createMessage": (types.CreateMessageRequest, types.CreateMessageResult),
-    "elicitation/create": (types.ElicitRequest, types.ElicitResult),
-    "roots/list": (types.ListRootsRequest, types.ListRootsResult),
-}
-# The capability a client declares for each of those questions.
-CAPABILITIES = {"sampling/createMessage": "sampling", "elicitation/create": "elicitation", "roots/list": "roots"}
-
-
-def _dump(model: Any) -> dict[str, Any]:
-    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
-
-
-def declared(caps: Any) -> dict[str, bool]:
-    """Which of sampling, elicitation and roots a client's capabilities (None: none) declare."""
-    return {name: caps is not None and getattr(caps, name, None) is not None for name in CAPABILITIES.values()}
-
-
-def undeclared(method: str) -> MCPError:
-    """The refusal of a guard's question the client did not declare the capability for."""
-    return MCPError(types.INVALID_REQUEST, f"the tool asked this client for {method!r}, which it did not declare")
-
-
-def _models(method: str, params: dict[str, Any]) -> tuple[Any, Any]:
-    if method not in ASKS:
-        raise LookupError(f"a tool may not ask the client for {method!r}")
-    request_model, result_model = ASKS[method]
-    if method == "sampling/createMessage" and params.get("tools"):
-        result_model = types.CreateMessageResultWithTools  # a request that offered tools may get tool use back
-    return request_model, result_model
-
-
-def question(method: str, params: dict[str, Any]) -> tuple[Any, Any]:
-    """A worker's question as the SDK's request model, and the model its answer must fit (LookupError: not a
-    question a tool may ask). McpRelay's and the lean stream's (leanstream.py)."""
-    request_model, result_model = _models(method, params)
-    return request_model.model_validate({"method": method, **({"params": params} if params else {})}), result_model
 
 
 class McpRelay:
@@ -101,13 +61,13 @@ class McpRelay:
 
     async def _ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         if self.round is not None:
-            _models(method, params)  # only a question a tool may ask
+            models(method, params)  # only a question a tool may ask
             return await self.round.ask(method, params)
         request, result_model = question(method, params)
         result = await self.ctx.session.send_request(
             request, result_model, metadata=ServerMessageMetadata(related_request_id=self.ctx.request_id)
         )
-        return _dump(result)
+        return dump(result)
 
 
 async def ask_client(ctx: Any, method: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -10,15 +10,19 @@ the caller's connection as JSON-RPC notifications while the call runs, before it
 
 Progress comes only for a `progressToken` (a string or an integer, as in MCP), log messages only with
 `tooldock/logLevel` (the lowest level to send, as MCP's `logging/setLevel`). A call that asks for neither
-runs as before. The caller cannot be asked anything (sampling, elicitation, roots): a tool that asks gets
-fastmcp's "client does not support" error, as from an MCP client that declared none of them.
+runs as before. `tooldock/capabilities` declares which questions the caller answers (`{"sampling": {},
+"elicitation": {}, "roots": {}}`, as MCP's client capabilities; asks.py): a tool asking for one it did not
+declare gets fastmcp's "client does not support" error, as from an MCP client that declared none.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from tooldock.runtime.questions import CAPABILITIES, dump, question, undeclared
+from tooldock.runtime.relay.asks import Questions
 from tooldock.runtime.relay.protocol import (
+    CAN_ANSWER,
     INVALID_PARAMS,
     LOG_LEVEL,
     MESSAGE,
@@ -30,21 +34,38 @@ from tooldock.runtime.relay.protocol import (
 )
 from tooldock.worker.protocol import LOG_LEVELS, shown_level
 
-NOBODY = {"sampling": False, "elicitation": False, "roots": False}
+ANSWERS = tuple(CAPABILITIES.values())  # what a caller may declare it answers: sampling, elicitation, roots
 
 
 class SocketEvents:
     """The `relay` the engine hands a call (as runtime.mcp.relay.McpRelay is over MCP)."""
 
-    def __init__(self, send: Send, rid: Any, token: str | int | None, log_level: str | None) -> None:
+    def __init__(
+        self,
+        send: Send,
+        rid: Any,
+        token: str | int | None,
+        log_level: str | None,
+        answers: frozenset[str] = frozenset(),
+        questions: Questions | None = None,
+    ) -> None:
         self.send, self.rid, self.token, self.log_level = send, rid, token, log_level
+        self.answers = answers if questions is not None else frozenset()
+        self.questions = questions
+        self._asked: set[str] = set()  # this call's questions waiting for their answers
 
     def call_fields(self) -> dict[str, Any]:
-        return {"client": dict(NOBODY), "progress": self.token is not None, "logLevel": self.log_level}
+        client = {name: name in self.answers for name in ANSWERS}
+        return {"client": client, "progress": self.token is not None, "logLevel": self.log_level}
+
+    def close(self) -> None:
+        """The call ended: its unanswered questions are given up."""
+        if self.questions is not None and self._asked:
+            self.questions.forget(self._asked, "the call ended before its caller answered")
 
     async def handle(self, message: dict[str, Any]) -> dict[str, Any] | None:
         if message.get("op") != "event":
-            raise LookupError("a relay socket caller cannot be asked anything")
+            return await self._ask(str(message.get("method")), message.get("params") or {})
         kind, data = str(message.get("event")), message.get("data") or {}
         if kind == "progress" and self.token is not None:
             params = {"progressToken": self.token, "progress": data.get("progress") or 0}
@@ -55,8 +76,17 @@ class SocketEvents:
             await self.send(notification(MESSAGE, {**params, "_meta": {REQUEST_OF: self.rid}}))
         return None
 
+    async def _ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        _, result_model = question(method, params)  # LookupError: not a question a tool may ask
+        if CAPABILITIES[method] not in self.answers or self.questions is None:
+            raise undeclared(method)
+        answer = await self.questions.ask(method, params, self.rid, self._asked)
+        return dump(result_model.model_validate(answer))  # an answer that does not fit: an error to the tool
 
-def events_for(params: dict[str, Any], send: Send | None, rid: Any) -> SocketEvents | None:
+
+def events_for(
+    params: dict[str, Any], send: Send | None, rid: Any, questions: Questions | None = None
+) -> SocketEvents | None:
     """What a call's `_meta` asks for (None: nothing); -32602 for a `_meta` it cannot use."""
     meta = params.get("_meta")
     if meta is None or send is None:
@@ -68,6 +98,15 @@ def events_for(params: dict[str, Any], send: Send | None, rid: Any) -> SocketEve
         raise RpcError(INVALID_PARAMS, 'invalid params: "_meta.progressToken" must be a string or an integer')
     if level is not None and level not in LOG_LEVELS:
         raise RpcError(INVALID_PARAMS, f'invalid params: "_meta.{LOG_LEVEL}" must be one of {", ".join(LOG_LEVELS)}')
-    if token is None and level is None:
+    declared = meta.get(CAN_ANSWER)
+    if declared is not None and not (
+        isinstance(declared, dict) and all(isinstance(v, dict) for k, v in declared.items() if k in ANSWERS)
+    ):
+        raise RpcError(
+            INVALID_PARAMS,
+            f'invalid params: "_meta.{CAN_ANSWER}" must be an object such as {{"sampling": {{}}, "elicitation": {{}}}}',
+        )
+    answers = frozenset(name for name in ANSWERS if declared and name in declared)
+    if token is None and level is None and not answers:
         return None
-    return SocketEvents(send, rid, token, level)
+    return SocketEvents(send, rid, token, level, answers, questions)

@@ -34,6 +34,7 @@ from tooldock.runtime import requestid
 from tooldock.runtime.access import audit, audit_refused
 from tooldock.runtime.engine import Engine
 from tooldock.runtime.observe import call_info, tracing
+from tooldock.runtime.relay.asks import Questions
 from tooldock.runtime.relay.events import SocketEvents, events_for
 from tooldock.runtime.relay.protocol import (
     CALL,
@@ -62,13 +63,24 @@ class RelayMethods:
         self._touching: set[asyncio.Task[Any]] = set()
 
     async def handle(
-        self, method: str, params: dict[str, Any], send: Send | None = None, rid: Any = None
+        self,
+        method: str,
+        params: dict[str, Any],
+        send: Send | None = None,
+        rid: Any = None,
+        questions: Questions | None = None,
     ) -> dict[str, Any]:
-        """`send` and `rid`: the caller's connection and the request's id, for a call's notifications."""
+        """`send`, `rid` and `questions`: the caller's connection, the request's id and the connection's
+        questions in flight, for a call's notifications and questions."""
         if method == TOOLS:
             return await self.tools(params)
         if method == CALL:
-            return await self.call_tool(params, events_for(params, send, rid))
+            events = events_for(params, send, rid, questions)
+            try:
+                return await self.call_tool(params, events)
+            finally:
+                if events is not None:
+                    events.close()
         known = f"{TOOLS}, {CALL} and {WATCH}"
         raise RpcError(METHOD_NOT_FOUND, f"method not found: {method[:80]!r}; this socket serves {known}")
 

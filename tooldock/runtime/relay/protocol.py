@@ -23,6 +23,8 @@ WATCH, LIST_CHANGED = "tooldock_watch_tools", "notifications/tools/list_changed"
 # as notifications before its answer (MCP's methods; a log message names its call in `_meta`, REQUEST_OF).
 PROGRESS, MESSAGE = "notifications/progress", "notifications/message"
 LOG_LEVEL, REQUEST_OF = "tooldock/logLevel", "tooldock/requestId"
+# And the questions (sampling, elicitation, roots) a call's caller answers, declared in its `_meta`.
+CAN_ANSWER = "tooldock/capabilities"
 SEPARATOR = "_"
 Send = Callable[[bytes], Awaitable[None]]  # writes one encoded message to a connection
 

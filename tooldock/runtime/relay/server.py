@@ -19,6 +19,7 @@ import sys
 from typing import Any
 
 from tooldock.runtime.keyguard import KeyGuard
+from tooldock.runtime.relay.asks import Questions
 from tooldock.runtime.relay.config import RelayConfig
 from tooldock.runtime.relay.methods import RelayMethods
 from tooldock.runtime.relay.protocol import (
@@ -166,9 +167,11 @@ class RelayServer:
                 writer.write(data)
                 await writer.drain()
 
+        questions = Questions(send)  # its calls' questions to the caller, waiting for its answers
+
         async def answer(line: bytes) -> None:
             try:
-                reply = await self._answer(line, send)
+                reply = await self._answer(line, send, questions)
                 if reply is not None:
                     await send(reply)
             except OSError:  # the client went away; its other requests are cancelled below
@@ -192,18 +195,22 @@ class RelayServer:
                     break
                 if not line.strip():
                     continue
+                if b'"method"' not in line and _taken_as_answer(line, questions):
+                    continue  # an answer to a call's question: taken at once, never waiting for a slot
                 await slots.acquire()
                 task = asyncio.ensure_future(answer(line))
                 running.add(task)
                 task.add_done_callback(running.discard)
-            if running:  # the client closed its writing side: finish what it asked, then close
+            questions.close()  # the client closed its writing side: it answers nothing more
+            if running:  # finish what it asked, then close
                 await asyncio.gather(*running, return_exceptions=True)
         finally:
+            questions.close()
             self.watchers.remove(send)
             for task in list(running):
                 task.cancel()
 
-    async def _answer(self, line: bytes, send: Send) -> bytes | None:
+    async def _answer(self, line: bytes, send: Send, questions: Questions) -> bytes | None:
         rid = None
         try:
             message = decode(line)
@@ -213,7 +220,7 @@ class RelayServer:
                 self.watchers.add(send, await self.methods.watch(params))
                 value: Any = {"watching": True}
             else:
-                value = await self.methods.handle(method, params, send, rid)
+                value = await self.methods.handle(method, params, send, rid, questions)
         except RpcError as err:
             return error(rid, err)
         except Exception as exc:  # never a traceback to the client; the gateway's log has the type
@@ -224,3 +231,12 @@ class RelayServer:
         if isinstance(message, dict) and "id" not in message:
             return None  # a notification: done, and never answered
         return result(rid, value)
+
+
+def _taken_as_answer(line: bytes, questions: Questions) -> bool:
+    """Whether a line without "method" is a JSON-RPC answer (taken by `questions`); anything else is
+    answered as a request (with the error it deserves)."""
+    try:
+        return questions.answered(decode(line))
+    except RpcError:
+        return False
