@@ -25,6 +25,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from relaykit import Line, cleanup, relay_env
 
 pytestmark = pytest.mark.slow
 
@@ -482,10 +483,13 @@ def asks(tmp_path_factory: pytest.TempPathFactory) -> Any:
     tmp = tmp_path_factory.mktemp("asks")
     toml = f'active_toolsets = ["demo_*"]\n[[servers]]\nnamespace = "demo"\ncommand = "{DEMO}"\n'
     write_upstream(tmp / "tools", "asks", toml)
-    gw = Gateway(tmp / "tools", tmp / "gateway.log").start()
+    env, sock, keys = relay_env()  # and a relay socket, for its callers' questions
+    gw = Gateway(tmp / "tools", tmp / "gateway.log", env).start()
+    gw.relay = sock, keys
     gw.wait_for(lambda: gw.namespace("asks")["servers"][0]["state"] == "ready", what="the upstream")
     yield gw
     gw.stop()
+    cleanup(sock)
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
@@ -526,6 +530,29 @@ def test_an_upstream_question_during_a_rest_call_is_refused_with_the_reason(asks
     answer = asks.call("asks", "demo_muse", topic="tea")
     assert answer.status_code == 502 and answer.json()["error"]["code"] == "upstream_error", answer.text
     assert "over REST, or over the relay socket without _meta.tooldock/capabilities" in answer.text, answer.text
+
+
+def test_an_upstream_question_during_a_relay_call_reaches_the_caller_that_declared_it(asks):
+    """The relay socket: a call that declared sampling in its _meta is asked the server's question on its
+    connection, and the server gets the answer; a call that declared nothing is refused as over REST."""
+    sock, keys = asks.relay
+    _, key = keys.create("asks", "write", ("asks",))
+    line = Line(sock)
+    line.send(json.dumps({"jsonrpc": "2.0", "id": 5, "method": "oubliette_call_tool", "params": {
+        "api_key": key, "tool": "asks_demo_muse", "arguments": {"topic": "tea"},
+        "_meta": {"tooldock/capabilities": {"sampling": {}}}}}).encode() + b"\n")
+    question = line.read()
+    assert question["method"] == "sampling/createMessage", question
+    assert question["params"]["messages"][0]["content"]["text"] == "a line about tea"
+    assert question["params"]["_meta"]["tooldock/requestId"] == 5
+    line.send(json.dumps({"jsonrpc": "2.0", "id": question["id"], "result": {
+        "role": "assistant", "model": "m", "content": {"type": "text", "text": "Tea is warm."}}}).encode() + b"\n")
+    answer = line.read()
+    assert answer["id"] == 5 and answer["result"]["isError"] is False, answer
+    assert answer["result"]["content"][0]["text"] == "the client wrote: Tea is warm."
+    refused = line.call(key, "asks_demo_muse", rid=6, topic="tea")
+    assert "over the relay socket without _meta.tooldock/capabilities" in json.dumps(refused), refused
+    line.close()
 
 
 def test_a_2026_upstream_asks_each_caller_its_own_question_while_others_are_in_flight(asks):

@@ -146,11 +146,16 @@ class _GuardedStream:
                 return
         where = f"{self.scope.get('method', '')} {self.scope['path'][:200]}"
         audit_refused(self.key.id, f"http {where}", "revoked or expired while its event stream was open: ended")
+        with contextlib.suppress(OSError, RuntimeError, TimeoutError):  # gone already, or not reading
+            await asyncio.wait_for(self._last_chunk(), ANSWER_GRACE)
+        self.ended = True
+        hang_up(self.scope)
+
+    async def _last_chunk(self) -> None:
+        assert self.lock is not None
         async with self.lock:
             self.ended = True
-            with contextlib.suppress(OSError, RuntimeError):  # the client is gone already
-                await self._send({"type": "http.response.body", "body": b"", "more_body": False})
-        hang_up(self.scope)
+            await self._send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 def _is_event_stream(start: Message) -> bool:
