@@ -211,3 +211,72 @@ def test_keyed_http_calls_are_logged_by_key_id(keyed: Keyed):
     keyed.gateway.wait_for(lambda: f"key {record.id}" in keyed.gateway.logs, what="the key's log line")
     assert f"key {record.id} (logged, read) http POST /tools/echo: 200" in keyed.gateway.logs
     assert key not in keyed.gateway.logs
+
+
+def _open_session(keyed: Keyed, bearer: str) -> str:
+    headers = {"Authorization": f"Bearer {bearer}", "Accept": "application/json, text/event-stream"}
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "owner", "version": "1"}}}
+    reply = httpx.post(f"{keyed.gateway.url}/ns/project/mcp", json=init, headers=headers, timeout=30)
+    assert reply.status_code == 200, reply.text
+    session = reply.headers["mcp-session-id"]
+    done = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    httpx.post(f"{keyed.gateway.url}/ns/project/mcp", json=done, headers={**headers, "Mcp-Session-Id": session},
+               timeout=30)
+    return session
+
+
+def _on_session(keyed: Keyed, bearer: str, session: str, body: dict, method: str = "POST") -> httpx.Response:
+    headers = {"Authorization": f"Bearer {bearer}", "Accept": "application/json, text/event-stream",
+               "Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-06-18"}
+    if method == "DELETE":
+        return httpx.delete(f"{keyed.gateway.url}/ns/project/mcp", headers=headers, timeout=30)
+    return httpx.post(f"{keyed.gateway.url}/ns/project/mcp", json=body, headers=headers, timeout=30)
+
+
+def test_an_mcp_session_serves_only_the_credential_that_opened_it(keyed: Keyed):
+    """Another key (even of the same scope) or the bearer token presenting a session's id is answered as if
+    the session did not exist (404), on every request; the session serves its own key on."""
+    _, other = keyed.keys.create("other-reader", "read", ("project",))
+    mine = _open_session(keyed, keyed.project_reader)
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "x"}}}
+    listing = {"jsonrpc": "2.0", "id": 3, "method": "tools/list"}
+    assert _on_session(keyed, keyed.project_reader, mine, call).status_code == 200
+    for stranger in (other, TOKEN):
+        for body in (call, listing):
+            refused = _on_session(keyed, stranger, mine, body)
+            assert refused.status_code == 404 and "Session not found" in refused.text, refused.text
+        assert _on_session(keyed, stranger, mine, {}, "DELETE").status_code == 404
+    lean = _lean_calls(keyed)
+    answered = _on_session(keyed, keyed.project_reader, mine, call)
+    assert answered.status_code == 200 and '"x"' in answered.text  # still its own key's
+    assert _lean_calls(keyed) == lean + 1  # and its calls still take the lean path (the same rule, no SDK)
+    token_session = _open_session(keyed, TOKEN)
+    assert _on_session(keyed, keyed.project_reader, token_session, call).status_code == 404
+    assert _on_session(keyed, TOKEN, token_session, call).status_code == 200
+
+
+def test_a_legacy_sse_session_serves_only_the_key_that_opened_it(keyed: Keyed):
+    import re
+
+    _, other = keyed.keys.create("other-legacy", "read", ("project",))
+    url = keyed.gateway.url
+    with httpx.stream("GET", f"{url}/ns/project/sse", headers={"Authorization": f"Bearer {keyed.project_reader}"},
+                      timeout=30) as stream:
+        lines = stream.iter_lines()  # kept: a generator dropped closes the stream, and the session with it
+        endpoint = next(line for line in lines if line.startswith("data:"))[5:].strip()
+        assert re.search(r"session_id=[0-9a-f]+", endpoint), endpoint
+        ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+        for stranger in (other, TOKEN):
+            refused = httpx.post(url + endpoint, json=ping, headers={"Authorization": f"Bearer {stranger}"},
+                                 timeout=30)
+            assert refused.status_code == 404, refused.text
+        own = httpx.post(url + endpoint, json=ping, headers={"Authorization": f"Bearer {keyed.project_reader}"},
+                         timeout=30)
+        assert own.status_code == 202, own.text
+
+
+def _lean_calls(keyed: Keyed) -> float:
+    text = keyed.request("GET", "/metrics", TOKEN).text
+    return sum(float(line.split()[-1]) for line in text.splitlines()
+               if line.startswith('tooldock_mcp_lean_requests_total{method="tools/call"'))

@@ -4,7 +4,8 @@ endpoints the SDK serves).
 Two kinds of bearer: TOOLDOCK_BEARER_TOKEN, which may do everything, and API keys (`tdk_...`, made by
 `tooldock keys create`), checked against the keys file on every request (a revoked or expired key fails at
 once). The checked key goes into the ASGI scope (`runtime.access`), where the front ends find it and narrow
-what the caller sees and may call to its scope. Every request made with a key is logged with its id.
+what the caller sees and may call to its scope; as `scope["user"]` it binds each MCP session to the key
+that opened it. Every request made with a key is logged with its id.
 `admin_only` (the manager): only an admin key without globs gets in.
 
 An answer that is an event stream (an MCP GET stream, a legacy SSE stream, a call answered as SSE) lives on
@@ -21,6 +22,8 @@ import contextlib
 import hmac
 from typing import Any
 
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tooldock.errors import Forbidden, InvalidApiKey, Unauthorized
@@ -94,6 +97,7 @@ class BearerAuth:
         self._touching.add(task)
         task.add_done_callback(self._touching.discard)
         scope[ASGI_KEY] = key
+        scope["user"] = _principal(key)
         stream = _GuardedStream(self.guard, key, scope, send)
         try:
             await self.app(scope, receive, stream.send)
@@ -156,6 +160,13 @@ class _GuardedStream:
         async with self.lock:
             self.ended = True
             await self._send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _principal(key: ApiKey) -> AuthenticatedUser:
+    """The key as the MCP SDK's transports know a caller (`scope["user"]`): they bind each session to the
+    credential that opened it (streamable HTTP and legacy SSE answer any other "session not found"), and the
+    lean path applies the same rule. Its id, never the key itself."""
+    return AuthenticatedUser(AccessToken(token=key.id, client_id=f"tooldock-key:{key.id}", scopes=[key.scope]))
 
 
 def _is_event_stream(start: Message) -> bool:

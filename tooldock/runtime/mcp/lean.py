@@ -34,6 +34,7 @@ import math
 from typing import Any
 
 import anyio
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, authorization_context
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.requests import Request
@@ -183,8 +184,7 @@ class LeanPath:
         if (
             transport.is_terminated
             or (transport.idle_scope is not None and transport.idle_scope.cancel_called)
-            or getattr(manager, "_session_owners", {}).get(sid) is not None
-            or scope.get("user") is not None
+            or not _same_owner(manager, sid, scope)
             or (era and era not in HANDSHAKE_PROTOCOL_VERSIONS)
         ):
             return receive
@@ -324,3 +324,11 @@ class LeanPath:
         elif set(params) - {"_meta"}:
             return None  # a cursor, or something newer than this path knows
         return str(method)
+
+
+def _same_owner(manager: Any, sid: str, scope: Scope) -> bool:
+    """Whether the request's credential (an API key's `scope["user"]`, or none for the bearer token) is the
+    one that opened the session: the SDK's rule, which answers any other request "session not found"."""
+    user = scope.get("user")
+    requestor = authorization_context(user) if isinstance(user, AuthenticatedUser) else None
+    return bool(getattr(manager, "_session_owners", {}).get(sid) == requestor)
