@@ -534,7 +534,8 @@ def test_an_upstream_question_during_a_rest_call_is_refused_with_the_reason(asks
 
 def test_an_upstream_question_during_a_relay_call_reaches_the_caller_that_declared_it(asks):
     """The relay socket: a call that declared sampling in its _meta is asked the server's question on its
-    connection, and the server gets the answer; a call that declared nothing is refused as over REST."""
+    connection, and the server gets the answer; a call that declared nothing is refused, as an MCP client
+    without the capability would be."""
     sock, keys = asks.relay
     _, key = keys.create("asks", "write", ("asks",))
     line = Line(sock)
@@ -551,7 +552,7 @@ def test_an_upstream_question_during_a_relay_call_reaches_the_caller_that_declar
     assert answer["id"] == 5 and answer["result"]["isError"] is False, answer
     assert answer["result"]["content"][0]["text"] == "the client wrote: Tea is warm."
     refused = line.call(key, "asks_demo_muse", rid=6, topic="tea")
-    assert "over the relay socket without _meta.tooldock/capabilities" in json.dumps(refused), refused
+    assert "the calling client did not declare the sampling capability" in json.dumps(refused), refused
     line.close()
 
 
@@ -859,3 +860,75 @@ def test_a_huge_upstream_result_is_refused_with_its_size(tmp_path, make_gateway)
     assert refused.status_code == 502
     assert "more than the 16777216 allowed" in refused.json()["error"]["message"]
     assert gw.call("huge", "h_echo", text="still here").json()["result"] == "still here"
+
+
+# -- toolman_activate through the relay socket: each connection its own view ---------------------------
+
+
+@pytest.fixture(scope="module")
+def picked(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    tmp = tmp_path_factory.mktemp("picked")
+    write_upstream(tmp / "tools", "pick", ONE_DEMO)
+    env, sock, keys = relay_env()
+    gw = Gateway(tmp / "tools", tmp / "gateway.log", env).start()
+    gw.relay = sock, keys
+    gw.wait_for(lambda: gw.namespace("pick")["servers"][0]["state"] == "ready", what="the upstream")
+    yield gw
+    gw.stop()
+    cleanup(sock)
+
+
+def test_a_relay_connection_activates_its_own_tools(picked):
+    """A relay connection lists `<namespace>_toolman_activate` with the defaults, and what it activates it
+    alone sees and may call; another connection keeps the defaults, and REST has no activation."""
+    sock, keys = picked.relay
+    _, key = keys.create("picker", "write", ("pick",))
+    mine, other = Line(sock), Line(sock)
+    assert mine.tools(key) == other.tools(key) == ["pick_demo_add", "pick_toolman_activate"]
+    wordy = mine.call(key, "pick_demo_wordy", text="hi")
+    assert "error" in wordy or wordy["result"]["isError"], wordy  # not active yet
+    activated = mine.call(key, "pick_toolman_activate", tools_on=["demo_wordy"], tools_off=["demo_add"],
+                          resources_on=[], resources_off=[])
+    assert activated["result"]["isError"] is False, activated
+    assert mine.tools(key) == ["pick_demo_wordy", "pick_toolman_activate"]
+    assert mine.call(key, "pick_demo_wordy", text="hi")["result"]["isError"] is False
+    assert other.tools(key) == ["pick_demo_add", "pick_toolman_activate"]  # its own view: the defaults
+    refused = other.call(key, "pick_demo_wordy", text="hi")
+    assert "error" in refused or refused["result"]["isError"], refused
+    mine.close()
+    again = Line(sock)  # a new connection starts from the defaults
+    assert again.tools(key) == ["pick_demo_add", "pick_toolman_activate"]
+    again.close()
+    other.close()
+    rest = picked.call("pick", "toolman_activate", tools_on=["demo_wordy"], tools_off=[], resources_on=[],
+                       resources_off=[])
+    assert rest.status_code >= 400 and "REST callers use the tools" in rest.text, rest.text
+
+
+def test_tooldock_relay_tells_its_client_when_an_activation_changed_its_tools(picked):
+    from test_relay_client import names, run_relay
+
+    sock, keys = picked.relay
+    _, key = keys.create("relay-picker", "write", ("pick",))
+    told: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        root = getattr(message, "root", message)
+        if isinstance(root, types.ToolListChangedNotification):
+            told.append("tools/list_changed")
+
+    async def body(session):
+        before = await names(session)
+        done = await session.call_tool("oubliette_pick_toolman_activate", {**EMPTY, "tools_on": ["demo_wordy"]})
+        for _ in range(50):
+            if told:
+                break
+            await asyncio.sleep(0.1)
+        return before, done, await names(session)
+
+    (before, done, after), stderr = run_relay(sock, key, body, on_message=on_message)
+    assert before == ["oubliette_pick_demo_add", "oubliette_pick_toolman_activate"]
+    assert not done.is_error, done
+    assert after == ["oubliette_pick_demo_add", "oubliette_pick_demo_wordy", "oubliette_pick_toolman_activate"]
+    assert told == ["tools/list_changed"]
+    assert key not in stderr and "Traceback" not in stderr

@@ -48,6 +48,8 @@ from tooldock.runtime.relay.protocol import (
 )
 
 LIST_TIMEOUT = 30.0
+# An upstream namespace's tool that changes what this connection sees (`<namespace>_toolman_activate`).
+ACTIVATED = "_toolman_activate"
 RESUBSCRIBE = 5.0  # seconds between attempts to watch again after the socket went away (with --watch 0)
 
 
@@ -148,7 +150,14 @@ def build_server(client: SocketClient, tools: KeyTools) -> Server[Any]:
             arguments = params.arguments or {}
             call = {"api_key": tools.key, "tool": name, "arguments": arguments}
             result = await client.request(CALL, call, notices, meta, asker_for(ctx))
-            return types.CallToolResult.model_validate(result)
+            answer = types.CallToolResult.model_validate(result)
+            if name.endswith(ACTIVATED) and not answer.is_error:  # this connection's upstream tools changed
+                before = tools.registered
+                await tools.refresh()
+                if tools.registered != before:
+                    with contextlib.suppress(Exception):
+                        await ctx.session.send_tool_list_changed()
+            return answer
         except RelayError as err:
             text = f"relay refused {name}: {err}"
         except OSError as exc:

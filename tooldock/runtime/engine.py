@@ -94,6 +94,11 @@ class Engine:
         key = restricted(key)
         return sorted(n for n in self.registry.snapshot.entries if key is None or key.allows_namespace(n))
 
+    def upstream(self, namespace: str) -> bool:
+        """Whether `namespace` fronts upstream MCP servers (whose tools each caller may activate)."""
+        entry = self.registry.snapshot.entries.get(namespace)
+        return entry is not None and entry.source.is_upstream
+
     def plain_tool(self, namespace: str, tool: str) -> bool:
         """Whether the namespace's worker said `tool` takes no Context (sends no progress, logs or requests)."""
         entry = self.registry.snapshot.entries.get(namespace)

@@ -4,7 +4,7 @@ from upstream MCP servers instead of a worker process.
 It starts one `Connection` per `[[servers]]` entry, merges what they list into a `Catalog`, and answers
 the worker calls: tools (through `toolman_activate`'s activation), resources, templates, prompts and
 completions, each routed to its server with the prefix taken off. What a caller sees depends on its view:
-an MCP session has its own `Activation`; REST and relay-socket callers (no session) see the defaults
+an MCP session (and a relay-socket connection) has its own `Activation`; REST callers (no session) see the defaults
 from `active_toolsets`. A server that goes away takes its items out of the catalog; open sessions are told.
 """
 
@@ -131,7 +131,7 @@ class UpstreamWorker:
     # -- views ------------------------------------------------------------------------------------------
 
     def activation(self, session: Any) -> Activation | None:
-        """The caller's activation: None (the defaults) for callers without an MCP session."""
+        """The caller's activation: None (the defaults) for callers without an MCP session or relay connection."""
         if session is None:
             return None
         if isinstance(session, str):
@@ -143,7 +143,7 @@ class UpstreamWorker:
 
     @property
     def tools(self) -> list[dict[str, Any]]:
-        """What REST, OpenAPI and the relay socket offer: the tools `active_toolsets` turns on."""
+        """What REST and OpenAPI offer: the tools `active_toolsets` turns on."""
         return self.catalog.active_tools(None)
 
     @property
@@ -169,8 +169,8 @@ class UpstreamWorker:
             return self.catalog.activation_tool(view)
         if name == ACTIVATE:
             raise ToolInactive(
-                f"{ACTIVATE} changes what one MCP session sees; REST and relay-socket callers use the tools that "
-                "tools.toml's active_toolsets turns on",
+                f"{ACTIVATE} changes what one MCP session or relay-socket connection sees; REST callers use the "
+                "tools that tools.toml's active_toolsets turns on",
                 {"tool": name},
             )
         return self.catalog.tool(name, view).descriptor

@@ -53,6 +53,7 @@ class SocketEvents:
         self.answers = answers if questions is not None else frozenset()
         self.questions = questions
         self._asked: set[str] = set()  # this call's questions waiting for their answers
+        self.session_key: Any = None  # the connection, whose toolman_activate state an upstream applies
 
     def call_fields(self) -> dict[str, Any]:
         client = {name: name in self.answers for name in ANSWERS}
@@ -110,3 +111,7 @@ def events_for(
     if token is None and level is None and not answers:
         return None
     return SocketEvents(send, rid, token, level, answers, questions)
+
+
+async def nowhere(data: bytes) -> None:
+    """The `send` of a call that asked to be told nothing (an upstream call that needs only its connection)."""

@@ -35,7 +35,7 @@ from tooldock.runtime.access import audit, audit_refused
 from tooldock.runtime.engine import Engine
 from tooldock.runtime.observe import call_info, tracing
 from tooldock.runtime.relay.asks import Questions
-from tooldock.runtime.relay.events import SocketEvents, events_for
+from tooldock.runtime.relay.events import SocketEvents, events_for, nowhere
 from tooldock.runtime.relay.protocol import (
     CALL,
     INVALID_KEY,
@@ -69,15 +69,17 @@ class RelayMethods:
         send: Send | None = None,
         rid: Any = None,
         questions: Questions | None = None,
+        view: Any = None,
     ) -> dict[str, Any]:
         """`send`, `rid` and `questions`: the caller's connection, the request's id and the connection's
-        questions in flight, for a call's notifications and questions."""
+        questions in flight, for a call's notifications and questions. `view`: the connection as upstream
+        namespaces know it (its own `toolman_activate` state; None: their defaults)."""
         if method == TOOLS:
-            return await self.tools(params)
+            return await self.tools(params, view)
         if method == CALL:
             events = events_for(params, send, rid, questions)
             try:
-                return await self.call_tool(params, events)
+                return await self.call_tool(params, events, view)
             finally:
                 if events is not None:
                     events.close()
@@ -105,19 +107,21 @@ class RelayMethods:
         audit(key, VIA, WATCH, "watching")
         return key
 
-    async def tools(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def tools(self, params: dict[str, Any], view: Any = None) -> dict[str, Any]:
         key = await self._key(params)
         tools = []
         for namespace in self.engine.namespaces(key):
             try:
-                listed = self.engine.list_tools(namespace, None, key)
+                listed = self.engine.list_tools(namespace, view, key)
             except ToolDockError:  # gone since the listing: skip it
                 continue
             tools += [{**tool, "name": qualify(namespace, str(tool["name"]))} for tool in listed]
         audit(key, VIA, TOOLS, f"{len(tools)} tools")
         return {"tools": tools}
 
-    async def call_tool(self, params: dict[str, Any], events: SocketEvents | None = None) -> dict[str, Any]:
+    async def call_tool(
+        self, params: dict[str, Any], events: SocketEvents | None = None, view: Any = None
+    ) -> dict[str, Any]:
         key = await self._key(params)
         name, arguments = params.get("tool"), params.get("arguments")
         if not isinstance(name, str) or not name:
@@ -133,6 +137,9 @@ class RelayMethods:
             )
         if events is not None and self.engine.plain_tool(parts[0], parts[1]):
             events = None  # nothing to tell: the call goes as one that asked for nothing
+        if view is not None and self.engine.upstream(parts[0]):  # whose activation applies: the connection's
+            events = events or SocketEvents(nowhere, None, None, None)
+            events.session_key = view
         started = time.perf_counter()
         presented = params.get("request_id")
         rid = requestid.accept(presented if isinstance(presented, str) else None)
@@ -145,7 +152,7 @@ class RelayMethods:
         ]
         try:
             with tracing.incoming(carrier), call_info(front_end="relay"):
-                result = await self.engine.call_tool(parts[0], parts[1], arguments, relay=events, key=key)
+                result = await self.engine.call_tool(parts[0], parts[1], arguments, relay=events, key=key, session=view)
         except ToolDockError as err:
             outcome = _outcome(err)
             audit(key, VIA, name[:200], f"{err.code} ({_ms(started)}, request {rid})")

@@ -168,10 +168,11 @@ class RelayServer:
                 await writer.drain()
 
         questions = Questions(send)  # its calls' questions to the caller, waiting for its answers
+        view = ConnectionView()  # the connection as upstream namespaces know it (its toolman_activate state)
 
         async def answer(line: bytes) -> None:
             try:
-                reply = await self._answer(line, send, questions)
+                reply = await self._answer(line, send, questions, view)
                 if reply is not None:
                     await send(reply)
             except OSError:  # the client went away; its other requests are cancelled below
@@ -210,7 +211,7 @@ class RelayServer:
             for task in list(running):
                 task.cancel()
 
-    async def _answer(self, line: bytes, send: Send, questions: Questions) -> bytes | None:
+    async def _answer(self, line: bytes, send: Send, questions: Questions, view: ConnectionView) -> bytes | None:
         rid = None
         try:
             message = decode(line)
@@ -220,7 +221,7 @@ class RelayServer:
                 self.watchers.add(send, await self.methods.watch(params))
                 value: Any = {"watching": True}
             else:
-                value = await self.methods.handle(method, params, send, rid, questions)
+                value = await self.methods.handle(method, params, send, rid, questions, view)
         except RpcError as err:
             return error(rid, err)
         except Exception as exc:  # never a traceback to the client; the gateway's log has the type
@@ -231,6 +232,10 @@ class RelayServer:
         if isinstance(message, dict) and "id" not in message:
             return None  # a notification: done, and never answered
         return result(rid, value)
+
+
+class ConnectionView:
+    """A relay connection, as an upstream namespace keeps its callers' views (weakly: gone with it)."""
 
 
 def _taken_as_answer(line: bytes, questions: Questions) -> bool:
