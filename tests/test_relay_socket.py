@@ -413,6 +413,15 @@ def test_a_call_in_flight_is_stopped_when_its_key_is_revoked(relay: Relay):
 
 # -- a call's Context tool progress and log messages (`_meta`) ---------------------------------------
 
+def _with_ctx(relay: Relay) -> tuple[str, Line]:
+    """Namespace ctx (relaykit.CONTEXT_TOOL) served, a write key and a connection that lists its tools."""
+    key = relay.key("write")
+    add_namespace(relay.gateway, "ctx", CONTEXT_TOOL)
+    line = relay.line()
+    relay.gateway.wait_for(lambda: {"ctx_steps", "ctx_trip"} <= set(line.tools(key)), what="namespace ctx")
+    return key, line
+
+
 def _until_answer(line: Line, rid: int) -> tuple[list[dict], dict]:
     """The notifications that came before the answer to `rid`, and the answer."""
     told = []
@@ -424,10 +433,7 @@ def _until_answer(line: Line, rid: int) -> tuple[list[dict], dict]:
 
 def test_a_call_asking_for_them_gets_its_progress_and_log_messages_first(own_relay: Relay):
     relay = own_relay
-    key = relay.key("write")
-    add_namespace(relay.gateway, "ctx", CONTEXT_TOOL)
-    line = relay.line()
-    relay.gateway.wait_for(lambda: "ctx_steps" in line.tools(key), what="namespace ctx")
+    key, line = _with_ctx(relay)
 
     meta = {"progressToken": "p1", "tooldock/logLevel": "info"}
     line.send(json.dumps({"jsonrpc": "2.0", "id": 7, "method": "oubliette_call_tool",
@@ -470,10 +476,7 @@ def test_a_call_that_declared_them_is_asked_its_tools_questions(own_relay: Relay
     """Elicitation, sampling and roots: each question arrives on the connection as a JSON-RPC request naming
     its call, and the caller's answer goes to the tool; an error answer reaches the tool as an MCP error."""
     relay = own_relay
-    key = relay.key("write")
-    add_namespace(relay.gateway, "ctx", CONTEXT_TOOL)
-    line = relay.line()
-    relay.gateway.wait_for(lambda: "ctx_trip" in line.tools(key), what="namespace ctx")
+    key, line = _with_ctx(relay)
     everything = {"elicitation": {}, "sampling": {}, "roots": {}}
 
     _call_trip(line, key, 21, everything)
@@ -523,10 +526,7 @@ def test_a_call_that_declared_them_is_asked_its_tools_questions(own_relay: Relay
 
 def test_a_question_unanswered_ends_with_its_connection(own_relay: Relay):
     relay = own_relay
-    key = relay.key("write")
-    add_namespace(relay.gateway, "ctx", CONTEXT_TOOL)
-    line = relay.line()
-    relay.gateway.wait_for(lambda: "ctx_trip" in line.tools(key), what="namespace ctx")
+    key, line = _with_ctx(relay)
     _call_trip(line, key, 31, {"elicitation": {}})
     assert line.read()["method"] == "elicitation/create"
     assert _in_flight(relay.gateway, "ctx") == 1

@@ -482,11 +482,17 @@ answering = contextlib.asynccontextmanager(answering_client)
 def asks(tmp_path_factory: pytest.TempPathFactory) -> Any:
     tmp = tmp_path_factory.mktemp("asks")
     toml = f'active_toolsets = ["demo_*"]\n[[servers]]\nnamespace = "demo"\ncommand = "{DEMO}"\n'
-    write_upstream(tmp / "tools", "asks", toml)
-    env, sock, keys = relay_env()  # and a relay socket, for its callers' questions
+    yield from relay_gateway(tmp, "asks", toml)
+
+
+def relay_gateway(tmp: Path, namespace: str, toml: str) -> Any:
+    """A gateway serving upstream `namespace` (its tools.toml `toml`), ready, with a relay socket of its own
+    (`gw.relay`: its path and key store); stopped after."""
+    write_upstream(tmp / "tools", namespace, toml)
+    env, sock, keys = relay_env()
     gw = Gateway(tmp / "tools", tmp / "gateway.log", env).start()
     gw.relay = sock, keys
-    gw.wait_for(lambda: gw.namespace("asks")["servers"][0]["state"] == "ready", what="the upstream")
+    gw.wait_for(lambda: gw.namespace(namespace)["servers"][0]["state"] == "ready", what="the upstream")
     yield gw
     gw.stop()
     cleanup(sock)
@@ -867,15 +873,7 @@ def test_a_huge_upstream_result_is_refused_with_its_size(tmp_path, make_gateway)
 
 @pytest.fixture(scope="module")
 def picked(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    tmp = tmp_path_factory.mktemp("picked")
-    write_upstream(tmp / "tools", "pick", ONE_DEMO)
-    env, sock, keys = relay_env()
-    gw = Gateway(tmp / "tools", tmp / "gateway.log", env).start()
-    gw.relay = sock, keys
-    gw.wait_for(lambda: gw.namespace("pick")["servers"][0]["state"] == "ready", what="the upstream")
-    yield gw
-    gw.stop()
-    cleanup(sock)
+    yield from relay_gateway(tmp_path_factory.mktemp("picked"), "pick", ONE_DEMO)
 
 
 def test_a_relay_connection_activates_its_own_tools(picked):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import sys
 import warnings
 from pathlib import Path
@@ -30,11 +31,10 @@ import mcp_types as types
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
-from mcp.shared.message import ServerMessageMetadata
 
 import tooldock
-from tooldock.cli.relaysocket import Asker, Notice, RelayError, SocketClient
-from tooldock.runtime.questions import declared, dump, question
+from tooldock.cli.relaysocket import Notice, RelayError, SocketClient
+from tooldock.runtime.questions import ask_session, declared
 from tooldock.runtime.relay.protocol import (
     CALL,
     CAN_ANSWER,
@@ -113,6 +113,15 @@ class KeyTools:
         if self.pushes and self.watched_on != self.client.connects:  # a new connection: watch again
             await self.subscribe()
 
+    async def relist(self) -> None:
+        """List again; when the key's tools changed (a tool added, removed or changed), tell the client that
+        listed (`notifications/tools/list_changed`, which it answers by listing again)."""
+        before = self.registered
+        await self.refresh()
+        if self.registered != before and self.session is not None:
+            with contextlib.suppress(Exception):  # the client is gone: the server's own loop ends
+                await self.session.send_tool_list_changed()
+
     async def subscribe(self) -> None:
         """Ask the socket to announce changes to the key's tools on this connection (`watching` says if it
         did)."""
@@ -149,14 +158,11 @@ def build_server(client: SocketClient, tools: KeyTools) -> Server[Any]:
         try:
             arguments = params.arguments or {}
             call = {"api_key": tools.key, "tool": name, "arguments": arguments}
-            result = await client.request(CALL, call, notices, meta, asker_for(ctx))
+            result = await client.request(CALL, call, notices, meta, functools.partial(ask_session, ctx))
             answer = types.CallToolResult.model_validate(result)
             if name.endswith(ACTIVATED) and not answer.is_error:  # this connection's upstream tools changed
-                before = tools.registered
-                await tools.refresh()
-                if tools.registered != before:
-                    with contextlib.suppress(Exception):
-                        await ctx.session.send_tool_list_changed()
+                tools.session = ctx.session
+                await tools.relist()
             return answer
         except RelayError as err:
             text = f"relay refused {name}: {err}"
@@ -208,17 +214,6 @@ def caller_meta(ctx: Any, log_level: str) -> tuple[dict[str, Any], Notice]:
     return meta, notices
 
 
-def asker_for(ctx: Any) -> Asker:
-    """Where a call's questions go: to its client, as requests of that call (the SDK checks the answers)."""
-
-    async def ask(method: str, params: dict[str, Any]) -> dict[str, Any]:
-        request, result_model = question(method, params)
-        metadata = ServerMessageMetadata(related_request_id=ctx.request_id)
-        return dump(await ctx.session.send_request(request, result_model, metadata=metadata))
-
-    return ask
-
-
 async def watch(tools: KeyTools, every: float) -> None:
     """Ask the socket again when it says the key's tools changed, and every `every` seconds (0: never; but
     every RESUBSCRIBE seconds while the socket is not watching, to watch again once it is back); when the
@@ -232,11 +227,7 @@ async def watch(tools: KeyTools, every: float) -> None:
             event = "timer"
         if event not in (LIST_CHANGED, "timer"):
             continue  # "closed": the next refresh reconnects and watches again
-        before = tools.registered
-        await tools.refresh()
-        if tools.registered != before and tools.session is not None:  # a tool added, removed or changed
-            with contextlib.suppress(Exception):  # the client is gone: the server's own loop ends
-                await tools.session.send_tool_list_changed()
+        await tools.relist()
 
 
 async def serve(path: Path, prefix: str, key: str | None, every: float = 0) -> None:

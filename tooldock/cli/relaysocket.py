@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tooldock.runtime.relay.protocol import MESSAGE, PROGRESS, REQUEST_OF, decode, encode
+from tooldock.worker.protocol import refusal
 
 LINE_LIMIT = 64 * 1024 * 1024  # answers can be large (a tool's whole result on one line)
 Notice = Callable[[str, dict[str, Any]], Awaitable[None]]  # a call's progress or log message: method, params
@@ -149,11 +150,11 @@ class SocketClient:
         try:
             if asker is None:
                 raise LookupError(f"no call here answers {method!r}")
+            asked = {k: v for k, v in params.items() if k != "_meta"}
             rest = {k: v for k, v in meta.items() if k != REQUEST_OF} if isinstance(meta, dict) else {}
-            answer["result"] = await asker(method, {**params, "_meta": rest} if rest else _without_meta(params))
+            answer["result"] = await asker(method, {**asked, "_meta": rest} if rest else asked)
         except Exception as exc:
-            code = getattr(getattr(exc, "error", None), "code", None)
-            answer["error"] = {"code": code if isinstance(code, int) else -32603, "message": str(exc) or repr(exc)}
+            answer["error"] = refusal(exc)
         with contextlib.suppress(OSError):
             async with self._lock:
                 if self._writer is not None and not self._writer.is_closing():
@@ -169,7 +170,3 @@ class SocketClient:
             self._reading.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._reading
-
-
-def _without_meta(params: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in params.items() if k != "_meta"}

@@ -10,6 +10,7 @@ from typing import Any
 
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import ServerMessageMetadata
 
 # What a worker may ask the client: the request model and the result model for each method.
 ASKS: dict[str, tuple[Any, Any]] = {
@@ -49,3 +50,11 @@ def question(method: str, params: dict[str, Any]) -> tuple[Any, Any]:
     question a tool may ask). McpRelay's and the lean stream's (leanstream.py)."""
     request_model, result_model = models(method, params)
     return request_model.model_validate({"method": method, **({"params": params} if params else {})}), result_model
+
+
+async def ask_session(ctx: Any, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """Put a tool's question to the MCP client of the request `ctx` serves, as a request related to it; the
+    answer checked by the SDK against the result model (McpRelay's, and `tooldock relay`'s for its client)."""
+    request, result_model = question(method, params)
+    metadata = ServerMessageMetadata(related_request_id=ctx.request_id)
+    return dump(await ctx.session.send_request(request, result_model, metadata=metadata))

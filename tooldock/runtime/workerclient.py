@@ -171,11 +171,7 @@ class WorkerConnection:
                     raise LookupError("this call cannot ask the client anything")
                 reply["result"] = await handler(message) or {}
             except Exception as exc:  # the client refused or is gone: the tool gets an MCP error
-                code = getattr(getattr(exc, "error", None), "code", None)
-                reply["error"] = {
-                    "code": code if isinstance(code, int) else -32603,
-                    "message": str(exc) or type(exc).__name__,
-                }
+                reply["error"] = protocol.refusal(exc)
             await self._send_quietly(reply)
 
         self._spawn(answer())

@@ -97,6 +97,13 @@ def error(request_id: Any, code: str, message: str, details: dict[str, Any] | No
     return {"id": request_id, "ok": False, "error": body}
 
 
+def refusal(exc: BaseException) -> dict[str, Any]:
+    """A question to the client that failed, as the JSON-RPC error the tool gets: an MCP error's own code
+    (the client's refusal), else -32603 (internal error). The worker client's and the relay client's."""
+    code = getattr(getattr(exc, "error", None), "code", None)
+    return {"code": code if isinstance(code, int) else -32603, "message": str(exc) or type(exc).__name__}
+
+
 def round_fields(request: dict[str, Any]) -> dict[str, Any]:
     """The guard's fields of a worker request (`inputResponses`, `requestState`) that are well formed, as
     the MCP request's params carry them."""

@@ -66,8 +66,8 @@ class CoalescingTransport:
 
 class GatewayHttpProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol on a CoalescingTransport (`uvicorn.Config(http=GatewayHttpProtocol)`),
-        which also tells a request's handlers when its client goes away (ON_DISCONNECT) and lets the gateway close
-    a request's connection (CLOSE_CONNECTION: an event stream whose API key was revoked)."""
+    which also tells a request's handlers when its client goes away (ON_DISCONNECT) and lets the gateway
+    close a request's connection (CLOSE_CONNECTION: an event stream whose API key was revoked)."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(CoalescingTransport(transport, self.loop))  # type: ignore[arg-type]

@@ -16,10 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcp.shared.message import ServerMessageMetadata
-
 from tooldock.runtime.mcp import inputreq
-from tooldock.runtime.questions import CAPABILITIES, declared, dump, models, question, undeclared
+from tooldock.runtime.questions import CAPABILITIES, ask_session, declared, models, undeclared
 from tooldock.worker.protocol import shown_level
 
 
@@ -63,11 +61,7 @@ class McpRelay:
         if self.round is not None:
             models(method, params)  # only a question a tool may ask
             return await self.round.ask(method, params)
-        request, result_model = question(method, params)
-        result = await self.ctx.session.send_request(
-            request, result_model, metadata=ServerMessageMetadata(related_request_id=self.ctx.request_id)
-        )
-        return dump(result)
+        return await ask_session(self.ctx, method, params)
 
 
 async def ask_client(ctx: Any, method: str, params: dict[str, Any]) -> dict[str, Any]:
