@@ -79,7 +79,7 @@ def test_create_stores_only_a_hash_in_a_private_file(store: KeyStore):
     assert stat.S_IMODE(os.stat(store.path).st_mode) == 0o600
     assert stat.S_IMODE(os.stat(store.directory).st_mode) == 0o700
     assert record.expires is not None and record.created is not None
-    assert timedelta(seconds=3590) < record.expires - record.created <= timedelta(seconds=3600)
+    assert timedelta(seconds=3600) <= record.expires - record.created <= timedelta(seconds=3601)  # rounded up
 
 
 def test_check_accepts_a_valid_key_and_refuses_the_rest(store: KeyStore):
@@ -108,10 +108,13 @@ def test_a_revoked_key_fails_at_once(store: KeyStore):
 
 
 def test_an_expired_key_fails(store: KeyStore):
+    before = datetime.now(UTC)
     record, key = store.create("short", "read", expires_in=60)
-    assert store.check(key, now=record.created + timedelta(seconds=59)) == record
+    assert record.expires is not None and record.expires >= before + timedelta(seconds=60)  # at least what was asked
+    assert record.expires - record.created <= timedelta(seconds=61)  # stored to the second, rounded up
+    assert store.check(key, now=record.expires - timedelta(seconds=1)) == record
     with pytest.raises(InvalidApiKey, match="expired"):
-        store.check(key, now=record.created + timedelta(seconds=60))
+        store.check(key, now=record.expires)
 
 
 def test_active_answers_which_checked_keys_are_still_valid(store: KeyStore, capsys: pytest.CaptureFixture[str]):
@@ -121,8 +124,9 @@ def test_active_answers_which_checked_keys_are_still_valid(store: KeyStore, caps
     short, _ = store.create("short", "read", expires_in=60)
     store.revoke(gone.id)
     ids = [kept.id, gone.id, short.id, "0123456789ab"]
-    assert store.active(ids, now=short.created + timedelta(seconds=59)) == {kept.id, short.id}
-    assert store.active(ids, now=short.created + timedelta(seconds=60)) == {kept.id}
+    assert short.expires is not None
+    assert store.active(ids, now=short.expires - timedelta(seconds=1)) == {kept.id, short.id}
+    assert store.active(ids, now=short.expires) == {kept.id}
     store.path.write_text("{not json")  # fail closed, as check does, and say why
     assert store.active(ids) == set()
     assert "taking every API key as invalid" in capsys.readouterr().err

@@ -66,6 +66,11 @@ def _time(value: Any, field: str, where: str) -> datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
+def _ceil_second(when: datetime) -> datetime:
+    whole = when.replace(microsecond=0)
+    return whole if whole == when else whole + timedelta(seconds=1)
+
+
 def _stamp(when: datetime | None) -> str | None:
     return when.isoformat().replace("+00:00", "Z") if when is not None else None
 
@@ -154,9 +159,10 @@ class KeyStore:
             "namespaces": sorted({check_namespace_glob(g) for g in namespaces}),
             "tools": sorted({check_tool_glob(g) for g in tools}),
         }
-        created = now_utc()
-        record["created"] = _stamp(created)
-        record["expires"] = _stamp(created + timedelta(seconds=expires_in)) if expires_in else None
+        moment = datetime.now(UTC)
+        record["created"] = _stamp(moment.replace(microsecond=0))
+        # Times are stored to the second; the expiry rounds up, so a key lives at least what was asked.
+        record["expires"] = _stamp(_ceil_second(moment + timedelta(seconds=expires_in))) if expires_in else None
         record["last_used"] = record["revoked"] = None
         if rate is not None:
             record["rate"] = _rate(rate, "--rate")
