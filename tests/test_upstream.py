@@ -930,3 +930,68 @@ def test_tooldock_relay_tells_its_client_when_an_activation_changed_its_tools(pi
     assert after == ["oubliette_pick_demo_add", "oubliette_pick_demo_wordy", "oubliette_pick_toolman_activate"]
     assert told == ["tools/list_changed"]
     assert key not in stderr and "Traceback" not in stderr
+
+
+def test_tooldock_relay_applies_its_clients_activation_again_after_the_gateway_restarts(tmp_path):
+    """The gateway keeps a relay connection's activation as long as the connection; `tooldock relay` keeps
+    its client's: after a gateway restart (a new connection) the client's tools and calls are as before,
+    and it is not told of a change. Names gone since are refused with one warning, the namespace shows its
+    defaults, and the client is told; a new activation there starts from the defaults."""
+    from test_relay_client import names, run_relay
+
+    gw = next(gateway := relay_gateway(tmp_path, "pick", ONE_DEMO))
+    sock, keys = gw.relay
+    _, key = keys.create("keeper", "write", ("pick",))
+    told: list[float] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(getattr(message, "root", message), types.ToolListChangedNotification):
+            told.append(time.monotonic())
+
+    def restart(toml: str | None = None) -> None:
+        gw.stop()
+        if toml is not None:
+            write_upstream(tmp_path / "tools", "pick", toml)
+        gw.start()
+        gw.wait_for(lambda: gw.namespace("pick")["servers"][0]["state"] == "ready", what="the upstream")
+
+    async def told_within(seconds: float, after: float) -> bool:
+        for _ in range(int(seconds * 10)):
+            if any(t > after for t in told):
+                return True
+            await asyncio.sleep(0.1)
+        return False
+
+    async def body(session):
+        activate = {**EMPTY, "tools_on": ["demo_wordy"], "tools_off": ["demo_add"]}
+        assert not (await session.call_tool("oubliette_pick_toolman_activate", activate)).is_error
+        assert await told_within(5, 0)
+        before = await names(session)
+        await asyncio.to_thread(restart)
+        restarted = time.monotonic()
+        wordy = await session.call_tool("oubliette_pick_demo_wordy", {"text": "hi"})  # the first request
+        after = await names(session)
+        quiet = not await told_within(6, restarted)  # past the relay's watch timer (5 s) too
+        # The upstream's names change ("demo" becomes "other"): the remembered ones are gone.
+        await asyncio.to_thread(restart, ONE_DEMO.replace('"demo_add"', '"other_add"').replace('"demo"', '"other"'))
+        changed = time.monotonic()
+        assert await told_within(20, changed), "the client was not told its tools changed"
+        defaults = await names(session)
+        again = await session.call_tool("oubliette_pick_toolman_activate", {**EMPTY, "tools_on": ["other_wordy"]})
+        await asyncio.to_thread(restart)  # this time the new state (defaults + other_wordy) comes back
+        return before, wordy, after, quiet, defaults, again, await names(session)
+
+    try:
+        (before, wordy, after, quiet, defaults, again, last), stderr = run_relay(
+            sock, key, body, on_message=on_message)
+    finally:
+        next(gateway, None)
+    assert before == after == ["oubliette_pick_demo_wordy", "oubliette_pick_toolman_activate"]
+    assert not wordy.is_error, wordy
+    assert quiet, "the client was told its tools changed though they came back as they were"
+    assert defaults == ["oubliette_pick_other_add", "oubliette_pick_toolman_activate"]
+    assert stderr.count("could not apply pick_toolman_activate again") == 1, stderr
+    assert "unknown name(s): 'demo_wordy'" in stderr, stderr
+    assert not again.is_error, again
+    assert last == ["oubliette_pick_other_add", "oubliette_pick_other_wordy", "oubliette_pick_toolman_activate"]
+    assert key not in stderr and "Traceback" not in stderr

@@ -14,6 +14,7 @@ A call's Context tool progress and log messages reach the client as that call's 
 call asks the socket for them (its `_meta`, events.py of the relay) and the connection (relaysocket.py)
 hands them back. The tool's questions (sampling, elicitation, roots) go to the client as that call's own
 requests, for what the client declared it answers (asks.py of the relay), and its answers go back.
+What the client activates in an upstream namespace is applied again on a new connection (relayviews.py).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 import tooldock
 from tooldock.cli.relaysocket import Notice, RelayError, SocketClient
+from tooldock.cli.relayviews import ACTIVATED, Activations
 from tooldock.runtime.questions import ask_session, declared
 from tooldock.runtime.relay.protocol import (
     CALL,
@@ -48,9 +50,7 @@ from tooldock.runtime.relay.protocol import (
 )
 
 LIST_TIMEOUT = 30.0
-# An upstream namespace's tool that changes what this connection sees (`<namespace>_toolman_activate`).
-ACTIVATED = "_toolman_activate"
-RESUBSCRIBE = 5.0  # seconds between attempts to watch again after the socket went away (with --watch 0)
+RESUBSCRIBE = 5.0  # seconds between attempts to watch again after the socket went away
 
 
 def warn(message: str) -> None:
@@ -72,6 +72,7 @@ class KeyTools:
         self.watched_on = 0  # the connection (SocketClient.connects) the socket was asked to watch on; 0: none
         self.pushes = True  # False once the gateway said it has no tooldock_watch_tools (an older one)
         self.log_level = "debug"  # the lowest level of a tool's log messages passed on (logging/setLevel)
+        self.activations = Activations()  # what the client activated, applied again on a new connection
 
     def _warn(self, message: str) -> None:
         if message != self._said:
@@ -83,6 +84,7 @@ class KeyTools:
             self._warn("no API key: set TOOLDOCK_API_KEY (or OUBLIETTE_API_KEY); serving no tools")
             return
         try:
+            await self.activations.restore(self.client, self.key, warn, retry=True)
             answer = await asyncio.wait_for(self.client.request(TOOLS, {"api_key": self.key}), LIST_TIMEOUT)
         except RelayError as err:
             self.registered = {}
@@ -156,11 +158,14 @@ def build_server(client: SocketClient, tools: KeyTools) -> Server[Any]:
         name = params.name.removeprefix(tools.prefix)
         meta, notices = caller_meta(ctx, tools.log_level)
         try:
+            if tools.key:
+                await tools.activations.restore(client, tools.key, warn, retry=False)
             arguments = params.arguments or {}
             call = {"api_key": tools.key, "tool": name, "arguments": arguments}
             result = await client.request(CALL, call, notices, meta, functools.partial(ask_session, ctx))
             answer = types.CallToolResult.model_validate(result)
             if name.endswith(ACTIVATED) and not answer.is_error:  # this connection's upstream tools changed
+                tools.activations.remember(name, arguments, client.connects)
                 tools.session = ctx.session
                 await tools.relist()
             return answer
@@ -215,12 +220,14 @@ def caller_meta(ctx: Any, log_level: str) -> tuple[dict[str, Any], Notice]:
 
 
 async def watch(tools: KeyTools, every: float) -> None:
-    """Ask the socket again when it says the key's tools changed, and every `every` seconds (0: never; but
-    every RESUBSCRIBE seconds while the socket is not watching, to watch again once it is back); when the
+    """Ask the socket again when it says the key's tools changed, and every `every` seconds (0: never), and
+    every RESUBSCRIBE seconds while the socket is not watching (to watch again once it is back); when the
     key's tools changed (names or descriptors), tell the client (`notifications/tools/list_changed`, which
     it answers by listing again)."""
     while True:
-        timeout = every if every > 0 else (None if tools.watching or not tools.pushes else RESUBSCRIBE)
+        timeout = every if every > 0 else None
+        if tools.pushes and not tools.watching:  # the socket went away: reconnect and watch again soon
+            timeout = min(timeout or RESUBSCRIBE, RESUBSCRIBE)
         try:
             event = await asyncio.wait_for(tools.client.events.get(), timeout)
         except TimeoutError:

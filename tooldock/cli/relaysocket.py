@@ -66,10 +66,7 @@ class SocketClient:
         which questions it answers); its progress token is this request's id, which its log messages and
         questions name too; `notices` gets the messages, `asker` the questions."""
         async with self._lock:
-            if self._writer is None or self._writer.is_closing():
-                reader, self._writer = await asyncio.open_unix_connection(str(self.path), limit=LINE_LIMIT)
-                self._reading = asyncio.ensure_future(self._read(reader))
-                self.connects += 1
+            writer = await self._open()
             rid = next(self._ids)
             answer = self._pending[rid] = asyncio.get_running_loop().create_future()
             if meta is not None:
@@ -78,14 +75,27 @@ class SocketClient:
                     self._notices[rid] = notices
                 if asker is not None:
                     self._askers[rid] = asker
-            self._writer.write(encode({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}))
-            await self._writer.drain()
+            writer.write(encode({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}))
+            await writer.drain()
         try:
             return await answer
         finally:
             self._pending.pop(rid, None)
             self._notices.pop(rid, None)
             self._askers.pop(rid, None)
+
+    async def connect(self) -> int:
+        """Connect if not connected; the connection's number (`connects`)."""
+        async with self._lock:
+            await self._open()
+            return self.connects
+
+    async def _open(self) -> asyncio.StreamWriter:
+        if self._writer is None or self._writer.is_closing():
+            reader, self._writer = await asyncio.open_unix_connection(str(self.path), limit=LINE_LIMIT)
+            self._reading = asyncio.ensure_future(self._read(reader))
+            self.connects += 1
+        return self._writer
 
     async def _notice(self, method: str, params: Any) -> None:
         """A call's progress or log message, to that call's `notices` (in order: reading waits for it)."""
