@@ -903,6 +903,31 @@ def test_a_relay_connection_activates_its_own_tools(picked):
     assert rest.status_code >= 400 and "REST callers use the tools" in rest.text, rest.text
 
 
+def test_a_watching_relay_connection_is_told_when_its_activation_changed_its_view(picked):
+    """As an MCP session is: a connection watching its key's tools (`tooldock_watch_tools`) gets
+    `notifications/tools/list_changed` before the answer to its own successful activation; a refused one
+    tells nothing, another connection's view did not change, and a connection not watching is not told."""
+    from test_relay_socket import _quiet_for
+
+    sock, keys = picked.relay
+    _, key = keys.create("watcher", "write", ("pick",))
+    mine, other, unwatched = Line(sock), Line(sock), Line(sock)
+    for line in (mine, other):
+        assert line.rpc("tooldock_watch_tools", api_key=key)["result"] == {"watching": True}
+    call = {"api_key": key, "tool": "pick_toolman_activate", "arguments": {**EMPTY, "tools_on": ["demo_wordy"]}}
+    mine.send(json.dumps({"jsonrpc": "2.0", "id": 5, "method": "oubliette_call_tool", "params": call}).encode() + b"\n")
+    assert mine.read() == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+    answer = mine.read()
+    assert answer["id"] == 5 and answer["result"]["isError"] is False, answer
+    refused = mine.call(key, "pick_toolman_activate", 6, **{**EMPTY, "tools_on": ["demo_nope"]})  # answer first
+    assert "error" in refused or refused["result"]["isError"], refused
+    assert unwatched.call(key, "pick_toolman_activate", 7, **{**EMPTY, "tools_on": ["demo_wordy"]})["result"]
+    assert "pick_demo_wordy" in mine.tools(key)
+    assert _quiet_for(other, 1)  # its view did not change (the last read of it: a timed-out socket file is done)
+    for line in (mine, other, unwatched):
+        line.close()
+
+
 def test_tooldock_relay_tells_its_client_when_an_activation_changed_its_tools(picked):
     from test_relay_client import names, run_relay
 
@@ -990,8 +1015,8 @@ def test_tooldock_relay_applies_its_clients_activation_again_after_the_gateway_r
     assert not wordy.is_error, wordy
     assert quiet, "the client was told its tools changed though they came back as they were"
     assert defaults == ["oubliette_pick_other_add", "oubliette_pick_toolman_activate"]
+    assert not again.is_error, (again, stderr)
     assert stderr.count("could not apply pick_toolman_activate again") == 1, stderr
     assert "unknown name(s): 'demo_wordy'" in stderr, stderr
-    assert not again.is_error, again
     assert last == ["oubliette_pick_other_add", "oubliette_pick_other_wordy", "oubliette_pick_toolman_activate"]
     assert key not in stderr and "Traceback" not in stderr

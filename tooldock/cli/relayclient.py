@@ -73,6 +73,7 @@ class KeyTools:
         self.pushes = True  # False once the gateway said it has no tooldock_watch_tools (an older one)
         self.log_level = "debug"  # the lowest level of a tool's log messages passed on (logging/setLevel)
         self.activations = Activations()  # what the client activated, applied again on a new connection
+        self._relisting = asyncio.Lock()  # one relist at a time: a change is told once
 
     def _warn(self, message: str) -> None:
         if message != self._said:
@@ -118,11 +119,12 @@ class KeyTools:
     async def relist(self) -> None:
         """List again; when the key's tools changed (a tool added, removed or changed), tell the client that
         listed (`notifications/tools/list_changed`, which it answers by listing again)."""
-        before = self.registered
-        await self.refresh()
-        if self.registered != before and self.session is not None:
-            with contextlib.suppress(Exception):  # the client is gone: the server's own loop ends
-                await self.session.send_tool_list_changed()
+        async with self._relisting:
+            before = self.registered
+            await self.refresh()
+            if self.registered != before and self.session is not None:
+                with contextlib.suppress(Exception):  # the client is gone: the server's own loop ends
+                    await self.session.send_tool_list_changed()
 
     async def subscribe(self) -> None:
         """Ask the socket to announce changes to the key's tools on this connection (`watching` says if it
@@ -162,10 +164,13 @@ def build_server(client: SocketClient, tools: KeyTools) -> Server[Any]:
                 await tools.activations.restore(client, tools.key, warn, retry=False)
             arguments = params.arguments or {}
             call = {"api_key": tools.key, "tool": name, "arguments": arguments}
-            result = await client.request(CALL, call, notices, meta, functools.partial(ask_session, ctx))
-            answer = types.CallToolResult.model_validate(result)
-            if name.endswith(ACTIVATED) and not answer.is_error:  # this connection's upstream tools changed
-                tools.activations.remember(name, arguments, client.connects)
+            activating = name.endswith(ACTIVATED)
+            async with tools.activations.lock if activating else contextlib.nullcontext():
+                result = await client.request(CALL, call, notices, meta, functools.partial(ask_session, ctx))
+                answer = types.CallToolResult.model_validate(result)
+                if activating and not answer.is_error:
+                    tools.activations.remember(name, arguments, client.connects)
+            if activating and not answer.is_error:  # this connection's upstream tools changed
                 tools.session = ctx.session
                 await tools.relist()
             return answer

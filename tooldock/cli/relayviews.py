@@ -32,11 +32,14 @@ class Activations:
         self._applied: dict[str, int] = {}  # tool -> the connection (SocketClient.connects) its state is on
         self._tried: dict[str, int] = {}  # tool -> the connection it was last tried on
         self._said: dict[str, str] = {}  # tool -> the last refusal warned about
-        self._lock = asyncio.Lock()
+        # Held while restoring and around the client's own activation calls: neither comes between the
+        # other's call and its bookkeeping (a restore of the old state must not follow a newer activation).
+        self.lock = asyncio.Lock()
 
     def remember(self, tool: str, arguments: dict[str, Any], connection: int) -> None:
-        """An activation that succeeded on `connection`: merged into what that connection has (later calls
-        win, as on the gateway), or, when the remembered state is not on it, the start of a new state."""
+        """An activation that succeeded on `connection` (the caller holds `lock`): merged into what that
+        connection has (later calls win, as on the gateway), or, when the remembered state is not on it, the
+        start of a new state."""
         if self._applied.get(tool) != connection:
             self._state[tool] = {kind: {} for kind in KINDS}
         state = self._state.setdefault(tool, {kind: {} for kind in KINDS})
@@ -66,7 +69,7 @@ class Activations:
     async def restore(self, client: SocketClient, key: str, warn: Callable[[str], None], retry: bool) -> None:
         """Apply each remembered state not on the current connection yet (connecting if needed); one refused
         on this connection is tried again only with `retry`. A socket that cannot be reached raises OSError."""
-        async with self._lock:
+        async with self.lock:
             connection = await client.connect()
             for tool, arguments in self.calls():
                 if self._applied.get(tool) == connection or (self._tried.get(tool) == connection and not retry):

@@ -52,6 +52,7 @@ from tooldock.runtime.relay.protocol import (
     qualify,
     split,
 )
+from tooldock.upstream.catalog import ACTIVATE
 
 VIA = "relay"
 RESULT_FIELDS = ("content", "structuredContent", "isError", "_meta")
@@ -85,6 +86,12 @@ class RelayMethods:
                     events.close()
         known = f"{TOOLS}, {CALL} and {WATCH}"
         raise RpcError(METHOD_NOT_FOUND, f"method not found: {method[:80]!r}; this socket serves {known}")
+
+    def activates(self, params: dict[str, Any]) -> bool:
+        """Whether a call is an upstream namespace's `toolman_activate`, which changes its connection's view."""
+        name = params.get("tool")
+        parts = split(name) if isinstance(name, str) else None
+        return parts is not None and parts[1] == ACTIVATE and self.engine.upstream(parts[0])
 
     async def _key(self, params: dict[str, Any]) -> ApiKey:
         presented = params.get("api_key")

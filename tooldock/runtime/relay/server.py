@@ -23,6 +23,7 @@ from tooldock.runtime.relay.asks import Questions
 from tooldock.runtime.relay.config import RelayConfig
 from tooldock.runtime.relay.methods import RelayMethods
 from tooldock.runtime.relay.protocol import (
+    CALL,
     INVALID_REQUEST,
     SERVER_ERROR,
     WATCH,
@@ -222,6 +223,8 @@ class RelayServer:
                 value: Any = {"watching": True}
             else:
                 value = await self.methods.handle(method, params, send, rid, questions, view)
+                if method == CALL and not value.get("isError") and self.methods.activates(params):
+                    await self.watchers.activated(send)
         except RpcError as err:
             return error(rid, err)
         except Exception as exc:  # never a traceback to the client; the gateway's log has the type

@@ -4,7 +4,9 @@
 - a reload (or an upstream server's new list) changes the tools of a namespace its key covers
   (`tools_changed`, a registry listener), or
 - its key is revoked or expires (the gateway's KeyGuard finds out within a second or so): its client,
-  listing again, is refused and serves no tools.
+  listing again, is refused and serves no tools, or
+- it called an upstream namespace's `toolman_activate` (its own view changed), before that call's answer,
+  as an MCP session is told.
 
 A key found revoked or expired, either way, is told once and no longer watched. Announcements go to all
 the connections at once: one that stopped reading holds up only its own, for at most TELL_TIMEOUT.
@@ -45,6 +47,11 @@ class Watchers:
         held = self._watching.pop(send, None)
         if held is not None:
             held.release()
+
+    async def activated(self, send: Send) -> None:
+        """The connection `send` changed its own view of an upstream namespace: told if it is watching."""
+        if send in self._watching:
+            await _tell(send)
 
     async def tools_changed(self, namespaces: list[str]) -> None:
         """A registry listener: tell each watcher whose key covers one of `namespaces` (checking the key
