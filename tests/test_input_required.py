@@ -333,12 +333,42 @@ def test_bad_input_responses_get_a_clear_error(gateway):
     assert "Traceback" not in gateway.logs
 
 
-def test_a_2026_client_without_the_capability_gets_the_tools_error(gateway):
-    async def body(client):
-        return await client.call_tool("trip", {"city": "Rome"})
+def test_a_2026_client_without_the_capability_gets_missing_required_client_capability(gateway):
+    """MCP's -32021 naming the capability the tool asked for (as the SDK's own resolvers answer it), a
+    JSON-RPC error rather than a failed result; a tool that catches it goes on without asking."""
 
-    result = run_client(gateway, body)  # no callbacks: no elicitation capability declared
-    assert result.is_error and "elicitation" in result.content[0].text.lower()
+    async def body(client):
+        refusals = []
+        for name in ("trip", "survey"):  # an imperative question; a guard's
+            with pytest.raises(MCPError) as refused:
+                await client.call_tool(name, {"city": "Rome"} if name == "trip" else {})
+            refusals.append(refused.value)
+        return refusals, await client.call_tool("greet", {})
+
+    refusals, fallback = run_client(gateway, body)  # no callbacks: no elicitation capability declared
+    for refused in refusals:
+        assert refused.error.code == types.MISSING_REQUIRED_CLIENT_CAPABILITY, refused.error
+        assert "elicitation" in refused.error.message
+        assert refused.error.data == {"requiredCapabilities": {"elicitation": {}}}
+    assert not fallback.is_error and fallback.content[0].text == "hello, whoever you are"
+    answered = run_client(gateway, lambda client: client.call_tool("greet", {}), **Answers("Ada").callbacks())
+    assert answered.content[0].text == "hello, Ada"
+
+
+def test_a_2025_client_without_the_capability_gets_the_sdks_refusal(gateway):
+    async def body(session):
+        return await session.call_tool("trip", {"city": "Rome"}), await session.call_tool("greet", {})
+
+    async def main():
+        async with httpx2.AsyncClient(headers=gateway.headers(NAMESPACE), timeout=60) as http:
+            async with streamable_http_client(f"{gateway.url}/mcp", http_client=http) as (read, write):
+                async with ClientSession(read, write) as session:  # no callbacks: nothing declared
+                    await session.initialize()
+                    return await body(session)
+
+    failed, fallback = asyncio.run(main())
+    assert failed.is_error and "Elicitation not supported" in failed.content[0].text
+    assert fallback.content[0].text == "hello, whoever you are"
 
 
 def test_a_guard_called_over_rest_fails_clearly(gateway):
@@ -376,9 +406,10 @@ def test_a_request_state_belongs_to_the_api_key_that_got_it(gateway):
     ],
 )
 def test_malformed_rounds_get_a_4xx_and_a_json_rpc_error(gateway, extra):
-    from test_mcp_clients import envelope, modern_post
+    from test_mcp_clients import CAPS_KEY, INFO_KEY, MODERN, PV_KEY, envelope, modern_post
 
-    body = envelope("tools/call", {"name": "survey", "arguments": {}, **extra})
+    meta = {PV_KEY: MODERN, CAPS_KEY: {"elicitation": {}}, INFO_KEY: {"name": "raw-httpx", "version": "0"}}
+    body = envelope("tools/call", {"name": "survey", "arguments": {}, **extra}, meta=meta)
     reply = modern_post(gateway, "/mcp", NAMESPACE, body, name="survey")
     assert reply.status_code < 500, reply.text
     text = reply.text

@@ -84,8 +84,14 @@ class CallChannel:
 
     async def send_raw_request(self, method: str, params: Mapping[str, Any] | None, opts: Any = None) -> dict[str, Any]:
         flag, refusal = UNDECLARED.get(method, ("", ""))
-        if flag and not self.relay.client.get(flag):  # what the SDK's client answers when it has no callback
-            raise MCPError(types.INVALID_REQUEST, refusal)
+        if flag and not self.relay.client.get(flag):
+            if self.relay.client.get("inputRequired"):  # a 2026-07-28 caller: MCP's MissingRequiredClientCapability
+                raise MCPError(
+                    types.MISSING_REQUIRED_CLIENT_CAPABILITY,
+                    f"the client did not declare the {flag} capability this tool asks for ({method})",
+                    {"requiredCapabilities": {flag: {}}},
+                )
+            raise MCPError(types.INVALID_REQUEST, refusal)  # what the SDK's client answers when it has no callback
         return await self.relay.ask(method, dict(params or {}))
 
 

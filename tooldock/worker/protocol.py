@@ -16,7 +16,9 @@ Protocol 2 adds the rest of MCP. The handshake also lists `resources`, `resource
 and `plain_tools`: the tools that take no fastmcp `Context` (the gateway's lean MCP path serves only those);
 new ops `resources.read` {"uri"}, `prompts.get` {"name", "arguments"} and `completion.complete` {"ref",
 "argument"} answer with the MCP result object. A `tools.call` may say what the calling client supports,
-{"client": {"sampling": true, "elicitation": true, "roots": false}, "progress": true, "logLevel": "info"};
+{"client": {"sampling": true, "elicitation": true, "roots": false}, "progress": true, "logLevel": "info"}
+(`"inputRequired": true` in "client": a 2026-07-28 caller, asked through input_required rounds, for whom a
+question it did not declare is MCP's -32021 MissingRequiredClientCapability);
 while a tool that takes a fastmcp `Context` runs, the worker sends messages tied to the call's id:
     {"op": "event", "id": "7", "event": "progress", "data": {"progress": 1, "total": 3, "message": null}}
     {"op": "event", "id": "7", "event": "log", "data": {"level": "info", "logger": null, "data": "..."}}

@@ -39,6 +39,7 @@ from mcp_types.methods import INPUT_REQUIRED_METHODS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter, ValidationError
 
+from tooldock.runtime.questions import CAPABILITIES, declared
 from tooldock.runtime.workerclient import round_fields, round_relay
 from tooldock.worker.protocol import INPUT_REQUIRED
 
@@ -123,6 +124,20 @@ def _carried(result: Any) -> dict[str, Any] | None:
     meta = result.get("_meta") if isinstance(result, dict) else None
     carried = meta.get(INPUT_REQUIRED) if isinstance(meta, dict) else None
     return carried if isinstance(carried, dict) else None
+
+
+def _check_declared(ctx: Any, requests: dict[str, Any]) -> None:
+    """A guard's questions go only to a client that declared what they need: else MCP's -32021 naming it.
+    (An imperative question is refused in the worker, where the tool may catch it: worker/direct.py.)"""
+    have = declared(getattr(ctx.session, "client_capabilities", None))
+    methods = {str(r.get("method")) for r in requests.values() if isinstance(r, dict)}
+    missing = sorted({CAPABILITIES[m] for m in methods if m in CAPABILITIES and not have[CAPABILITIES[m]]})
+    if missing:
+        raise MCPError(
+            types.MISSING_REQUIRED_CLIENT_CAPABILITY,
+            f"the client did not declare the {' and '.join(missing)} capability this request asks for",
+            {"requiredCapabilities": {name: {} for name in missing}},
+        )
 
 
 def _capability_error(ctx: Any, result: Any) -> MCPError | None:
@@ -243,7 +258,9 @@ class InputRounds:
             return result
         if carried.get("requestState") is not None:
             kept["guard"] = carried["requestState"]
-        return _input_required(dict(carried.get("inputRequests") or {}), kept)
+        requests = dict(carried.get("inputRequests") or {})
+        _check_declared(ctx, requests)
+        return _input_required(requests, kept)
 
     async def _legacy(self, ctx: Any, call_next: Any) -> Any:
         """A 2025-11-25 client: a guard's questions go over its session, then the guard runs again."""

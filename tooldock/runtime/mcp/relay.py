@@ -5,8 +5,9 @@ Progress becomes `notifications/progress` on the caller's token, log messages be
 `notifications/message` (filtered by the level the client set with `logging/setLevel`), and the
 worker's `ask` messages become server-to-client requests (`sampling/createMessage`,
 `elicitation/create`, `roots/list`) sent in the context of the original request. A client that did
-not declare a capability is never asked for it: the worker's session does not offer it either, so
-fastmcp answers the tool with its usual "client does not support" error.
+not declare a capability is never asked for it: the tool's question fails as the SDK's client refuses
+it ("Elicitation not supported"), or, for a 2026-07-28 client, with MCP's -32021 naming the capability
+(worker/direct.py), which reaches the client as that JSON-RPC error when the tool does not catch it.
 
 A 2026-07-28 client has no session to ask over: its questions are answered from the request's recorded
 answers, or end the round with an `input_required` result (see inputreq.py).
@@ -36,8 +37,11 @@ class McpRelay:
         token = None
         if isinstance(meta, dict):  # the SDK's RequestParamsMeta is a TypedDict with snake_case keys
             token = meta.get("progress_token", meta.get("progressToken"))
+        client: dict[str, bool] = {name: can_ask and found for name, found in declared(caps).items()}
+        if self.round is not None:  # asked through input_required: an undeclared question is -32021
+            client["inputRequired"] = True
         return {
-            "client": {name: can_ask and found for name, found in declared(caps).items()},
+            "client": client,
             "progress": token is not None,
             "logLevel": self.log_level,
         }
