@@ -69,6 +69,8 @@ class Activations:
     async def restore(self, client: SocketClient, key: str, warn: Callable[[str], None], retry: bool) -> None:
         """Apply each remembered state not on the current connection yet (connecting if needed); one refused
         on this connection is tried again only with `retry`. A socket that cannot be reached raises OSError."""
+        if not self._state:
+            return  # nothing remembered: nothing to connect for (a call or a list connects itself)
         async with self.lock:
             connection = await client.connect()
             for tool, arguments in self.calls():

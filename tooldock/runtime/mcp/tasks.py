@@ -48,6 +48,7 @@ from tooldock.runtime.mcp.caller import calling
 from tooldock.runtime.mcp.results import error_payload, error_result
 from tooldock.runtime.mcp.tasklisten import TaskListen
 from tooldock.runtime.mcp.taskstore import Task, TaskStore, TooManyTasks
+from tooldock.runtime.questions import declared as declared_capabilities
 from tooldock.runtime.workerclient import round_fields
 from tooldock.worker.protocol import INPUT_REQUIRED
 
@@ -250,12 +251,7 @@ class TasksExtension(Extension):
             task = self.store.create(key.id if key is not None else None, params.name)
         except TooManyTasks as err:
             raise MCPError(types.INTERNAL_ERROR, str(err)) from None
-        caps = ctx.session.client_capabilities
-        client = {
-            "elicitation": caps is not None and caps.elicitation is not None,
-            "sampling": caps is not None and caps.sampling is not None,
-            "roots": caps is not None and caps.roots is not None,
-        }
+        client = declared_capabilities(ctx.session.client_capabilities)
         relay = TaskRelay(self.store, task, client, session)
         # A Context tool may be a guard that asks for input before it goes async (SEP-2663 on SEP-2322): its
         # first round gets a moment to answer `input_required`, which this request then returns instead.
