@@ -293,6 +293,22 @@ def test_input_requests_park_the_task_until_tasks_update_answers_them(gateway):
     assert finished.status == "completed" and finished.result["content"][0]["text"] == "names: Ada, Bob"
 
 
+def test_a_task_asking_for_a_capability_its_client_did_not_declare_fails_with_32021(gateway):
+    """Never parked for an answer that cannot come: an imperative question (raised in the tool) and a guard's
+    later round (checked by the gateway) both fail the task with MissingRequiredClientCapability."""
+
+    async def body(s: Session) -> Any:
+        asking = await s.start("confirm_delete", filename="notes.txt")
+        guard = await s.start("slow_guard", seconds=1.5)
+        return [await s.until(t.task_id, timeout=30) for t in (asking, guard)]
+
+    for done in run(gateway, body):  # this client declares no elicitation
+        assert done.status == "failed" and done.result is None and not done.pending, done
+        assert done.error["code"] == -32021, done.error
+        assert done.error["data"] == {"requiredCapabilities": {"elicitation": {}}}
+        assert "elicitation" in done.error["message"]
+
+
 def test_cancel_stops_the_tool_and_is_idempotent(gateway):
     async def body(s: Session) -> Any:
         created = await s.start("slow_compute", seconds=60, label="long")

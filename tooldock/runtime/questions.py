@@ -36,6 +36,19 @@ def undeclared(method: str) -> MCPError:
     return MCPError(types.INVALID_REQUEST, f"the tool asked this client for {method!r}, which it did not declare")
 
 
+def unmet(have: dict[str, bool], methods: Any) -> MCPError | None:
+    """MCP's -32021 MissingRequiredClientCapability for the capabilities `methods` need that `have` (from
+    `declared`) lacks, naming them in `requiredCapabilities`; None when the client declared them all."""
+    missing = sorted({CAPABILITIES[m] for m in methods if m in CAPABILITIES and not have.get(CAPABILITIES[m])})
+    if not missing:
+        return None
+    return MCPError(
+        types.MISSING_REQUIRED_CLIENT_CAPABILITY,
+        f"the client did not declare the {' and '.join(missing)} capability this request asks for",
+        {"requiredCapabilities": {name: {} for name in missing}},
+    )
+
+
 def models(method: str, params: dict[str, Any]) -> tuple[Any, Any]:
     if method not in ASKS:
         raise LookupError(f"a tool may not ask the client for {method!r}")

@@ -39,7 +39,7 @@ from mcp_types.methods import INPUT_REQUIRED_METHODS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter, ValidationError
 
-from tooldock.runtime.questions import CAPABILITIES, declared
+from tooldock.runtime.questions import declared, unmet
 from tooldock.runtime.workerclient import round_fields, round_relay
 from tooldock.worker.protocol import INPUT_REQUIRED
 
@@ -130,14 +130,9 @@ def _check_declared(ctx: Any, requests: dict[str, Any]) -> None:
     """A guard's questions go only to a client that declared what they need: else MCP's -32021 naming it.
     (An imperative question is refused in the worker, where the tool may catch it: worker/direct.py.)"""
     have = declared(getattr(ctx.session, "client_capabilities", None))
-    methods = {str(r.get("method")) for r in requests.values() if isinstance(r, dict)}
-    missing = sorted({CAPABILITIES[m] for m in methods if m in CAPABILITIES and not have[CAPABILITIES[m]]})
-    if missing:
-        raise MCPError(
-            types.MISSING_REQUIRED_CLIENT_CAPABILITY,
-            f"the client did not declare the {' and '.join(missing)} capability this request asks for",
-            {"requiredCapabilities": {name: {} for name in missing}},
-        )
+    error = unmet(have, {str(r.get("method")) for r in requests.values() if isinstance(r, dict)})
+    if error is not None:
+        raise error
 
 
 def _capability_error(ctx: Any, result: Any) -> MCPError | None:

@@ -12,7 +12,7 @@ they get plain calls (as the lean path, runtime/mcp/lean.py, answers them too).
 The task runs in the gateway, not in the request that started it: the same engine call as a plain
 `tools/call`, so the namespace's time limit and concurrency bound it. A Context tool that asks for
 elicitation, sampling or roots parks the task in `input_required` with the request in `inputRequests`
-until `tasks/update` answers it.
+until `tasks/update` answers it; a question its client did not declare fails the task with -32021.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ from tooldock.runtime.mcp.results import error_payload, error_result
 from tooldock.runtime.mcp.tasklisten import TaskListen
 from tooldock.runtime.mcp.taskstore import Task, TaskStore, TooManyTasks
 from tooldock.runtime.questions import declared as declared_capabilities
+from tooldock.runtime.questions import unmet
 from tooldock.runtime.workerclient import round_fields
 from tooldock.worker.protocol import INPUT_REQUIRED
 
@@ -143,7 +144,8 @@ class TaskRelay:
         self.store, self.task, self.client, self.session_key = store, task, client, session_key
 
     def call_fields(self) -> dict[str, Any]:
-        return {"client": self.client, "progress": True, "logLevel": None}
+        # A task is 2026-07-28 only: a question its client did not declare is -32021, raised inside the tool.
+        return {"client": {**self.client, "inputRequired": True}, "progress": True, "logLevel": None}
 
     async def handle(self, message: dict[str, Any]) -> dict[str, Any] | None:
         if message.get("op") == "event":
@@ -299,7 +301,11 @@ class TasksExtension(Extension):
                 if early is not None and not early.done():
                     early.set_result(result)
                     return
-                answers = await self.store.ask_all(task, dict(carried.get("inputRequests") or {}))
+                requests = dict(carried.get("inputRequests") or {})
+                methods = {str(r.get("method")) for r in requests.values() if isinstance(r, dict)}
+                if (error := unmet(relay.client, methods)) is not None:  # never parked for an answer that cannot come
+                    raise error
+                answers = await self.store.ask_all(task, requests)
                 rounds = {"inputResponses": answers}
                 if isinstance(carried.get("requestState"), str):
                     rounds["requestState"] = carried["requestState"]
@@ -307,6 +313,8 @@ class TasksExtension(Extension):
             self.store.finish(task, "completed", result=body)
         except asyncio.CancelledError:
             self.store.finish(task, "cancelled")
+        except MCPError as err:
+            self.store.finish(task, "failed", error=_rpc_error(err.error.code, err.error.message, err.error.data))
         except ToolDockError as err:
             status, value = outcome(err)
             if status == "completed":
