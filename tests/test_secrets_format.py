@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -227,3 +228,31 @@ def test_yaml_is_read_and_written_as_sops_reads_it():
 ])
 def test_floats_are_formatted_as_go_formats_them(value, text):
     assert go_float(value) == text
+
+
+def test_statuses_follow_values_sops_wrote_alone(store):
+    """The names are in clear in a sops file: what `sops` adds or removes counts at once, without ToolDock
+    writing the store first, and a placeholder given its value by `sops set` is set."""
+    _sops_encrypt(store, "global:\n  TOKEN: tok-dummy-0010\n  GONE: null\nnamespaces:\n  web:\n    KEY: k-0011\n")
+    assert not store.meta_file.exists()
+    assert store.statuses() == [
+        {"key": "TOKEN", "scope": "global", "status": "set"},
+        {"key": "KEY", "scope": "web", "status": "set"},
+    ]
+    assert store.check("web", ["TOKEN", "KEY", "LATER"]) == {
+        "namespace": "web", "satisfied": ["TOKEN", "KEY"], "missing": ["LATER"], "placeholders": []}
+    assert store.prepare("KEY", "web") is False  # a value sops wrote is not turned into a placeholder
+    assert store.prepare("LATER", "web") is True
+    assert store.check("web", ["LATER"])["placeholders"] == ["LATER"]
+
+    sops(store, "set", "--value-stdin", str(store.enc), '["namespaces"]["web"]["LATER"]', stdin=b'"later-0012"')
+    sops(store, "unset", str(store.enc), '["global"]["TOKEN"]')
+    assert store.statuses("web") == [
+        {"key": "LATER", "scope": "web", "status": "set"},
+        {"key": "KEY", "scope": "web", "status": "set"},
+    ]
+    assert [row["key"] for row in store.statuses()] == ["LATER", "KEY"]  # TOKEN went with its value
+    assert store.placeholders() == set()
+    assert store.check("web", ["TOKEN", "LATER"]) == {
+        "namespace": "web", "satisfied": ["LATER"], "missing": ["TOKEN"], "placeholders": []}
+    assert "tok-dummy-0010" not in json.dumps(store.statuses()) and "k-0011" not in store.meta_file.read_text()

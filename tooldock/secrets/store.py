@@ -4,6 +4,8 @@
     secrets.meta.yaml  status only, never a value: `global: {KEY: {status: set|placeholder}}`, `namespaces: ...`
     secrets.lock       held (flock) around every read-modify-write
 
+A name's status comes from the encrypted file's names and the metadata's placeholders (status.py).
+
 The directory is `TOOLDOCK_SECRETS_DIR`, else `~/.config/tooldock/secrets` (it is configuration, not a
 cache). Every file is 0600 in a 0700 directory; every write replaces a file atomically.
 """
@@ -20,6 +22,7 @@ from tooldock.secrets import sopsfile, yamlfile
 from tooldock.secrets.files import locked, write_private
 from tooldock.secrets.keys import check_recipient, create_identity, key_file, load_identities, recipient_of
 from tooldock.secrets.resolve import Resolved, SecretsStatus, resolve_namespace
+from tooldock.secrets.status import merged, status_of, stored_names
 from tooldock.secrets.validate import check_key, check_namespace, check_value, scope_values
 
 Status = Literal["set", "placeholder"]
@@ -125,15 +128,23 @@ class SecretStore:
     def recipients(self) -> list[str]:
         return sopsfile.recipients(self._document()) if self.exists() else []
 
+    def _stored(self) -> dict[str, Any]:
+        """The names that hold a value, from the encrypted file without decrypting it (see status.py)."""
+        return stored_names(self._document(), str(self.enc)) if self.exists() else {"global": [], "namespaces": {}}
+
+    def known(self) -> dict[str, Any]:
+        """Every name's status (see status.py), in `meta()`'s shape."""
+        return merged(self._stored(), self.meta())
+
     def statuses(self, namespace: str | None = None) -> list[dict[str, str]]:
-        """Status only, from the metadata: [{"key", "scope", "status"}]; `namespace` filters to that scope."""
+        """Status only, never a value: [{"key", "scope", "status"}]; `namespace` filters to that scope."""
         check_namespace(namespace)
-        meta, rows = self.meta(), []
+        known, rows = self.known(), []
         if namespace is None:
-            rows += [{"key": k, "scope": "global", "status": _status(v)} for k, v in meta["global"].items()]
-        for ns, entries in sorted(meta["namespaces"].items()):
+            rows += [{"key": k, "scope": "global", "status": status_of(v)} for k, v in known["global"].items()]
+        for ns, entries in sorted(known["namespaces"].items()):
             if namespace is None or ns == namespace:
-                rows += [{"key": k, "scope": ns, "status": _status(v)} for k, v in (entries or {}).items()]
+                rows += [{"key": k, "scope": ns, "status": status_of(v)} for k, v in entries.items()]
         return rows
 
     def placeholders(self) -> set[tuple[str, str]]:
@@ -141,13 +152,13 @@ class SecretStore:
         return {(e["scope"], e["key"]) for e in self.statuses() if e["status"] == "placeholder"}
 
     def check(self, namespace: str, declared: list[str]) -> dict[str, Any]:
-        """Seed 000's `check_secrets`, from the metadata: which declared names are set, missing, or
+        """Seed 000's `check_secrets`, without decrypting: which declared names are set, missing, or
         placeholders (a value in either scope counts; the namespace's own wins at injection)."""
-        meta = self.meta()
-        scoped, shared = meta["namespaces"].get(namespace) or {}, meta["global"]
+        known = self.known()
+        scoped, shared = known["namespaces"].get(namespace) or {}, known["global"]
         result: dict[str, Any] = {"namespace": namespace, "satisfied": [], "missing": [], "placeholders": []}
         for name in declared:
-            statuses = [_status(e) for e in (scoped.get(name), shared.get(name)) if e is not None]
+            statuses = [status_of(e) for e in (scoped.get(name), shared.get(name)) if e is not None]
             bucket = "satisfied" if "set" in statuses else "placeholders" if statuses else "missing"
             result[bucket].append(name)
         return result
@@ -212,13 +223,14 @@ class SecretStore:
             self._write_meta(meta)
 
     def prepare(self, key: str, namespace: str | None = None) -> bool:
-        """A placeholder in the metadata (no value); False when the key is already set there."""
+        """A placeholder in the metadata (no value); False when the key already has a value."""
         check_key(key), check_namespace(namespace)
         with locked(self.lock):
+            current = _scope(self.known(), namespace).get(key)  # a value, also one `sops` wrote: kept as it is
+            if current is not None and status_of(current) == "set":
+                return False
             meta = self.meta()
             scope = _scope(meta, namespace, create=True)
-            if _status(scope.get(key)) == "set" and key in scope:
-                return False
             scope[key] = {"status": "placeholder"}
             self._write_meta(meta)
             return True
@@ -282,8 +294,3 @@ class SecretStore:
             target = fresh["global"] if scope == "global" else fresh["namespaces"].setdefault(scope, {})
             target.setdefault(key, {"status": "placeholder"})
         self._write_meta(fresh)
-
-
-def _status(entry: Any) -> str:
-    status = entry.get("status") if isinstance(entry, dict) else None
-    return "placeholder" if status == "placeholder" else "set"
