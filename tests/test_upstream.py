@@ -441,6 +441,65 @@ def test_progress_and_log_messages_are_relayed_to_the_caller(agg):
     run(go())
 
 
+def lean_count(gw: Gateway, method: str) -> float:
+    """Requests of `method` the gateway's lean MCP path answered (its own metric), all protocol versions."""
+    metrics = gw.get("/metrics").text
+    prefix = f'tooldock_mcp_lean_requests_total{{method="{method}"'
+    return sum(float(line.split()[-1]) for line in metrics.splitlines() if line.startswith(prefix))
+
+
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # logging/setLevel, on purpose
+def test_an_established_session_is_served_by_the_lean_path_with_its_own_view(agg):
+    """After its first list, a 2025 session's lists and calls of an upstream namespace skip the SDK's
+    per-message machinery, and still see that session's activation, its progress and log messages, the
+    upstream's errors as sent, and the SDK's answers (activation itself stays with the SDK: it tells the
+    session its lists changed)."""
+
+    async def go() -> dict[str, Any]:
+        progress: list[float] = []
+        logs: list[Any] = []
+
+        async def on_progress(value: float, total: float | None, message: str | None) -> None:
+            progress.append(value)
+
+        async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+            logs.append(params.data)
+
+        out: dict[str, Any] = {}
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {agg.token}"}, timeout=60) as http:
+            transport = streamable_http_client(f"{agg.url}/ns/agg/mcp", http_client=http)
+            async with Client(transport, mode="legacy", cache=None, logging_callback=on_log) as first, \
+                    session(agg, "agg") as second:
+                await first.set_logging_level("info")
+                await tool_names(first), await tool_names(second)  # the SDK serves each session's first list
+                before = {m: lean_count(agg, m) for m in ("tools/call", "tools/list")}
+                await activate(first, tools_on=["demo_wordy"])
+                out["first_tools"], out["second_tools"] = await tool_names(first), await tool_names(second)
+                out["wordy"] = text(await first.call_tool("demo_wordy", {"text": "hi"}))
+                out["inactive"] = await second.call_tool("demo_wordy", {"text": "hi"})
+                out["sum"] = await first.call_tool("demo_add", {"a": 2, "b": 3})
+                out["slow"] = await first.session.call_tool("demo_slow", {"seconds": 2}, progress_callback=on_progress)
+                out["failed"] = await first.call_tool("demo_fail", {"reason": "lean"})
+                with pytest.raises(MCPError) as unknown:
+                    await first.call_tool("demo_ad", {"a": 1, "b": 2})
+                out["unknown"] = unknown.value.error
+                out["lean"] = {m: lean_count(agg, m) - before[m] for m in before}
+        out["progress"], out["logs"] = progress, logs
+        return out
+
+    out = run(go())
+    assert out["lean"] == {"tools/call": 6, "tools/list": 2}, out["lean"]  # all but toolman_activate
+    assert "demo_wordy" in out["first_tools"] and "demo_wordy" not in out["second_tools"]
+    assert out["wordy"] and out["inactive"].is_error
+    assert out["inactive"].structured_content["error"]["code"] == "tool_inactive"
+    assert out["sum"].structured_content == {"result": 5} and not out["sum"].is_error
+    assert text(out["slow"]) == "slept 2.0" and out["progress"] == [1.0, 2.0]
+    assert out["logs"] == ["step 1 of 2", "step 2 of 2"]
+    assert out["failed"].is_error and text(out["failed"]) == "Error executing tool fail"
+    assert out["failed"].structured_content is None
+    assert out["unknown"].code == -32602 and "similar: demo_add" in out["unknown"].message
+
+
 # -- the server's questions: sampling and elicitation reach the caller ----------------------------------
 
 

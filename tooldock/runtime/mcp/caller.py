@@ -10,6 +10,12 @@ from tooldock.runtime import requestid
 from tooldock.runtime.observe import CallInfo, call_info
 
 
+def connection_of(ctx: Any) -> Any:
+    """The connection-scoped object a handler's per-request session wraps (SDK 2.x; no public accessor):
+    what an upstream namespace keys a session's activation by."""
+    return getattr(ctx.session, "_connection", ctx.session)
+
+
 def caller_of(ctx: Any) -> dict[str, Any]:
     """Who an MCP request comes from, for the audit log: transport, address, clientInfo, protocol version."""
     request = getattr(ctx, "request", None)

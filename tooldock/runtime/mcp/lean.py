@@ -10,14 +10,16 @@ to the SDK, unread or with the body replayed. A request is taken here only when
   Accept for JSON and SSE, and the SDK's own DNS-rebinding checks);
 - the body is a single JSON-RPC request for one of the three methods, with nothing the SDK would have to
   act on (pagination cursors, task augmentation, other parameters), and for `tools/call` a tool that takes
-  no fastmcp `Context` (it sends no progress, logs or client requests, so JSON carries all of it) in a
-  namespace served by a worker (not upstream servers, whose views are per session).
+  no fastmcp `Context` (it sends no progress, logs or client requests, so JSON carries all of it).
 The answers are the SDK's: the same result objects, the same JSON-RPC errors, -32800 for a request the
 client cancelled with `notifications/cancelled` (taken here for the calls this path runs).
 
 A `tools/call` of a tool that takes a Context is taken too: it is answered as one SSE stream, as the SDK
 answers it, with the tool's notifications and its questions to the client (sampling, elicitation, roots)
 before the response (leanstream.py); the client's answers to those questions, POSTed back, are taken here.
+So is a call of an upstream namespace's tool (its server may send progress, log lines and questions too),
+with the session's own view of the namespace (its `toolman_activate` state); `toolman_activate` itself,
+which tells the session its lists changed, goes to the SDK.
 
 2026-07-28 requests have no session: `tools/call` of a plain tool and `tools/list` are taken by the rules
 of leanmodern.py. `served` counts the requests answered here, by method and protocol version (the metric
@@ -31,6 +33,7 @@ import collections
 import json
 import logging
 import math
+import weakref
 from typing import Any
 
 import anyio
@@ -43,12 +46,13 @@ from starlette.types import Receive, Scope, Send
 from tooldock.runtime.access import key_of
 from tooldock.runtime.disconnect import cancelled_on_disconnect
 from tooldock.runtime.engine import Engine
-from tooldock.runtime.mcp.caller import caller_of
+from tooldock.runtime.mcp.caller import caller_of, connection_of
 from tooldock.runtime.mcp.compat import Body
 from tooldock.runtime.mcp.leanmodern import MODERN, PARAM_PREFIX, ROUTING, ModernLean
 from tooldock.runtime.mcp.leanmodern import answer as modern_answer
 from tooldock.runtime.mcp.leanrun import STREAMED, method_of, run
 from tooldock.runtime.mcp.leanstream import COMPACT, Asks, SseAnswer, StreamRelay
+from tooldock.upstream.catalog import ACTIVATE
 
 log = logging.getLogger("tooldock.mcp")
 SESSION = b"mcp-session-id"
@@ -111,10 +115,16 @@ class _Known:
     """A session the lean path may serve: the caller fields of its audit lines, its state (the log level it
     set), and the capabilities its client declared (what its Context tools may ask it)."""
 
-    __slots__ = ("caller", "caps", "state")
+    __slots__ = ("caller", "caps", "connection", "state")
 
-    def __init__(self, caller: dict[str, Any], state: Any, caps: Any) -> None:
+    def __init__(self, caller: dict[str, Any], state: Any, caps: Any, connection: Any) -> None:
         self.caller, self.state, self.caps = caller, state, caps
+        # The session's connection, by which an upstream namespace keys its view (mcp/server.py's session_key):
+        # held weakly, so a session that ended is not kept alive by this table.
+        self.connection = connection
+
+    def session_key(self) -> Any:
+        return self.connection() if self.connection is not None else None
 
 
 class LeanPath:
@@ -138,7 +148,11 @@ class LeanPath:
             if len(self._known) >= KNOWN_LIMIT:
                 self._known.pop(next(iter(self._known)))
             caps = getattr(getattr(ctx, "session", None), "client_capabilities", None)
-            self._known[sid] = _Known(caller, state, caps)
+            try:
+                connection = weakref.ref(connection_of(ctx))
+            except TypeError:  # not weakly referable: upstream namespaces' calls stay with the SDK
+                connection = None
+            self._known[sid] = _Known(caller, state, caps, connection)
 
     async def handle(self, namespace: str, manager: Any, scope: Scope, receive: Receive, send: Send) -> Receive | None:
         """Answer the request here (None), or give the `receive` the SDK must read it from."""
@@ -197,8 +211,9 @@ class LeanPath:
         if isinstance(msg, dict) and "method" not in msg and self._asks.answered(sid, msg):
             await _answer(send, sid_raw, 202, None)  # a client's answer to a streamed call's question
             return None
-        plan = self._plan(namespace, msg)
-        if plan is None:
+        plan, upstream = self._plan(namespace, msg)
+        session = known.session_key() if upstream else None
+        if plan is None or (upstream and session is None):
             return body.replay()
         rid = msg.get("id")
         if plan == CANCELLED:
@@ -215,13 +230,14 @@ class LeanPath:
         if plan == STREAMED:
             answer = SseAnswer(send, (SESSION, sid_raw), transport, rid)
             relay = StreamRelay(answer, params, known.state.log_level, known.caps, self._asks, sid)
+            relay.session_key = session
         idle = _Hold(transport)  # the session's idle countdown waits for this request, as the SDK's would
         call = _Call()
         try:
             if answer is not None:
                 await answer.open(caller["protocol"])
             self._running[(sid, rid)] = call
-            result = await run(self.engine, namespace, plan, params, key_of(scope), caller, relay)
+            result = await run(self.engine, namespace, plan, params, key_of(scope), caller, relay, session=session)
             payload = {"jsonrpc": "2.0", "id": rid, **result}
         except asyncio.CancelledError:
             if not call.asked or call.task.uncancel():  # cancelled from outside too (shutdown): pass it on
@@ -296,34 +312,37 @@ class LeanPath:
         await modern_answer(send, {"jsonrpc": "2.0", "id": route.rid, **outcome})
         return None
 
-    def _plan(self, namespace: str, msg: Any) -> str | None:
-        """The method this path serves for `msg`, or None for the SDK."""
+    def _plan(self, namespace: str, msg: Any) -> tuple[str | None, bool]:
+        """The method this path serves for `msg` (None: the SDK's), and whether the namespace is upstream."""
         if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
-            return None
+            return None, False
         method, params = msg.get("method"), msg.get("params")
         if method == CANCELLED and "id" not in msg and isinstance(params, dict):
             target = params.get("requestId")
-            return CANCELLED if isinstance(target, (str, int)) and not isinstance(target, bool) else None
+            return (CANCELLED if isinstance(target, (str, int)) and not isinstance(target, bool) else None), False
         rid = msg.get("id")
         if method not in METHODS or not isinstance(rid, (str, int)) or isinstance(rid, bool):
-            return None
+            return None, False
         if params is not None and not isinstance(params, dict):
-            return None
+            return None, False
         params = params or {}
         entry = self.engine.registry.snapshot.entries.get(namespace)
-        if entry is None or entry.source.is_upstream:
-            return None
+        if entry is None:
+            return None, False
+        upstream = entry.source.is_upstream
         if method == "tools/call":
             if set(params) - {"name", "arguments", "_meta"} or not isinstance(params.get("arguments", {}), dict):
-                return None
+                return None, upstream
             name = params.get("name")
             if not isinstance(name, str):
-                return None
+                return None, upstream
+            if upstream:  # its server may send anything on the way; activation tells the session: the SDK's
+                return (STREAMED if name != ACTIVATE else None), upstream
             if not self.engine.plain_tool(namespace, name):
-                return STREAMED if self.engine.context_tool(namespace, name) else None
+                return (STREAMED if self.engine.context_tool(namespace, name) else None), upstream
         elif set(params) - {"_meta"}:
-            return None  # a cursor, or something newer than this path knows
-        return str(method)
+            return None, upstream  # a cursor, or something newer than this path knows
+        return str(method), upstream
 
 
 def _same_owner(manager: Any, sid: str, scope: Scope) -> bool:

@@ -13,12 +13,12 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.methods import serialize_server_result
 from pydantic import ValidationError
 
-from tooldock.errors import NotInScope, ToolDockError, ToolNotFound
+from tooldock.errors import NotInScope, ToolDockError, ToolNotFound, UpstreamError
 from tooldock.runtime import jsonin
 from tooldock.runtime.engine import Engine
 from tooldock.runtime.mcp.inputreq import legacy_rounds
 from tooldock.runtime.mcp.leanmodern import shape as modern_shape
-from tooldock.runtime.mcp.results import error_payload
+from tooldock.runtime.mcp.results import error_payload, upstream_error
 from tooldock.runtime.observe import call_info
 
 log = logging.getLogger("tooldock.mcp")
@@ -39,27 +39,31 @@ async def run(
     caller: dict[str, Any],
     relay: Any,
     stamp: dict[str, Any] | None = None,
+    session: Any = None,
 ) -> Any:
     """A lean request run through the engine: `{"result": ...}` shaped for the caller's protocol version,
-    or `{"error": ...}` as the SDK words it. `stamp`: the server's `serverInfo`, for a 2026-07-28 result."""
+    or `{"error": ...}` as the SDK words it. `stamp`: the server's `serverInfo`, for a 2026-07-28 result;
+    `session`: whose view of an upstream namespace the request sees."""
     method = method_of(plan)
     if method == "ping":
         return {"result": {}}
     with call_info(**caller):
         try:
             if method == "tools/list":
-                result: dict[str, Any] = {"tools": engine.list_tools(namespace, None, key)}
+                result: dict[str, Any] = {"tools": engine.list_tools(namespace, session, key)}
             else:
                 arguments = params.get("arguments") or {}
                 found = jsonin.problem(arguments, "arguments")
                 if found is not None:  # NaN and infinities are not JSON numbers
                     return {"error": {"code": types.INVALID_PARAMS, "message": f"invalid arguments: {found}"}}
-                called = await _call(engine, namespace, params["name"], arguments, relay, key)
+                called = await _call(engine, namespace, params["name"], arguments, relay, key, session)
                 result = {k: v for k, v in called.items() if v is not None}
         except (ToolNotFound, NotInScope) as err:
             return {"error": {"code": types.INVALID_PARAMS, "message": err.message}}
+        except UpstreamError as err:  # an upstream server's JSON-RPC error, relayed as it sent it
+            return {"error": _dumped(upstream_error(err))}
         except MCPError as err:  # a guard's question the client did not declare, or refused
-            return {"error": err.error.model_dump(mode="json", by_alias=True, exclude_none=True)}
+            return {"error": _dumped(err)}
         except ToolDockError as err:
             if method == "tools/list":
                 return {"error": {"code": types.INVALID_REQUEST, "message": err.message}}
@@ -73,8 +77,16 @@ async def run(
         return {"error": {"code": types.INTERNAL_ERROR, "message": "Handler returned an invalid result"}}
 
 
-async def _call(engine: Engine, namespace: str, tool: str, arguments: dict[str, Any], relay: Any, key: Any) -> Any:
+def _dumped(err: MCPError) -> dict[str, Any]:
+    return err.error.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+async def _call(
+    engine: Engine, namespace: str, tool: str, arguments: dict[str, Any], relay: Any, key: Any, session: Any
+) -> Any:
     """A plain tool's call; a Context tool's with a guard's rounds, its questions asked over the stream."""
     if relay is None:
-        return await engine.call_tool(namespace, tool, arguments, None, key=key)
-    return await legacy_rounds(lambda: engine.call_tool(namespace, tool, arguments, relay, key=key), relay.ask_declared)
+        return await engine.call_tool(namespace, tool, arguments, None, session=session, key=key)
+    return await legacy_rounds(
+        lambda: engine.call_tool(namespace, tool, arguments, relay, session=session, key=key), relay.ask_declared
+    )

@@ -134,6 +134,7 @@ class StreamRelay:
         meta = params.get("_meta")
         self.token = meta.get("progressToken") if isinstance(meta, dict) else None
         self.client = declared(caps)
+        self.session_key: Any = None  # whose view an upstream namespace's call sees (lean.py sets it)
         self._open: set[str] = set()  # questions not answered yet
 
     def close(self) -> None:

@@ -47,7 +47,7 @@ from tooldock.runtime.access import key_of_request
 from tooldock.runtime.engine import Engine
 from tooldock.runtime.mcp import compat as mcp_compat
 from tooldock.runtime.mcp import inputreq
-from tooldock.runtime.mcp.caller import calling, request_id_of
+from tooldock.runtime.mcp.caller import calling, connection_of, request_id_of
 from tooldock.runtime.mcp.events import MemoryEventStore, ScopedSessionManager
 from tooldock.runtime.mcp.lean import LeanPath
 from tooldock.runtime.mcp.relay import McpRelay
@@ -73,9 +73,7 @@ class _Server(Server[Any]):
         return super().create_initialization_options(options, *args, **kwargs)
 
 
-def _connection(ctx: Any) -> Any:
-    """The connection-scoped object a handler's per-request session wraps (SDK 2.x; no public accessor)."""
-    return getattr(ctx.session, "_connection", ctx.session)
+_connection = connection_of
 
 
 RESOURCE_NOT_FOUND = -32002  # MCP's code for an unknown resource URI
