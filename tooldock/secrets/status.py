@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from tooldock.errors import StoreCorrupt
+from tooldock.secrets.validate import by_scope
 
 
 def status_of(entry: Any) -> str:
@@ -20,13 +21,7 @@ def status_of(entry: Any) -> str:
 
 def stored_names(document: dict[str, Any], where: str) -> dict[str, Any]:
     """The names that hold a value in a sops document: {"global": [KEY, ...], "namespaces": {ns: [KEY, ...]}}."""
-    spaces = document.get("namespaces") or {}
-    if not isinstance(spaces, dict):
-        raise StoreCorrupt(f"{where}: namespaces must be a mapping of namespace: {{KEY: value}}")
-    return {
-        "global": _names(document.get("global"), "global"),
-        "namespaces": {str(ns): _names(v, f"namespaces.{ns}") for ns, v in spaces.items()},
-    }
+    return by_scope(document, where, _names)
 
 
 def merged(stored: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from tooldock.secrets.files import locked, write_private
 from tooldock.secrets.keys import check_recipient, create_identity, key_file, load_identities, recipient_of
 from tooldock.secrets.resolve import Resolved, SecretsStatus, resolve_namespace
 from tooldock.secrets.status import merged, status_of, stored_names
-from tooldock.secrets.validate import check_key, check_namespace, check_value, scope_values
+from tooldock.secrets.validate import by_scope, check_key, check_namespace, check_value, scope_values
 
 Status = Literal["set", "placeholder"]
 
@@ -104,14 +104,7 @@ class SecretStore:
         is no store. Typed values in a sops-written file come back as text (`8080`, `true`)."""
         if not self.exists():
             return {"global": {}, "namespaces": {}}
-        tree = self._open().tree
-        spaces = tree.get("namespaces") or {}
-        if not isinstance(spaces, dict):
-            raise StoreCorrupt(f"{self.enc}: namespaces must be a mapping of namespace: {{KEY: value}}")
-        return {
-            "global": scope_values(tree.get("global"), "global"),
-            "namespaces": {str(ns): scope_values(v, f"namespaces.{ns}") for ns, v in spaces.items()},
-        }
+        return by_scope(self._open().tree, str(self.enc), scope_values)
 
     def meta(self) -> dict[str, Any]:
         """The status file: {"global": {KEY: {"status": ...}}, "namespaces": {ns: {...}}}."""

@@ -7,6 +7,7 @@ wrong, never a value.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from tooldock.errors import EditFailed, InvalidSecretInput, StoreCorrupt
@@ -58,6 +59,18 @@ def as_text(value: Any, where: str) -> str | None:
     if isinstance(value, float):
         return go_float(value)
     raise StoreCorrupt(f"{where} holds a {type(value).__name__}, not a single value")
+
+
+def by_scope(tree: dict[str, Any], where: str, read: Callable[[Any, str], Any]) -> dict[str, Any]:
+    """`read(scope, its name)` of each scope of a store tree (decrypted or not): {"global": ..., "namespaces":
+    {ns: ...}}; StoreCorrupt naming `where` when `namespaces` is not a mapping."""
+    spaces = tree.get("namespaces") or {}
+    if not isinstance(spaces, dict):
+        raise StoreCorrupt(f"{where}: namespaces must be a mapping of namespace: {{KEY: value}}")
+    return {
+        "global": read(tree.get("global"), "global"),
+        "namespaces": {str(ns): read(v, f"namespaces.{ns}") for ns, v in spaces.items()},
+    }
 
 
 def scope_values(raw: Any, where: str) -> dict[str, str]:
