@@ -40,9 +40,9 @@ class Activations:
         """An activation that succeeded on `connection` (the caller holds `lock`): merged into what that
         connection has (later calls win, as on the gateway), or, when the remembered state is not on it, the
         start of a new state."""
-        if self._applied.get(tool) != connection:
+        if self._applied.get(tool) != connection:  # also a tool never remembered: never applied anywhere
             self._state[tool] = {kind: {} for kind in KINDS}
-        state = self._state.setdefault(tool, {kind: {} for kind in KINDS})
+        state = self._state[tool]
         for kind in KINDS:
             for on in (True, False):
                 names = arguments.get(f"{kind}_{'on' if on else 'off'}")

@@ -36,9 +36,11 @@ def undeclared(method: str) -> MCPError:
     return MCPError(types.INVALID_REQUEST, f"the tool asked this client for {method!r}, which it did not declare")
 
 
-def unmet(have: dict[str, bool], methods: Any) -> MCPError | None:
-    """MCP's -32021 MissingRequiredClientCapability for the capabilities `methods` need that `have` (from
-    `declared`) lacks, naming them in `requiredCapabilities`; None when the client declared them all."""
+def unmet(have: dict[str, bool], requests: dict[str, Any]) -> MCPError | None:
+    """MCP's -32021 MissingRequiredClientCapability for the capabilities `requests` (an `inputRequests`
+    mapping) need that `have` (from `declared`) lacks, naming them in `requiredCapabilities`; None when the
+    client declared them all."""
+    methods = {str(r.get("method")) for r in requests.values() if isinstance(r, dict)}
     missing = sorted({CAPABILITIES[m] for m in methods if m in CAPABILITIES and not have.get(CAPABILITIES[m])})
     if not missing:
         return None

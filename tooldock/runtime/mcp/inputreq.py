@@ -130,7 +130,7 @@ def _check_declared(ctx: Any, requests: dict[str, Any]) -> None:
     """A guard's questions go only to a client that declared what they need: else MCP's -32021 naming it.
     (An imperative question is refused in the worker, where the tool may catch it: worker/direct.py.)"""
     have = declared(getattr(ctx.session, "client_capabilities", None))
-    error = unmet(have, {str(r.get("method")) for r in requests.values() if isinstance(r, dict)})
+    error = unmet(have, requests)
     if error is not None:
         raise error
 

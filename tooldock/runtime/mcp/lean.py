@@ -211,10 +211,14 @@ class LeanPath:
         if isinstance(msg, dict) and "method" not in msg and self._asks.answered(sid, msg):
             await _answer(send, sid_raw, 202, None)  # a client's answer to a streamed call's question
             return None
-        plan, upstream = self._plan(namespace, msg)
-        session = known.session_key() if upstream else None
-        if plan is None or (upstream and session is None):
+        plan = self._plan(namespace, msg)
+        if plan is None:
             return body.replay()
+        session = None
+        if plan != CANCELLED and self.engine.upstream(namespace):  # whose view of it this session sees
+            session = known.session_key()
+            if session is None:  # its connection is gone (or was not weakly referable): the SDK's
+                return body.replay()
         rid = msg.get("id")
         if plan == CANCELLED:
             target = self._running.get((sid, msg["params"]["requestId"]))
@@ -312,37 +316,36 @@ class LeanPath:
         await modern_answer(send, {"jsonrpc": "2.0", "id": route.rid, **outcome})
         return None
 
-    def _plan(self, namespace: str, msg: Any) -> tuple[str | None, bool]:
-        """The method this path serves for `msg` (None: the SDK's), and whether the namespace is upstream."""
+    def _plan(self, namespace: str, msg: Any) -> str | None:
+        """The method this path serves for `msg`, or None for the SDK."""
         if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
-            return None, False
+            return None
         method, params = msg.get("method"), msg.get("params")
         if method == CANCELLED and "id" not in msg and isinstance(params, dict):
             target = params.get("requestId")
-            return (CANCELLED if isinstance(target, (str, int)) and not isinstance(target, bool) else None), False
+            return CANCELLED if isinstance(target, (str, int)) and not isinstance(target, bool) else None
         rid = msg.get("id")
         if method not in METHODS or not isinstance(rid, (str, int)) or isinstance(rid, bool):
-            return None, False
+            return None
         if params is not None and not isinstance(params, dict):
-            return None, False
+            return None
         params = params or {}
         entry = self.engine.registry.snapshot.entries.get(namespace)
         if entry is None:
-            return None, False
-        upstream = entry.source.is_upstream
+            return None
         if method == "tools/call":
             if set(params) - {"name", "arguments", "_meta"} or not isinstance(params.get("arguments", {}), dict):
-                return None, upstream
+                return None
             name = params.get("name")
             if not isinstance(name, str):
-                return None, upstream
-            if upstream:  # its server may send anything on the way; activation tells the session: the SDK's
-                return (STREAMED if name != ACTIVATE else None), upstream
+                return None
+            if entry.source.is_upstream:  # its server may send anything on the way; activation tells the session
+                return STREAMED if name != ACTIVATE else None
             if not self.engine.plain_tool(namespace, name):
-                return (STREAMED if self.engine.context_tool(namespace, name) else None), upstream
+                return STREAMED if self.engine.context_tool(namespace, name) else None
         elif set(params) - {"_meta"}:
-            return None, upstream  # a cursor, or something newer than this path knows
-        return str(method), upstream
+            return None  # a cursor, or something newer than this path knows
+        return str(method)
 
 
 def _same_owner(manager: Any, sid: str, scope: Scope) -> bool:

@@ -73,9 +73,6 @@ class _Server(Server[Any]):
         return super().create_initialization_options(options, *args, **kwargs)
 
 
-_connection = connection_of
-
-
 RESOURCE_NOT_FOUND = -32002  # MCP's code for an unknown resource URI
 # 2026-07-28 callers of an upstream namespace share one `toolman_activate` view (no sessions; not REST's).
 STATELESS_SESSION = "mcp-stateless"
@@ -85,7 +82,7 @@ def session_key(ctx: Any) -> Any:
     """Whose activation a request sees in an upstream namespace: its connection, or the shared stateless view."""
     if getattr(ctx, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS:
         return STATELESS_SESSION
-    return _connection(ctx)
+    return connection_of(ctx)
 
 
 class SessionState:
@@ -106,7 +103,7 @@ def _server_for(
     seen: Callable[[Any, Any], None],
 ) -> Server[Any]:
     def state(ctx: Any) -> SessionState:
-        conn = _connection(ctx)
+        conn = connection_of(ctx)
         found = sessions.get(conn)
         if found is None:
             request = getattr(ctx, "request", None)
@@ -170,8 +167,8 @@ def _server_for(
                 await bus.publish(event)
             return
         with contextlib.suppress(Exception):  # a session that went away needs no notice
-            await _connection(ctx).send_tool_list_changed()
-            await _connection(ctx).send_resource_list_changed()
+            await connection_of(ctx).send_tool_list_changed()
+            await connection_of(ctx).send_resource_list_changed()
 
     async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
         state(ctx)

@@ -302,8 +302,7 @@ class TasksExtension(Extension):
                     early.set_result(result)
                     return
                 requests = dict(carried.get("inputRequests") or {})
-                methods = {str(r.get("method")) for r in requests.values() if isinstance(r, dict)}
-                if (error := unmet(relay.client, methods)) is not None:  # never parked for an answer that cannot come
+                if (error := unmet(relay.client, requests)) is not None:  # never parked for an answer that cannot come
                     raise error
                 answers = await self.store.ask_all(task, requests)
                 rounds = {"inputResponses": answers}
