@@ -230,6 +230,56 @@ def test_the_secrets_flow_check_prepare_human_sets_reload_satisfied(pair, store)
     assert os.environ.get("MANAGER_INTERNAL_TOKEN", "never-set-here") not in json.dumps(config_shown)
 
 
+def test_an_llm_alone_declares_the_secrets_its_code_reads_and_the_worker_receives_them(pair, store):
+    """No hand-written tooldock.yaml: write_tool and check_secrets name the secret the code reads and does not
+    declare, prepare_secret declares it (and, for a name with a global value, only declares it)."""
+    gateway, url = pair
+    secrets_set(store, "SHARED_TOKEN", WEATHER_VALUE + "-shared")  # global, set by the person earlier
+    shared = NEEDS_SECRET.replace("WEATHER_TOKEN", "SHARED_TOKEN")
+
+    async def before(call):
+        await call("create_namespace", name="weather")
+        written = await call("write_tool", namespace="weather", filename="token_tools.py", code=NEEDS_SECRET)
+        await call("create_namespace", name="radar")
+        await call("write_tool", namespace="radar", filename="shared_tools.py", code=shared)
+        return [
+            written,
+            await call("check_secrets", namespace="weather"),
+            await call("list_namespaces"),
+            await call("prepare_secret", key="WEATHER_TOKEN", namespace="weather"),
+            await call("check_secrets", namespace="weather"),
+            await call("prepare_secret", key="SHARED_TOKEN", namespace="radar"),
+            await call("list_secrets", namespace="radar"),
+        ]
+
+    written, undeclared, listed, prepared, placeholder, declared, radar_rows = [r for _, r in run_manager(url, before)]
+    assert written["undeclared_secrets"] == ["WEATHER_TOKEN"]
+    assert "prepare_secret('WEATHER_TOKEN', 'weather')" in written["next_steps"][0]
+    assert undeclared["undeclared"] == ["WEATHER_TOKEN"] and undeclared["missing"] == []
+    assert next(n for n in listed if n["name"] == "weather")["secrets_status"] == "missing"
+    assert prepared["declared_in"] == "weather/tooldock.yaml" and prepared["status"] == "placeholder"
+    assert (gateway.tools_dir / "weather" / "tooldock.yaml").read_text() == "secrets:\n  - WEATHER_TOKEN\n"
+    assert placeholder["undeclared"] == [] and placeholder["placeholders"] == ["WEATHER_TOKEN"]
+    assert declared["scope"] == "global" and declared["status"] == "set" and radar_rows == []
+
+    secrets_set(store, "WEATHER_TOKEN", WEATHER_VALUE, "weather")  # the human, in a terminal
+
+    async def after(call):
+        return [
+            await call("reload_core"),
+            await call("check_secrets", namespace="weather"),
+            await call("test_tool", namespace="weather", tool_name="token_length"),
+            await call("test_tool", namespace="radar", tool_name="token_length"),
+        ]
+
+    results = run_manager(url, after)
+    _, satisfied, weather, radar = [r for _, r in results]
+    assert satisfied["satisfied"] == ["WEATHER_TOKEN"] and satisfied["next_steps"][0].startswith("every declared")
+    assert weather == {"success": True, "result": len(WEATHER_VALUE)}
+    assert radar == {"success": True, "result": len(WEATHER_VALUE + "-shared")}
+    assert WEATHER_VALUE not in json.dumps(results) + gateway.logs
+
+
 def test_deleting_a_namespace_and_a_tool_file(pair):
     gateway, url = pair
 

@@ -144,7 +144,7 @@ def lay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Layout:
 
 HINT = re.compile(
     r"e\.g\.|\buse\b|\bgive\b|\bchoose\b|\bcreate\b|\bmust\b|\bonly\b|\brefused\b|\brewrite\b|\bsplit\b|"
-    r"\bname a package\b|\bnot accepted\b|\bsee \w+",
+    r"\bname a package\b|\bnot accepted\b|\bfix\b|\bsee \w+",
     re.I,
 )
 
@@ -597,6 +597,88 @@ def test_no_secret_value_is_ever_returned(lay):
     text = json.dumps(answers)
     assert SECRET_VALUE not in text
     assert lay.store.key_path.read_text().split("AGE-SECRET-KEY-")[1][:20] not in text
+
+
+# -- declaring secrets: prepare_secret writes tooldock.yaml, check_secrets reads the code -------------------
+
+READS_SECRETS = '''import os
+from fastmcp.tools import tool
+
+
+@tool
+def status() -> str:
+    """Which service this namespace talks to."""
+    return os.getenv("SERVICE_URL", "https://example.org") + os.environ["SERVICE_TOKEN"][:0]
+'''
+
+
+def test_prepare_secret_declares_the_name_and_keeps_the_file_as_a_person_wrote_it(lay):
+    config = lay.tools / "calc" / "tooldock.yaml"
+    written = "# calc's settings\ndescription: 'Arithmetic'  # shown in lists\nsecrets: [API_TOKEN]  # the token\n"
+    config.write_text(written)
+    prepared = secrets.prepare_secret(lay.ws, lay.store, "SECOND_KEY", "calc")
+    assert prepared["declared_in"] == "calc/tooldock.yaml" and prepared["status"] == "placeholder"
+    text = config.read_text()
+    assert "# calc's settings" in text and "# shown in lists" in text and "# the token" in text
+    assert "'Arithmetic'" in text and "[API_TOKEN, SECOND_KEY]" in text
+    assert secrets.check_secrets(lay.ws, lay.store, "calc")["placeholders"] == ["SECOND_KEY"]
+    assert secrets.prepare_secret(lay.ws, lay.store, "SECOND_KEY", "calc")["status"] == "placeholder"
+    assert config.read_text() == text  # declared once
+    (lay.tools / "fresh").mkdir()
+    secrets.prepare_secret(lay.ws, lay.store, "FRESH_TOKEN", "fresh")
+    assert (lay.tools / "fresh" / "tooldock.yaml").read_text() == "secrets:\n  - FRESH_TOKEN\n"
+    secrets.prepare_secret(lay.ws, lay.store, "GLOBAL_ONLY")  # no namespace: nothing to declare
+    assert sorted(p.parent.name for p in lay.tools.glob("*/tooldock.yaml")) == ["calc", "fresh", "link", "trap"]
+
+
+def test_prepare_secret_for_a_name_with_a_global_value_only_declares_it(lay):
+    lay.store.set("SHARED_TOKEN", SECRET_VALUE)  # global, set by a person earlier
+    prepared = secrets.prepare_secret(lay.ws, lay.store, "SHARED_TOKEN", "calc")
+    assert prepared["scope"] == "global" and prepared["status"] == "set"
+    assert "receives" in prepared["instructions"] and "--namespace calc" in prepared["instructions"]
+    assert secrets.list_secrets(lay.store, lay.ws, "calc") == []  # no placeholder hiding the global value
+    assert secrets.check_secrets(lay.ws, lay.store, "calc")["satisfied"] == ["SHARED_TOKEN"]
+    assert SECRET_VALUE not in json.dumps(prepared)
+
+
+@pytest.mark.parametrize(
+    "config",
+    ["secrets: [API_TOKEN\n", "secrets: API_TOKEN\n", "- a list\n", "secrets: [bad-name]\n", b"\xff\xfe"],
+    ids=["not-yaml", "not-a-list", "not-a-mapping", "bad-name", "not-utf8"],
+)
+def test_prepare_secret_leaves_a_broken_tooldock_yaml_and_the_store_alone(lay, config):
+    path = lay.tools / "calc" / "tooldock.yaml"
+    path.write_bytes(config if isinstance(config, bytes) else config.encode())
+    err = refused(lay, lambda: secrets.prepare_secret(lay.ws, lay.store, "NEW_TOKEN", "calc"))
+    assert "calc/tooldock.yaml" in err.message
+
+
+def test_secrets_an_upstream_server_refers_to_count_as_declared(lay):
+    (lay.tools / "remote").mkdir()
+    (lay.tools / "remote" / "tools.toml").write_text(
+        '[[servers]]\nnamespace = "r"\nurl = "http://127.0.0.1:9/mcp"\nheaders = { Authorization = "Bearer ${secret:REMOTE_TOKEN}" }\n'
+    )
+    assert secrets.check_secrets(lay.ws, lay.store, "remote")["missing"] == ["REMOTE_TOKEN"]
+    prepared = secrets.prepare_secret(lay.ws, lay.store, "REMOTE_TOKEN", "remote")
+    assert prepared["status"] == "placeholder" and prepared["declared_in"] == "remote/tools.toml"
+    assert not (lay.tools / "remote" / "tooldock.yaml").exists()
+    assert secrets.check_secrets(lay.ws, lay.store, "remote")["placeholders"] == ["REMOTE_TOKEN"]
+
+def test_check_secrets_and_write_tool_name_secrets_the_code_reads_but_does_not_declare(lay):
+    answer = files.write_tool(lay.ws, "calc", "service.py", READS_SECRETS)
+    assert answer["written"] and secrets.written_hint(lay.ws, "calc") == {
+        "undeclared_secrets": ["SERVICE_TOKEN"],  # SERVICE_URL is no secret
+        "next_steps": [secrets._declare_step("SERVICE_TOKEN", "calc")],
+    }
+    checked = secrets.check_secrets(lay.ws, lay.store, "calc")
+    assert checked["undeclared"] == ["SERVICE_TOKEN"] and "prepare_secret('SERVICE_TOKEN', 'calc')" in checked[
+        "next_steps"
+    ][0]
+    assert secrets.secrets_status(lay.ws, lay.store, "calc") == "missing"
+    secrets.prepare_secret(lay.ws, lay.store, "SERVICE_TOKEN", "calc")
+    checked = secrets.check_secrets(lay.ws, lay.store, "calc")
+    assert checked["undeclared"] == [] and checked["placeholders"] == ["SERVICE_TOKEN"]
+    assert secrets.written_hint(lay.ws, "calc") == {}
 
 
 # -- reload_core during a reload ----------------------------------------------------------------------------

@@ -9,9 +9,14 @@ from __future__ import annotations
 from typing import Any
 
 from tooldock.errors import InvalidInput, SecretsError
+from tooldock.manager.declare import declare, declared, undeclared
 from tooldock.manager.workspace import Workspace
-from tooldock.namespace.config import read_config
+from tooldock.namespace.config import CONFIG_FILE
 from tooldock.secrets import SecretStore
+from tooldock.secrets.status import status_of
+from tooldock.secrets.validate import check_key
+
+HOW = "(in a terminal on the ToolDock machine; it asks for the value without echoing it)."
 
 
 def set_command(key: str, namespace: str | None) -> str:
@@ -41,18 +46,44 @@ def _store_call(action: Any) -> Any:
 
 
 def prepare_secret(ws: Workspace, store: SecretStore, key: object, namespace: object = None) -> dict[str, Any]:
+    """A placeholder in the store; with a namespace, the name is also declared in its tooldock.yaml (so its
+    worker receives the value). A name the global scope already has a value for is only declared: the
+    namespace gets that value, and no placeholder of its own hides it from `list_secrets`."""
     name, scope = _key(key), _optional_namespace(ws, namespace)
-    created = _store_call(lambda: store.prepare(name, scope))
+    _store_call(lambda: check_key(name))
+    answer: dict[str, Any] = {"key": name, "scope": _scope(scope)}
     command = set_command(name, scope)
+    if scope is not None:
+        answer["declared_in"] = declare(ws, scope, name)
+        if _global_value(store, scope, name):
+            return {
+                **answer,
+                "scope": "global",
+                "status": "set",
+                "meta_file": str(store.meta_file),
+                "instructions": f"{name} has a global value, which namespace {scope} now receives: call "
+                f"reload_core(). To give {scope} a value of its own instead, the user runs: {command} {HOW}",
+            }
+    created = _store_call(lambda: store.prepare(name, scope))
+    first = "" if store.exists() else "tooldock secrets init (once: it creates the encrypted store), then "
     return {
-        "key": name,
-        "scope": _scope(scope),
+        **answer,
         "status": "placeholder" if created else "set",
         "meta_file": str(store.meta_file),
-        "instructions": (f"Run: {command}" if created else f"{name} already has a value; to change it run: {command}")
-        + " (in a terminal on the ToolDock machine; it asks for the value without echoing it). "
-        "Then call reload_core().",
+        "instructions": (
+            f"Run: {first}{command}" if created else f"{name} already has a value; to change it run: {command}"
+        )
+        + f" {HOW} Then call reload_core().",
     }
+
+
+def _global_value(store: SecretStore, namespace: str, key: str) -> bool:
+    """Whether `key` has a value in the global scope and none (not even a placeholder) in `namespace`'s."""
+    known = _store_call(store.known)
+    if key in (known["namespaces"].get(namespace) or {}):
+        return False
+    entry = known["global"].get(key)
+    return entry is not None and status_of(entry) == "set"
 
 
 def list_secrets(store: SecretStore, ws: Workspace, namespace: object = None) -> list[dict[str, str]]:
@@ -67,27 +98,40 @@ def remove_secret(ws: Workspace, store: SecretStore, key: object, namespace: obj
     return {"removed": bool(removed), "key": name, "scope": _scope(scope)}
 
 
-def declared_secrets(ws: Workspace, namespace: object) -> tuple[str, list[str]]:
-    path = ws.metadata_file(namespace, "tooldock.yaml")  # refused when it is a link out of the folder
-    folder = path.parent
-    config, problem = read_config(folder)
-    if problem is not None:
-        raise InvalidInput(f"{folder.name}/tooldock.yaml is invalid: {problem.message}; fix it first")
-    return folder.name, list(config.secrets)
-
-
 def check_secrets(ws: Workspace, store: SecretStore, namespace: object) -> dict[str, Any]:
-    name, declared = declared_secrets(ws, namespace)
-    result: dict[str, Any] = _store_call(lambda: store.check(name, declared))
-    steps = [
+    name, names = declared(ws, namespace)
+    result: dict[str, Any] = _store_call(lambda: store.check(name, names))
+    result["undeclared"] = missed = undeclared(ws, name, names)
+    steps = [_declare_step(key, name) for key in missed]
+    steps += [
         f"{key}: call prepare_secret('{key}', '{name}'), then ask the user to run: {set_command(key, name)}"
         for key in result["missing"]
     ]
     steps += [f"{key}: ask the user to run: {set_command(key, name)}" for key in result["placeholders"]]
-    if declared and not steps:
+    if names and not steps:
         steps.append("every declared secret is set: call reload_core() and the namespace is ready")
     result["next_steps"] = steps
     return result
+
+
+def _declare_step(key: str, namespace: str) -> str:
+    return (
+        f"{key}: the code reads it but {namespace}/{CONFIG_FILE} does not declare it, so the worker does not "
+        f"receive it: call prepare_secret('{key}', '{namespace}') (it declares it; a global value counts too)"
+    )
+
+
+def written_hint(ws: Workspace, namespace: str) -> dict[str, Any]:
+    """For write_tool's answer: the secrets the namespace's code now reads and does not declare, and what to
+    do about them (nothing when all are declared, or when tooldock.yaml is broken: check_secrets says so)."""
+    try:
+        name, names = declared(ws, namespace)
+    except InvalidInput:
+        return {}
+    missed = undeclared(ws, name, names)
+    if not missed:
+        return {}
+    return {"undeclared_secrets": missed, "next_steps": [_declare_step(key, name) for key in missed]}
 
 
 def secrets_status(ws: Workspace, store: SecretStore, namespace: str) -> str:
@@ -96,6 +140,8 @@ def secrets_status(ws: Workspace, store: SecretStore, namespace: str) -> str:
         checked = check_secrets(ws, store, namespace)
     except InvalidInput:
         return "missing"
-    if not (checked["satisfied"] or checked["missing"] or checked["placeholders"]):
+    if not (checked["satisfied"] or checked["missing"] or checked["placeholders"] or checked["undeclared"]):
         return "no_secrets_needed"
-    return "missing" if checked["missing"] else "placeholders" if checked["placeholders"] else "ok"
+    if checked["missing"] or checked["undeclared"]:
+        return "missing"
+    return "placeholders" if checked["placeholders"] else "ok"

@@ -10,7 +10,7 @@ from mcp.server.mcpserver import MCPServer
 
 from tooldock.manager import deps, files
 from tooldock.manager.context import JsonObject, Manager, edge
-from tooldock.manager.secrets import secrets_status
+from tooldock.manager.secrets import secrets_status, written_hint
 
 TOOL_PATTERN = '''
     from fastmcp.tools import tool
@@ -143,15 +143,17 @@ def register(server: MCPServer, m: Manager) -> None:
 
         IMPORTANT: Follow this exact pattern for every tool:
         {TOOL_PATTERN}
-        Read secrets from the environment (os.environ["GITHUB_TOKEN"]) and declare them in the namespace's
-        tooldock.yaml; see check_secrets. Third-party packages go in requirements.txt: see add_requirement.
+        Read secrets from the environment (os.environ["GITHUB_TOKEN"]); a worker receives only the secrets its
+        namespace declares, and prepare_secret(key, namespace) declares one (see check_secrets). Third-party
+        packages go in requirements.txt: see add_requirement.
 
         Args:
             namespace: Target namespace (it must exist: create_namespace). Example: "github"
             filename: File name: letters, digits and underscores, ending in .py, no folders. Example: "issues.py"
             code: Complete Python source code for the file (UTF-8, at most 256 KB).
 
-        Returns on success: {{"written": true, "filename": "issues.py", "tools_found": ["list_issues"]}}
+        Returns on success: {{"written": true, "filename": "issues.py", "tools_found": ["list_issues"]}}, plus
+        "undeclared_secrets" and "next_steps" when the namespace's code reads secrets it does not declare.
         Returns on validation error: {{"written": false, "error": "No @tool decorator found",
         "details": "line 3: ...", "problems": [{{"file", "line", "code", "message"}}]}}
 
@@ -159,7 +161,10 @@ def register(server: MCPServer, m: Manager) -> None:
 
     async def write_tool(namespace: str, filename: str, code: str) -> JsonObject:
         async with m.writes:
-            return files.write_tool(ws, namespace, filename, code)
+            result = files.write_tool(ws, namespace, filename, code)
+        if result.get("written"):  # secrets the code reads that its worker would not receive
+            result.update(written_hint(ws, ws.namespace_name(namespace)))
+        return result
 
     server.add_tool(edge(write_tool), name="write_tool", description=write_doc)
     generate_doc = (

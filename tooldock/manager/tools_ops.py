@@ -56,11 +56,13 @@ def register(server: MCPServer, m: Manager) -> None:
 
         Args:
             key: Secret name: letters, digits and underscores. Examples: "GITHUB_TOKEN", "OPENAI_API_KEY"
-            namespace: If set, the secret is scoped to this namespace only. If null/omitted, the secret is
-                global (available to every namespace that declares it in its tooldock.yaml).
+            namespace: If set, the secret is scoped to this namespace only, and the name is declared in the
+                namespace's tooldock.yaml (a worker receives only the secrets its namespace declares; when the
+                global scope already has a value, the namespace is only declared and receives that value). If
+                null/omitted, the secret is global (available to every namespace that declares it).
 
-        Returns {"key": "GITHUB_TOKEN", "scope": "global", "status": "placeholder", "meta_file": "...",
-        "instructions": "Run: tooldock secrets set GITHUB_TOKEN ..."}"""
+        Returns {"key": "GITHUB_TOKEN", "scope": "github", "status": "placeholder", "meta_file": "...",
+        "declared_in": "github/tooldock.yaml", "instructions": "Run: tooldock secrets set GITHUB_TOKEN ..."}"""
         return secrets.prepare_secret(ws, m.store, key, namespace)
 
     @server.tool()
@@ -95,18 +97,21 @@ def register(server: MCPServer, m: Manager) -> None:
     @edge
     async def check_secrets(namespace: str) -> JsonObject:
         """Check whether a namespace has all the secrets it needs. Reads the secret names the namespace
-        declares in its tooldock.yaml (`secrets: [GITHUB_TOKEN]`), then checks the secrets store (a value in
-        the namespace's scope or the global scope counts). Use this after installing or writing a namespace to
+        declares in its tooldock.yaml (`secrets: [GITHUB_TOKEN]`) and the secret-like names its code reads from
+        the environment, then checks the secrets store (a value in the namespace's scope or the global scope
+        counts). Use this after installing or writing a namespace to
         know whether the user must configure secrets.
 
         Args:
             namespace: Namespace to check.
 
         Returns {"namespace": "github", "satisfied": ["GITHUB_TOKEN"], "missing": ["SLACK_TOKEN"],
-        "placeholders": ["AWS_KEY"], "next_steps": ["..."]}
+        "placeholders": ["AWS_KEY"], "undeclared": ["OPENAI_API_KEY"], "next_steps": ["..."]}
           - satisfied: secrets that are configured
           - missing: secrets that do not exist in the store at all
           - placeholders: secrets with a placeholder but no value yet
+          - undeclared: secrets the namespace's code reads from the environment but does not declare (its
+            worker would not receive them): call prepare_secret(key, namespace), which declares them
         Next steps based on the result:
           - for each "missing": call prepare_secret(key, namespace), then tell the user to run
             `tooldock secrets set KEY --namespace NAMESPACE`
