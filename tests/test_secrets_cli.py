@@ -88,8 +88,10 @@ def test_set_reads_stdin_and_every_answer_is_status_only(initialized):
     assert [r["key"] for r in json.loads(run(env, "list", "--namespace", "weather", "--json").stdout)] == [
         "API_KEY", "ABSENT"]
     checked = json.loads(run(env, "check", str(Path(env["TOOLDOCK_TOOLS_DIR"]) / "weather"), "--json").stdout)
-    assert checked == {"namespace": "weather", "satisfied": ["API_KEY"], "missing": ["ABSENT"],
-                       "placeholders": ["LATER"]}
+    assert {k: v for k, v in checked.items() if k != "next_steps"} == {
+        "namespace": "weather", "satisfied": ["API_KEY"], "missing": ["ABSENT"], "placeholders": ["LATER"],
+        "undeclared": []}
+    assert checked["next_steps"] and "ABSENT" in checked["next_steps"][0]
     text = run(env, "check", str(Path(env["TOOLDOCK_TOOLS_DIR"]) / "weather"), ok=False)
     assert "missing: ABSENT" in text.stdout and DUMMY not in text.stdout + text.stderr
     for path in Path(env["TOOLDOCK_SECRETS_DIR"]).iterdir():

@@ -185,22 +185,25 @@ def list_(namespace: str | None, tools_dir: Path, as_json: bool) -> None:
 @click.argument("namespace_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON object.")
 def check(namespace_dir: Path, as_json: bool) -> None:
-    """Which secrets NAMESPACE_DIR's tooldock.yaml declares are satisfied, missing or placeholders."""
-    from tooldock.namespace.config import read_config
+    """Which secrets NAMESPACE_DIR declares (tooldock.yaml, and a tools.toml's ${secret:NAME}) are satisfied,
+    missing or placeholders, and which its code reads without declaring them (the manager's check_secrets)."""
+    from tooldock.errors import ManagerError
+    from tooldock.manager.secrets import check_secrets
+    from tooldock.manager.workspace import Workspace
 
-    config, problem = read_config(namespace_dir)
-    if problem is not None:
-        raise click.ClickException(f"{namespace_dir}/tooldock.yaml: {problem.message}")
+    folder = namespace_dir.resolve()
     try:
-        result = _store().check(namespace_dir.resolve().name, list(config.secrets))
+        result = check_secrets(Workspace(folder.parent), _store(), folder.name)
+    except ManagerError as exc:
+        raise click.ClickException(exc.message) from None
     except (SecretsError, OSError) as exc:
         raise _fail(exc) from None
     if as_json:
         click.echo(json.dumps(result))
         return
-    for bucket in ("satisfied", "missing", "placeholders"):
+    for bucket in ("satisfied", "missing", "placeholders", "undeclared"):
         click.echo(f"{bucket}: {', '.join(result[bucket]) or '-'}")
-    if result["missing"] or result["placeholders"]:
+    if result["missing"] or result["placeholders"] or result["undeclared"]:
         sys.exit(1)
 
 
