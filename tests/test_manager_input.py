@@ -808,6 +808,47 @@ def _outside_state(tmp: Path) -> dict[str, tuple[Any, ...]]:
 
 
 @pytest.mark.slow
+def test_mcp_unknown_or_missing_argument_names_are_a_clear_error_and_nothing_runs(manager):
+    """The SDK ignores arguments a tool does not take: `test_tool(arguments=...)` ran the tool with no input."""
+    gateway, url, store, _ = manager
+    import httpx2
+    from conftest import TOKEN
+    from mcp.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def flow(call):
+        return {
+            "wrong_name": await call("test_tool", namespace="basic-tool", tool_name="say_hello",
+                                     arguments={"name": "Ada"}),
+            "renamed": await call("prepare_secret", name="RENAMED_TOKEN"),
+            "extra": await call("health", verbose=True),
+            "missing": await call("write_tool", namespace="basic-tool", filename="x.py"),
+            "right": await call("test_tool", namespace="basic-tool", tool_name="say_hello", input={"name": "Ada"}),
+            "optional_left_out": await call("list_secrets"),
+        }
+
+    results = run_manager(url, flow)
+    wrong, renamed, extra, missing = (results[k] for k in ("wrong_name", "renamed", "extra", "missing"))
+    assert wrong == (True, "Error executing tool test_tool: invalid_arguments: unknown argument 'arguments': "
+                     "test_tool takes namespace (required), tool_name (required), input. Nothing was done; call it "
+                     "again with those names")
+    assert renamed[0] and "unknown argument 'name'; missing required argument 'key'" in renamed[1]
+    assert extra[0] and "health takes no arguments" in extra[1] and "without arguments" in extra[1]
+    assert missing[0] and "missing required argument 'code'" in missing[1]
+    assert results["right"] == (False, {"success": True, "result": "Hello, Ada!"})
+    assert results["optional_left_out"][0] is False
+    assert "RENAMED_TOKEN" not in json.dumps(store.statuses()) and not (gateway.tools_dir / "basic-tool" / "x.py").exists()
+
+    async def modern() -> Any:  # 2026-07-28: no session, the same answer
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60) as http:
+            async with Client(streamable_http_client(f"{url}/mcp", http_client=http), mode="2026-07-28") as client:
+                return await client.call_tool("health", {"verbose": True})
+
+    answer = asyncio.run(modern())
+    assert answer.is_error and "health takes no arguments" in answer.content[0].text
+
+
+@pytest.mark.slow
 def test_mcp_bad_input_is_an_error_result_and_nothing_changes(manager):
     gateway, url, _, tmp = manager
     (gateway.tools_dir / "basic-tool" / "evil.py").symlink_to(tmp / "outside" / "x.py")

@@ -27,6 +27,7 @@ from starlette.types import Receive, Scope, Send
 import tooldock
 from tooldock.keys import KeyStore
 from tooldock.manager import context, tools_builder, tools_files, tools_install, tools_ops
+from tooldock.manager.arguments import argument_check
 from tooldock.manager.context import Manager
 from tooldock.manager.gateway import GatewayClient
 from tooldock.manager.rebuild import DockerRebuild
@@ -105,8 +106,10 @@ def lowlevel(server: MCPServer) -> Server[Any]:
 def create_manager_app(settings: ManagerSettings, cache: Path, host: str = "127.0.0.1", port: int = 8001) -> Starlette:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per gateway request otherwise
     manager = build_manager(settings, cache, port)
-    server = lowlevel(mcp_server(manager))
+    tools = mcp_server(manager)
+    server = lowlevel(tools)
     server.middleware.append(with_request_id)  # test_tool's and reload_core's calls carry the request's id
+    server.middleware.append(argument_check(tools))  # unknown or missing argument names: a clear tool error
     hub = McpHub(None, settings.runtime, host, servers=lambda _name: server)
     legacy = LegacySse(hub, settings.runtime.max_body_bytes)
 

@@ -64,19 +64,24 @@ def edge(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
         except OSError as exc:  # a disk problem: say which operation and why, never a traceback
             raise ToolError(f"filesystem error: {exc.strerror or exc} ({getattr(exc, 'filename', '') or ''})") from None
         finally:
-            AUDIT.record(
-                {
-                    "time": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
-                    "front_end": "manager",
-                    "namespace": "_system",
-                    "method": "tools/call",
-                    "tool": fn.__name__,
-                    "status": status,
-                    "latency_ms": round((time.perf_counter() - started) * 1000, 2),
-                }
-            )
+            audit(fn.__name__, status, round((time.perf_counter() - started) * 1000, 2))
 
     return wrapper
+
+
+def audit(tool: str, status: str, latency_ms: float) -> None:
+    """A manager tool call's audit line: the tool and how it ended, never its arguments."""
+    AUDIT.record(
+        {
+            "time": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
+            "front_end": "manager",
+            "namespace": "_system",
+            "method": "tools/call",
+            "tool": tool,
+            "status": status,
+            "latency_ms": latency_ms,
+        }
+    )
 
 
 def uptime(seconds: float) -> str:
