@@ -196,6 +196,17 @@ def test_edit_and_reload_core_swap_the_container_under_8_clients(docker_pair: Pa
     assert [(r["generation"], r["status"]) for r in rows] == [(2, "running")], rows
 
 
+def test_write_tool_names_the_hosts_a_container_without_network_cannot_reach(docker_pair: Pair) -> None:
+    pair, ns = docker_pair, "mgrnet"
+    calls = greeter("net").replace('"net: hello " + name', '"https://api.openweathermap.org/data/2.5/weather?q=" + name')
+    (_, _), (wrote, written) = pair.manager(
+        ("create_namespace", {"name": ns}),
+        ("write_tool", {"namespace": ns, "filename": "weather.py", "code": calls}),
+    )
+    assert wrote is False and written["written"] is True and written["no_network_for"] == ["api.openweathermap.org"]
+    assert f"add `network: egress` to {ns}/tooldock.yaml" in written["next_steps"][0]
+
+
 def test_a_bad_edit_is_reported_and_the_old_container_keeps_serving(docker_pair: Pair) -> None:
     pair, ns = docker_pair, "mgrbad"
     *_, (reload_error, first) = pair.manager(

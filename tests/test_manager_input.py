@@ -28,6 +28,7 @@ from conftest import EXAMPLES, MANAGER_ARGS, Gateway, manager_url, run_manager
 
 from tooldock.errors import BuilderError, DependencyError, GatewayError, InvalidInput, ManagerError, Missing
 from tooldock.manager import deps, files, secrets
+from tooldock.manager.hints import written_hint
 from tooldock.manager.reload import Reloader
 from tooldock.manager.workspace import MAX_CODE_BYTES, Workspace
 from tooldock.secrets import SecretStore
@@ -666,9 +667,9 @@ def test_secrets_an_upstream_server_refers_to_count_as_declared(lay):
 
 def test_check_secrets_and_write_tool_name_secrets_the_code_reads_but_does_not_declare(lay):
     answer = files.write_tool(lay.ws, "calc", "service.py", READS_SECRETS)
-    assert answer["written"] and secrets.written_hint(lay.ws, "calc") == {
+    assert answer["written"] and written_hint(lay.ws, "calc", containers=False) == {
         "undeclared_secrets": ["SERVICE_TOKEN"],  # SERVICE_URL is no secret
-        "next_steps": [secrets._declare_step("SERVICE_TOKEN", "calc")],
+        "next_steps": [secrets.declare_step("SERVICE_TOKEN", "calc")],
     }
     checked = secrets.check_secrets(lay.ws, lay.store, "calc")
     assert checked["undeclared"] == ["SERVICE_TOKEN"] and "prepare_secret('SERVICE_TOKEN', 'calc')" in checked[
@@ -678,7 +679,20 @@ def test_check_secrets_and_write_tool_name_secrets_the_code_reads_but_does_not_d
     secrets.prepare_secret(lay.ws, lay.store, "SERVICE_TOKEN", "calc")
     checked = secrets.check_secrets(lay.ws, lay.store, "calc")
     assert checked["undeclared"] == [] and checked["placeholders"] == ["SERVICE_TOKEN"]
-    assert secrets.written_hint(lay.ws, "calc") == {}
+    assert written_hint(lay.ws, "calc", containers=False) == {}
+
+
+def test_write_tool_says_when_the_code_calls_hosts_its_containers_cannot_reach(lay):
+    calls = READS_SECRETS.replace('"https://example.org"', '"https://api.openweathermap.org/data/2.5/weather"')
+    files.write_tool(lay.ws, "calc", "service.py", calls)
+    secrets.prepare_secret(lay.ws, lay.store, "SERVICE_TOKEN", "calc")
+    assert written_hint(lay.ws, "calc", containers=False) == {}  # the process backend: no network rule
+    hint = written_hint(lay.ws, "calc", containers=True)
+    assert hint["no_network_for"] == ["api.openweathermap.org"] and "undeclared_secrets" not in hint
+    assert "ask the user to add `network: egress` to calc/tooldock.yaml" in hint["next_steps"][0]
+    config = lay.tools / "calc" / "tooldock.yaml"
+    config.write_text(config.read_text() + "network: egress\n")  # the person grants it
+    assert written_hint(lay.ws, "calc", containers=True) == {}
 
 
 # -- reload_core during a reload ----------------------------------------------------------------------------

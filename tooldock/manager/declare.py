@@ -48,13 +48,17 @@ def declared(ws: Workspace, namespace: object) -> tuple[str, list[str]]:
     return name, list(dict.fromkeys((*listed, *referred)))
 
 
-def undeclared(ws: Workspace, namespace: str, names: list[str]) -> list[str]:
-    """Secret-like names the namespace's code reads from the environment that `names` does not declare."""
+def code_needs(ws: Workspace, namespace: str) -> dict[str, Any]:
+    """The repository analysis of the namespace's folder (`secrets_needed`, `apis_called`, ...), or {}."""
     try:
-        needed = analyze_tree(ws.namespace_dir(namespace))["secrets_needed"]
+        return analyze_tree(ws.namespace_dir(namespace))
     except AnalysisError:
-        return []
-    return [name for name in needed if name not in names]
+        return {}
+
+
+def undeclared(needs: dict[str, Any], names: list[str]) -> list[str]:
+    """Secret-like names the code reads from the environment (`needs`: `code_needs`) not among `names`."""
+    return [name for name in needs.get("secrets_needed") or () if name not in names]
 
 
 def declare(ws: Workspace, namespace: str, key: str) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from tooldock.errors import InvalidInput, SecretsError
-from tooldock.manager.declare import declare, declared, undeclared
+from tooldock.manager.declare import code_needs, declare, declared, undeclared
 from tooldock.manager.workspace import Workspace
 from tooldock.namespace.config import CONFIG_FILE
 from tooldock.secrets import SecretStore
@@ -101,8 +101,8 @@ def remove_secret(ws: Workspace, store: SecretStore, key: object, namespace: obj
 def check_secrets(ws: Workspace, store: SecretStore, namespace: object) -> dict[str, Any]:
     name, names = declared(ws, namespace)
     result: dict[str, Any] = _store_call(lambda: store.check(name, names))
-    result["undeclared"] = missed = undeclared(ws, name, names)
-    steps = [_declare_step(key, name) for key in missed]
+    result["undeclared"] = missed = undeclared(code_needs(ws, name), names)
+    steps = [declare_step(key, name) for key in missed]
     steps += [
         f"{key}: call prepare_secret('{key}', '{name}'), then ask the user to run: {set_command(key, name)}"
         for key in result["missing"]
@@ -114,24 +114,11 @@ def check_secrets(ws: Workspace, store: SecretStore, namespace: object) -> dict[
     return result
 
 
-def _declare_step(key: str, namespace: str) -> str:
+def declare_step(key: str, namespace: str) -> str:
     return (
         f"{key}: the code reads it but {namespace}/{CONFIG_FILE} does not declare it, so the worker does not "
         f"receive it: call prepare_secret('{key}', '{namespace}') (it declares it; a global value counts too)"
     )
-
-
-def written_hint(ws: Workspace, namespace: str) -> dict[str, Any]:
-    """For write_tool's answer: the secrets the namespace's code now reads and does not declare, and what to
-    do about them (nothing when all are declared, or when tooldock.yaml is broken: check_secrets says so)."""
-    try:
-        name, names = declared(ws, namespace)
-    except InvalidInput:
-        return {}
-    missed = undeclared(ws, name, names)
-    if not missed:
-        return {}
-    return {"undeclared_secrets": missed, "next_steps": [_declare_step(key, name) for key in missed]}
 
 
 def secrets_status(ws: Workspace, store: SecretStore, namespace: str) -> str:

@@ -10,7 +10,8 @@ from mcp.server.mcpserver import MCPServer
 
 from tooldock.manager import deps, files
 from tooldock.manager.context import JsonObject, Manager, edge
-from tooldock.manager.secrets import secrets_status, written_hint
+from tooldock.manager.hints import written_hint
+from tooldock.manager.secrets import secrets_status
 
 TOOL_PATTERN = '''
     from fastmcp.tools import tool
@@ -153,7 +154,8 @@ def register(server: MCPServer, m: Manager) -> None:
             code: Complete Python source code for the file (UTF-8, at most 256 KB).
 
         Returns on success: {{"written": true, "filename": "issues.py", "tools_found": ["list_issues"]}}, plus
-        "undeclared_secrets" and "next_steps" when the namespace's code reads secrets it does not declare.
+        "undeclared_secrets" and "next_steps" when the namespace's code reads secrets it does not declare,
+        and "no_network_for" (hosts) when it calls APIs from containers that have no network.
         Returns on validation error: {{"written": false, "error": "No @tool decorator found",
         "details": "line 3: ...", "problems": [{{"file", "line", "code", "message"}}]}}
 
@@ -162,8 +164,8 @@ def register(server: MCPServer, m: Manager) -> None:
     async def write_tool(namespace: str, filename: str, code: str) -> JsonObject:
         async with m.writes:
             result = files.write_tool(ws, namespace, filename, code)
-        if result.get("written"):  # secrets the code reads that its worker would not receive
-            result.update(written_hint(ws, ws.namespace_name(namespace)))
+        if result.get("written"):  # secrets its worker would not receive, hosts its containers cannot reach
+            result.update(written_hint(ws, ws.namespace_name(namespace), m.docker is not None))
         return result
 
     server.add_tool(edge(write_tool), name="write_tool", description=write_doc)

@@ -1,0 +1,44 @@
+"""What write_tool's answer adds about the namespace's code as a whole (the repository analysis reads it,
+never runs it): the secrets it reads and does not declare, whose values its worker would not receive; and,
+on the docker backend, the hosts it calls from a namespace whose containers have no network.
+
+Network access is the person's to grant (`network: egress` in tooldock.yaml): the manager says so and does
+not change it itself, as it never handles a secret's value.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tooldock.errors import InvalidInput
+from tooldock.manager.declare import code_needs, declared, undeclared
+from tooldock.manager.secrets import declare_step
+from tooldock.manager.workspace import Workspace
+from tooldock.namespace.config import CONFIG_FILE, read_config
+
+
+def written_hint(ws: Workspace, namespace: str, containers: bool) -> dict[str, Any]:
+    """`undeclared_secrets`, `no_network_for` and their `next_steps`, each only when there is something to
+    do (nothing when tooldock.yaml is broken: check_secrets and reload_core say so). `containers`: the
+    workers run on the docker backend, where `network: none` is enforced."""
+    try:
+        name, names = declared(ws, namespace)
+    except InvalidInput:
+        return {}
+    needs = code_needs(ws, name)
+    hint: dict[str, Any] = {}
+    missed = undeclared(needs, names)
+    if missed:
+        hint["undeclared_secrets"] = missed
+    steps = [declare_step(key, name) for key in missed]
+    hosts = list(needs.get("apis_called") or ())
+    if containers and hosts and read_config(ws.namespace_dir(name))[0].network == "none":
+        hint["no_network_for"] = hosts
+        steps.append(
+            f"the code calls {', '.join(hosts)}, but {name}'s containers have no network (network: none): ask "
+            f"the user to add `network: egress` to {name}/{CONFIG_FILE} (the manager does not grant network "
+            "access itself), then call reload_core()"
+        )
+    if steps:
+        hint["next_steps"] = steps
+    return hint
