@@ -617,11 +617,12 @@ def test_prepare_secret_declares_the_name_and_keeps_the_file_as_a_person_wrote_i
     config = lay.tools / "calc" / "tooldock.yaml"
     written = "# calc's settings\ndescription: 'Arithmetic'  # shown in lists\nsecrets: [API_TOKEN]  # the token\n"
     config.write_text(written)
+    config.chmod(0o600)
     prepared = secrets.prepare_secret(lay.ws, lay.store, "SECOND_KEY", "calc")
     assert prepared["declared_in"] == "calc/tooldock.yaml" and prepared["status"] == "placeholder"
     text = config.read_text()
     assert "# calc's settings" in text and "# shown in lists" in text and "# the token" in text
-    assert "'Arithmetic'" in text and "[API_TOKEN, SECOND_KEY]" in text
+    assert "'Arithmetic'" in text and "[API_TOKEN, SECOND_KEY]" in text and config.stat().st_mode & 0o777 == 0o600
     assert secrets.check_secrets(lay.ws, lay.store, "calc")["placeholders"] == ["SECOND_KEY"]
     assert secrets.prepare_secret(lay.ws, lay.store, "SECOND_KEY", "calc")["status"] == "placeholder"
     assert config.read_text() == text  # declared once

@@ -1,13 +1,13 @@
 """Secret names a namespace needs against the ones its `tooldock.yaml` declares (`secrets: [NAME]`), the
 list that decides which secrets its worker receives (DESIGN: a worker gets only what it declares).
 
-- `undeclared`: names the namespace's code reads from the environment (`os.environ["X"]`, `os.getenv("X")`,
-  found by the repository analysis, which reads and never runs code) that look like secrets and are not
-  declared: its worker would not receive them.
+- `code_needs` / `undeclared`: names the namespace's code reads from the environment (`os.environ["X"]`,
+  `os.getenv("X")`, found by the repository analysis, which reads and never runs code) that look like
+  secrets and are not declared: its worker would not receive them.
 - `declare`: adds a name to the list. prepare_secret calls it, since no manager tool writes `tooldock.yaml`
   otherwise. The file is edited with ruamel.yaml's round trip, so a person's comments, key order and quoting
   stay (PyYAML would drop the comments); the result is checked with the namespace's own parser, then written
-  in one step (a temporary file renamed over it).
+  in one step (a temporary file renamed over it, with the file's permissions).
 """
 
 from __future__ import annotations
@@ -97,5 +97,6 @@ def declare(ws: Workspace, namespace: str, key: str) -> str:
         raise InvalidInput(f"{name}/{CONFIG_FILE} cannot take {key} ({exc}); add it by hand") from None
     if key not in config.secrets:
         raise InvalidInput(f"{name}/{CONFIG_FILE} cannot take {key}; add it to its secrets by hand")
-    atomic_write(path, new.encode("utf-8"))
+    mode = path.stat().st_mode & 0o777 if path.is_file() else 0o644
+    atomic_write(path, new.encode("utf-8"), mode)
     return where
