@@ -13,6 +13,7 @@ list that decides which secrets its worker receives (DESIGN: a worker gets only 
 from __future__ import annotations
 
 import io
+from collections.abc import Collection
 from typing import Any
 
 import yaml
@@ -25,13 +26,13 @@ from tooldock.errors import AnalysisError, InvalidInput
 from tooldock.manager.analysis.tree import analyze_tree
 from tooldock.manager.workspace import Workspace
 from tooldock.namespace.config import CONFIG_FILE, ConfigError, parse_config, read_config
-from tooldock.namespace.toolsfile import TOOLS_FILE, read_tools_file
+from tooldock.namespace.models import NamespaceConfig
+from tooldock.namespace.toolsfile import TOOLS_FILE, UpstreamConfig, declared_secrets, read_tools_file
 
 
-def _declarations(ws: Workspace, namespace: object) -> tuple[str, list[str], tuple[str, ...]]:
-    """The namespace's name, the secrets its tooldock.yaml lists (InvalidInput if the file is broken) and
-    those its tools.toml's servers refer to (`${secret:NAME}`), which the gateway counts as declared too
-    (namespace/scanner.py)."""
+def declarations(ws: Workspace, namespace: object) -> tuple[str, NamespaceConfig, UpstreamConfig | None]:
+    """The namespace's name, its tooldock.yaml (InvalidInput if the file is broken) and its tools.toml (None
+    when it has none or it does not parse: the gateway reports that)."""
     folder = ws.namespace_dir(namespace)
     ws.metadata_file(folder.name, CONFIG_FILE)  # refused when it is a link out of the folder
     config, problem = read_config(folder)
@@ -39,13 +40,14 @@ def _declarations(ws: Workspace, namespace: object) -> tuple[str, list[str], tup
         raise InvalidInput(f"{folder.name}/{CONFIG_FILE} is invalid: {problem.message}; fix it first")
     servers = ws.metadata_file(folder.name, TOOLS_FILE)  # the same check
     upstream, _ = read_tools_file(folder) if servers.is_file() else (None, None)
-    return folder.name, list(config.secrets), upstream.secret_names() if upstream is not None else ()
+    return folder.name, config, upstream
 
 
 def declared(ws: Workspace, namespace: object) -> tuple[str, list[str]]:
-    """The namespace's name and every secret it declares, in either file."""
-    name, listed, referred = _declarations(ws, namespace)
-    return name, list(dict.fromkeys((*listed, *referred)))
+    """The namespace's name and every secret it declares, as the gateway counts them (namespace/scanner.py):
+    its tooldock.yaml's and those its tools.toml's servers refer to (`${secret:NAME}`)."""
+    name, config, upstream = declarations(ws, namespace)
+    return name, list(declared_secrets(config.secrets, upstream))
 
 
 def code_needs(ws: Workspace, namespace: str) -> dict[str, Any]:
@@ -56,7 +58,7 @@ def code_needs(ws: Workspace, namespace: str) -> dict[str, Any]:
         return {}
 
 
-def undeclared(needs: dict[str, Any], names: list[str]) -> list[str]:
+def undeclared(needs: dict[str, Any], names: Collection[str]) -> list[str]:
     """Secret-like names the code reads from the environment (`needs`: `code_needs`) not among `names`."""
     return [name for name in needs.get("secrets_needed") or () if name not in names]
 
@@ -64,11 +66,11 @@ def undeclared(needs: dict[str, Any], names: list[str]) -> list[str]:
 def declare(ws: Workspace, namespace: str, key: str) -> str:
     """Add `key` to the namespace's `secrets:` list (unless either file declares it already); the file that
     declares it, as `namespace/file`."""
-    name, listed, referred = _declarations(ws, namespace)
+    name, config, upstream = declarations(ws, namespace)
     where = f"{name}/{CONFIG_FILE}"
-    if key in listed:
+    if key in config.secrets:
         return where
-    if key in referred:
+    if upstream is not None and key in upstream.secret_names():
         return f"{name}/{TOOLS_FILE}"
     path = ws.metadata_file(name, CONFIG_FILE)
     text = path.read_text(encoding="utf-8") if path.is_file() else ""

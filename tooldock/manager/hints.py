@@ -11,10 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from tooldock.errors import InvalidInput
-from tooldock.manager.declare import code_needs, declared, undeclared
+from tooldock.manager.declare import code_needs, declarations, undeclared
 from tooldock.manager.secrets import declare_step
 from tooldock.manager.workspace import Workspace
-from tooldock.namespace.config import CONFIG_FILE, read_config
+from tooldock.namespace.config import CONFIG_FILE
+from tooldock.namespace.toolsfile import declared_secrets
 
 
 def written_hint(ws: Workspace, namespace: str, containers: bool) -> dict[str, Any]:
@@ -22,17 +23,17 @@ def written_hint(ws: Workspace, namespace: str, containers: bool) -> dict[str, A
     do (nothing when tooldock.yaml is broken: check_secrets and reload_core say so). `containers`: the
     workers run on the docker backend, where `network: none` is enforced."""
     try:
-        name, names = declared(ws, namespace)
+        name, config, upstream = declarations(ws, namespace)
     except InvalidInput:
         return {}
     needs = code_needs(ws, name)
     hint: dict[str, Any] = {}
-    missed = undeclared(needs, names)
+    missed = undeclared(needs, declared_secrets(config.secrets, upstream))
     if missed:
         hint["undeclared_secrets"] = missed
     steps = [declare_step(key, name) for key in missed]
     hosts = list(needs.get("apis_called") or ())
-    if containers and hosts and read_config(ws.namespace_dir(name))[0].network == "none":
+    if containers and hosts and config.network == "none":
         hint["no_network_for"] = hosts
         steps.append(
             f"the code calls {', '.join(hosts)}, but {name}'s containers have no network (network: none): ask "

@@ -50,7 +50,7 @@ def prepare_secret(ws: Workspace, store: SecretStore, key: object, namespace: ob
     worker receives the value). A name the global scope already has a value for is only declared: the
     namespace gets that value, and no placeholder of its own hides it from `list_secrets`."""
     name, scope = _key(key), _optional_namespace(ws, namespace)
-    _store_call(lambda: check_key(name))
+    _store_call(lambda: check_key(name))  # before the name goes into tooldock.yaml (store.prepare checks again)
     answer: dict[str, Any] = {"key": name, "scope": _scope(scope)}
     command = set_command(name, scope)
     if scope is not None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from tooldock.namespace.config import read_config
 from tooldock.namespace.models import NamespaceSource, Problem, ScanResult, ToolFile
 from tooldock.namespace.names import NamespaceNameError, shadows_stdlib, validate_namespace_name
-from tooldock.namespace.toolsfile import TOOLS_FILE, read_tools_file
+from tooldock.namespace.toolsfile import TOOLS_FILE, declared_secrets, read_tools_file
 from tooldock.namespace.validate import validate_source
 
 REQUIREMENTS_FILE = "requirements.txt"
@@ -72,8 +72,7 @@ def scan_upstream(folder: Path) -> NamespaceSource:
                 )
             )
     if upstream is not None:
-        declared = tuple(dict.fromkeys((*config.secrets, *upstream.secret_names())))
-        config = replace(config, secrets=declared)
+        config = replace(config, secrets=declared_secrets(config.secrets, upstream))
     return NamespaceSource(
         name=folder.name,
         path=folder.resolve(),

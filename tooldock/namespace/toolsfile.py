@@ -243,6 +243,12 @@ def parse_tools_file(data: dict[str, Any]) -> UpstreamConfig:
 _LINE_RE = re.compile(r"at line (\d+)")
 
 
+def declared_secrets(listed: tuple[str, ...] | list[str], upstream: UpstreamConfig | None) -> tuple[str, ...]:
+    """A namespace's declared secrets: those its tooldock.yaml lists, then those its tools.toml's servers
+    refer to (`${secret:NAME}`), each once."""
+    return tuple(dict.fromkeys((*listed, *(upstream.secret_names() if upstream is not None else ()))))
+
+
 def read_tools_file(folder: Path) -> tuple[UpstreamConfig | None, Problem | None]:
     """The folder's `tools.toml`, or None and the problem that stops it from being served."""
     path = folder / TOOLS_FILE
