@@ -44,6 +44,19 @@ def test_files_are_private_and_hold_no_value(store):
         "namespace": "weather", "satisfied": ["API_KEY"], "missing": ["NOPE"], "placeholders": ["LATER"]}
 
 
+def test_resolving_reads_the_encrypted_file_once_for_values_and_statuses(store, monkeypatch):
+    store.set("API_KEY", "value-1a2b3c4d", "weather")
+    store.prepare("LATER")
+    reads = []
+    real = Path.read_text
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: (reads.append(self.name), real(self, *a, **k))[1])
+    resolved = store.resolve("weather", ["API_KEY", "LATER"])
+    assert resolved.values == {"API_KEY": "value-1a2b3c4d"} and resolved.status == "placeholders"
+    assert reads.count(store.enc.name) == 1, reads
+    assert store.snapshot() == (store.load_all(), store.placeholders()) == (
+        {"global": {}, "namespaces": {"weather": {"API_KEY": "value-1a2b3c4d"}}}, {("global", "LATER")})
+
+
 def test_bad_names_and_values_are_refused(store):
     for key, value, namespace in (("bad-name", "v", None), ("OK", "", None), ("OK", "a\x00b", None),
                                   ("OK", "v", "Bad_NS"), ("OK", "x" * 70_000, None)):

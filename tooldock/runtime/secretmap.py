@@ -54,8 +54,8 @@ class SecretMap:
 
     def refresh(self) -> None:
         """Decrypt the store again; raises `tooldock.errors.SecretsError` (the previous values stay)."""
-        values = self.store.load_all()
-        self._values, self._placeholders = values, self.store.placeholders()
+        values, self._placeholders = self.store.snapshot()
+        self._values = values
         self._key = _token_key(self.store.key_path, self._key)
         everything = [*values.get("global", {}).values()]
         for scoped in values.get("namespaces", {}).values():

@@ -3,8 +3,8 @@
 A namespace gets only the names its `tooldock.yaml` declares (`secrets:`), each from the namespace's own
 scope, else the global scope, else the folder's `env:` default. Its status is `no_secrets_needed` (it
 declares none), `missing` (some declared name has no value and no placeholder anywhere), `placeholders`
-(none missing, but some only prepared), else `ok`. Pure functions over `SecretStore.load_all()` and
-`SecretStore.placeholders()`, so a caller decrypts once for every namespace.
+(none missing, but some only prepared), else `ok`. Pure functions over `SecretStore.snapshot()` (its
+`load_all()` and `placeholders()` from one reading), so a caller decrypts once for every namespace.
 """
 
 from __future__ import annotations

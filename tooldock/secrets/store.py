@@ -82,9 +82,10 @@ class SecretStore:
             raise StoreCorrupt(f"{self.enc} is not a sops file (no sops: block)")
         return document
 
-    def _open(self) -> _Opened:
-        """Decrypt the current file; raises before returning anything if it does not verify."""
-        document = self._document()
+    def _open(self, document: dict[str, Any] | None = None) -> _Opened:
+        """Decrypt the current file (or `document`, the file already read); raises before returning anything
+        if it does not verify."""
+        document = self._document() if document is None else document
         try:
             identities = load_identities(self.key_path)
         except NoIdentity as exc:
@@ -121,13 +122,15 @@ class SecretStore:
     def recipients(self) -> list[str]:
         return sopsfile.recipients(self._document()) if self.exists() else []
 
-    def _stored(self) -> dict[str, Any]:
+    def _stored(self, document: dict[str, Any] | None = None) -> dict[str, Any]:
         """The names that hold a value, from the encrypted file without decrypting it (see status.py)."""
-        return stored_names(self._document(), str(self.enc)) if self.exists() else {"global": [], "namespaces": {}}
+        if document is None and not self.exists():
+            return {"global": [], "namespaces": {}}
+        return stored_names(self._document() if document is None else document, str(self.enc))
 
-    def known(self) -> dict[str, Any]:
+    def known(self, document: dict[str, Any] | None = None) -> dict[str, Any]:
         """Every name's status (see status.py), in `meta()`'s shape."""
-        return merged(self._stored(), self.meta())
+        return merged(self._stored(document), self.meta())
 
     def statuses(self, namespace: str | None = None) -> list[dict[str, str]]:
         """Status only, never a value: [{"key", "scope", "status"}]; `namespace` filters to that scope."""
@@ -140,9 +143,11 @@ class SecretStore:
                 rows += [{"key": k, "scope": ns, "status": status_of(v)} for k, v in entries.items()]
         return rows
 
-    def placeholders(self) -> set[tuple[str, str]]:
+    def placeholders(self, document: dict[str, Any] | None = None) -> set[tuple[str, str]]:
         """(scope, key) of every placeholder; scope is "global" or a namespace name."""
-        return {(e["scope"], e["key"]) for e in self.statuses() if e["status"] == "placeholder"}
+        known = self.known(document)
+        scopes = [("global", known["global"]), *sorted(known["namespaces"].items())]
+        return {(scope, key) for scope, found in scopes for key, e in found.items() if status_of(e) == "placeholder"}
 
     def check(self, namespace: str, declared: list[str]) -> dict[str, Any]:
         """Seed 000's `check_secrets`, without decrypting: which declared names are set, missing, or
@@ -158,7 +163,15 @@ class SecretStore:
 
     def resolve(self, namespace: str, declared: list[str], env_defaults: dict[str, str] | None = None) -> Resolved:
         """Values and status for one namespace (decrypts the store; see `resolve`)."""
-        return resolve_namespace(self.load_all(), self.placeholders(), namespace, declared, env_defaults)
+        return resolve_namespace(*self.snapshot(), namespace, declared, env_defaults)
+
+    def snapshot(self) -> tuple[dict[str, Any], set[tuple[str, str]]]:
+        """`load_all()` and `placeholders()` from one reading of the file: the two agree even while
+        `tooldock secrets` rewrites it, and a reload parses it once."""
+        if not self.exists():
+            return self.load_all(), self.placeholders()
+        document = self._document()
+        return by_scope(self._open(document).tree, str(self.enc), scope_values), self.placeholders(document)
 
     def values_for(
         self, namespace: str, declared: list[str], env_defaults: dict[str, str] | None = None
