@@ -4,12 +4,20 @@ tools.toml, never shown by the gateway that uses it)."""
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
 import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
+import httpx2
+import mcp_types as types
 import pytest
-from conftest import EXAMPLES, TOOLDOCK, Gateway, tooldock_cli
+from conftest import EXAMPLES, FIXTURES, TOOLDOCK, Gateway, tooldock_cli
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from test_upstream import DEMO, catalog_of, run, session, text, write_upstream
 
 pytestmark = pytest.mark.slow
@@ -97,7 +105,8 @@ def test_a_tooldock_namespace_over_streamable_http_and_sse(fronting):
 
 
 def test_secret_references_reach_the_upstream_and_nothing_else(fronting):
-    assert fronting.call("remote", "demo_getenv", name="SECRET_VALUE").json()["result"] == {"result": DEMO_SECRET}
+    # The server was given the value: what it sends back is exactly that value, which the gateway masks.
+    assert fronting.call("remote", "demo_getenv", name="SECRET_VALUE").json()["result"] == {"result": "***"}
     # the gateway's own tokens never reach a stdio upstream
     assert fronting.call("remote", "demo_getenv", name="TOOLDOCK_BEARER_TOKEN").json()["result"] == {
         "result": "<unset>"
@@ -117,3 +126,61 @@ def test_an_upstream_that_refuses_the_token_fails_alone_with_the_reason(fronting
     assert "answered HTTP 401 Unauthorized" in refused()["last_error"]
     assert refused()["state"] in ("failed", "starting")  # retried with backoff (restart is on)
     assert fronting.namespace("remote")["state"] == "degraded"
+
+
+LEAKY = f"{shlex.quote(sys.executable)} {shlex.quote(str(FIXTURES / 'upstreams' / 'leaky_server.py'))}"
+LEAKY_VALUE = "leaky-value-3e4f5a6b7c"
+
+
+def test_an_upstream_cannot_leak_its_secret_through_results_errors_logs_progress_or_stderr(tmp_path, make_gateway):
+    store = {"TOOLDOCK_SECRETS_DIR": str(tmp_path / "store"), "TOOLDOCK_AGE_KEY_FILE": str(tmp_path / "age.key")}
+    tooldock_cli("secrets", "init", env=store)
+    secrets_set(store, "LEAKY", LEAKY_VALUE, "leaky")
+    env = 'env = { LEAKY_VALUE = "${secret:LEAKY}" }'
+    write_upstream(tmp_path / "src", "leaky", f"""active_toolsets = ["ok_*"]
+restart = false
+
+[[servers]]
+namespace = "ok"
+command = "{LEAKY}"
+{env}
+
+[[servers]]
+namespace = "dead"
+command = "{LEAKY} --die"
+{env}
+""")
+    gw = make_gateway(tmp_path / "src", env=store)
+    assert gw.call("leaky", "ok_leak").json()["result"] == {"result": "result says ***"}
+    failed = gw.call("leaky", "ok_leak_error").json()
+    assert "error says ***" in json.dumps(failed) and LEAKY_VALUE not in json.dumps(failed)
+
+    async def over_mcp() -> tuple[str, list[Any], list[Any]]:
+        progress: list[Any] = []
+        logs: list[Any] = []
+
+        async def on_progress(value: float, total: float | None, message: str | None) -> None:
+            progress.append(message)
+
+        async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+            logs.append(params.data)
+
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {gw.token}"}) as http:
+            transport = streamable_http_client(f"{gw.url}/ns/leaky/mcp", http_client=http)
+            async with Client(transport, mode="legacy", cache=None, logging_callback=on_log) as client:
+                await client.set_logging_level("info")
+                result = await client.session.call_tool("ok_leak", {}, progress_callback=on_progress)
+                return text(result), progress, logs
+
+    result, progress, logs = run(over_mcp())
+    assert (result, progress, logs) == ("result says ***", ["progress says ***"], ["log says ***"])
+
+    def dead() -> dict[str, Any]:
+        return next(s for s in gw.namespace("leaky")["servers"] if s["namespace"] == "dead")
+
+    gw.wait_for(lambda: "its last output" in (dead()["last_error"] or ""), what="the dead server's last words")
+    assert "its last output: dying with ***" in dead()["last_error"], dead()
+    gw.wait_for(lambda: "stderr says ***" in gw.logs, what="the server's stderr in the log, masked")
+    assert "[leaky] ok: stderr says ***" in gw.logs and "[leaky] dead: dying with ***" in gw.logs
+    shown = gw.logs + gw.get("/namespaces").text + gw.get("/ns/leaky/openapi.json").text
+    assert LEAKY_VALUE not in shown

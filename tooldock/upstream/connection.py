@@ -14,7 +14,7 @@ import json
 import math
 import sys
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -28,8 +28,10 @@ from pydantic import TypeAdapter, ValidationError
 import tooldock
 from tooldock.errors import RegistryError, UpstreamError, UpstreamUnavailable
 from tooldock.namespace.toolsfile import UpstreamServer
+from tooldock.upstream.output import ServerOutput
 from tooldock.upstream.resolve import Resolver
 from tooldock.upstream.transports import http_status, open_transport, watched
+from tooldock.worker.secretenv import Masker
 
 ConnectionState = Literal["starting", "ready", "down", "failed", "stopped"]
 MAX_PAGES = 100  # a paginator that never ends cannot hang a listing
@@ -105,8 +107,14 @@ class Connection:
         on_down: Callable[[Connection], None],
         on_notification: Callable[[Connection, Any], Awaitable[None]],
         resolver: Resolver | None = None,
+        owner: str = "",
     ) -> None:
         self.spec, self.folder, self.secrets = spec, folder, secrets
+        # The values this server is given are masked in everything it sends on: results, listings, log
+        # messages, questions, progress, errors and its stderr (a worker masks its own the same way).
+        self.mask = Masker(list(secrets.values()))
+        self.owner = owner  # the gateway namespace, for log lines
+        self._output: ServerOutput | None = None
         self.target = spec  # what runs: `spec` itself, or what its registry entry resolved to
         self.resolver = resolver or Resolver("", None)
         self.startup_timeout, self.restart = startup_timeout, restart
@@ -148,11 +156,14 @@ class Connection:
             try:
                 await self._attempt()
             except Exception as exc:  # every way a server can fail to start is reported, none stops the gateway
-                self.last_error = describe(exc)
+                self.last_error = self.mask(describe(exc))
                 if self.target.transport != "stdio" and self.state != "ready":
                     with contextlib.suppress(Exception):
                         refused = await http_status(self.target, self.secrets)
                         self.last_error += f" ({self.target.url} answered {refused})" if refused else ""
+            said = await self._output.said() if self._output is not None and not self._stopping else ""
+            if said and self.last_error:
+                self.last_error += f"; its last output: {said}"
             was_up, self.client, self.capabilities = self.state == "ready", None, None
             if self._stopping:
                 break
@@ -182,8 +193,11 @@ class Connection:
             self._scope = scope
             if self._stopping:
                 scope.cancel()
+            self._output = None
             self.target = await self.resolver.resolve(self.spec, self.secrets)
-            transport = watched(open_transport(self.target, self.folder, self.secrets), closed.set)
+            if self.target.transport == "stdio":
+                self._output = ServerOutput(f"[{self.owner}] {self.spec.namespace or '-'}:", self.mask)
+            transport = watched(self._transport(), closed.set)
             client = Client(
                 transport,
                 mode="auto",
@@ -211,6 +225,16 @@ class Connection:
                 f"no answer to initialize and listing within {self.startup_timeout:g}s (startup_timeout in tools.toml)"
             )
 
+    @contextlib.asynccontextmanager
+    async def _transport(self) -> AsyncIterator[tuple[Any, Any]]:
+        if self._output is None:
+            async with open_transport(self.target, self.folder, self.secrets) as streams:
+                yield streams
+            return
+        with self._output as errlog:
+            async with open_transport(self.target, self.folder, self.secrets, errlog) as streams:
+                yield streams
+
     async def _list_all(self, client: Client) -> Listing:
         caps = client.server_capabilities
         session = client.session
@@ -233,12 +257,14 @@ class Connection:
 
     async def _log(self, params: types.LoggingMessageNotificationParams) -> None:
         if self.log_sink is not None:
+            if self.mask.values:
+                params = types.LoggingMessageNotificationParams.model_validate(self.mask.scrub(dump(params)))
             await self.log_sink(params)
 
     async def _message(self, message: Any) -> None:
         if isinstance(message, Exception):  # a line that is not JSON-RPC: logged, the session goes on
             print(
-                f"tooldock: upstream {self.spec.label} sent an invalid message: {message}"[:500],
+                self.mask(f"tooldock: upstream {self.spec.label} sent an invalid message: {message}"[:500]),
                 file=sys.stderr,
                 flush=True,
             )
@@ -265,7 +291,7 @@ class Connection:
         if self.ask_sink is None:
             return types.ErrorData(code=types.INVALID_REQUEST, message=f"{method} is not relayed here")
         try:
-            return await self.ask_sink(method, dump(params))
+            return await self.ask_sink(method, self.mask.scrub(dump(params)))
         except MCPError as err:
             return err.error
 
@@ -301,6 +327,12 @@ class Connection:
     async def request(self, request: Any, result_type: Any, progress: Any = None) -> dict[str, Any]:
         """Send one request; the result as JSON. Upstream JSON-RPC errors become `UpstreamError`."""
         client = self._client()
+        if progress is not None and self.mask.values:
+            told = progress
+
+            async def progress(value: float, total: float | None, message: str | None) -> None:
+                await told(value, total, self.mask(message) if message else message)
+
         try:
             result = await client.session.send_request(request, result_type, progress_callback=progress)
         except MCPError as err:
@@ -322,7 +354,7 @@ class Connection:
                 f"upstream server {self.spec.label} returned {size} bytes, more than the {MAX_RESULT_BYTES} allowed",
                 {"rpc_code": types.INTERNAL_ERROR, "rpc_message": "result too large", "size": size},
             )
-        return data
+        return self.mask.scrub(data)
 
 
 def _answer(model: Any, answer: dict[str, Any]) -> Any:

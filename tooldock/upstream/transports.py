@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import anyio
 import httpx2
@@ -61,12 +61,14 @@ def stdio_parameters(spec: UpstreamServer, folder: Path, secrets: Mapping[str, s
 
 @contextlib.asynccontextmanager
 async def open_transport(
-    spec: UpstreamServer, folder: Path, secrets: Mapping[str, str]
+    spec: UpstreamServer, folder: Path, secrets: Mapping[str, str], errlog: TextIO | None = None
 ) -> AsyncIterator[tuple[Any, Any]]:
-    """The (read, write) streams of one upstream, for `mcp.Client`. Raises OSError when a command is missing."""
+    """The (read, write) streams of one upstream, for `mcp.Client`. Raises OSError when a command is missing.
+    `errlog`: where a stdio server's stderr goes (output.py masks it; the gateway's stderr when None)."""
     assert not spec.registry, "resolve a registry server first (upstream/resolve.py)"
     if spec.transport == "stdio":
-        async with stdio_client(stdio_parameters(spec, folder, secrets), errlog=sys.stderr) as streams:
+        params = stdio_parameters(spec, folder, secrets)
+        async with stdio_client(params, errlog=errlog or sys.stderr) as streams:
             yield streams
         return
     headers = {k: expand_secrets(v, dict(secrets)) for k, v in spec.headers}

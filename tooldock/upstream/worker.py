@@ -55,6 +55,7 @@ class UpstreamWorker:
                 on_down=self._down,
                 on_notification=self._notification,
                 resolver=resolver,
+                owner=source.name,
             )
             for spec in self.config.servers
         ]
