@@ -1079,3 +1079,39 @@ def test_tooldock_relay_applies_its_clients_activation_again_after_the_gateway_r
     assert "unknown name(s): 'demo_wordy'" in stderr, stderr
     assert last == ["oubliette_pick_other_add", "oubliette_pick_other_wordy", "oubliette_pick_toolman_activate"]
     assert key not in stderr and "Traceback" not in stderr
+
+
+def test_calls_go_on_through_reloads_one_after_another(tmp_path, make_gateway):
+    """Reloads back to back replace an upstream namespace while its servers are still starting (listed from
+    the schema cache): a call waiting for such a server is in flight, so the retired version drains it
+    instead of stopping the server under it (calls hung until their timeout)."""
+    tools = tmp_path / "src"
+    toml = f'active_toolsets = ["demo_add"]\n[[servers]]\nnamespace = "demo"\ncommand = "{DEMO}"\n'
+    write_upstream(tools, "busy", toml)
+    gw = make_gateway(tools, env={"MANAGER_INTERNAL_TOKEN": "manager-token-0", "TOOL_CALL_TIMEOUT_SECONDS": "20"})
+    live = gw.tools_dir / "busy" / "tools.toml"
+
+    async def go() -> list[int]:
+        answers: list[int] = []
+        stop = asyncio.Event()
+        async with httpx2.AsyncClient(headers=gw.headers("busy"), timeout=60) as http:
+
+            async def caller() -> None:
+                while not stop.is_set():
+                    answer = await http.post(f"{gw.url}/tools/demo_add", json={"a": 1, "b": 2})
+                    assert answer.json() == {"result": {"result": 3}}, answer.text
+                    answers.append(answer.status_code)
+
+            callers = [asyncio.create_task(caller()) for _ in range(2)]
+            await asyncio.sleep(0.5)
+            for round_ in range(4):
+                live.write_text(toml + f"# edit {round_}\n")
+                reloaded = await http.post(f"{gw.url}/reload", headers={"X-Manager-Token": "manager-token-0"})
+                assert reloaded.json()["failed"] == {}, reloaded.text
+            await asyncio.sleep(3)
+            stop.set()
+            await asyncio.gather(*callers)
+        return answers
+
+    answers = run(go())  # every call answered 3: none hit its timeout (20 s) or a missing tool
+    assert len(answers) > 10

@@ -142,6 +142,7 @@ class Connection:
     async def stop(self) -> None:
         """Close the session and stop the server (the SDK kills a stdio server's whole process group)."""
         self._stopping = True
+        self.first_attempt.set()  # a call waiting for the first start is answered now (unavailable), not at its timeout
         if self._scope is not None:
             self._scope.cancel()
         if self._task is not None:

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import sys
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -226,7 +226,6 @@ class UpstreamWorker:
             )
             return {"content": [{"type": "text", "text": message}], "isError": False}
         item = self.catalog.tool(tool, view)
-        conn = await self._connection_for(item.server)
         wants_progress = relay is not None and relay.call_fields().get("progress")
 
         async def progress(value: float, total: float | None, message: str | None) -> None:
@@ -234,16 +233,22 @@ class UpstreamWorker:
                 {"op": "event", "event": "progress", "data": {"progress": value, "total": total, "message": message}}
             )
 
-        params = {"name": item.original, "arguments": arguments}
-        work = self._rounds(conn, "tools/call", params, relay, progress if wants_progress else None)
+        async def work(conn: Connection) -> dict[str, Any]:
+            params = {"name": item.original, "arguments": arguments}
+            return await self._rounds(conn, "tools/call", params, relay, progress if wants_progress else None)
+
         return await self._tracked(item.server, relay, work)
 
-    async def _tracked(self, index: int, relay: Any, work: Any) -> dict[str, Any]:
+    async def _tracked(
+        self, index: int, relay: Any, work: Callable[[Connection], Awaitable[dict[str, Any]]]
+    ) -> dict[str, Any]:
+        """Run `work` on server `index`'s connection, counted in flight from the start: a call still waiting
+        for its server to come up (listed from the cache) is drained by `stop`, not cut off by it."""
         calls = self._inflight[index]
         calls.append(relay)
         self._idle.clear()
         try:
-            return await work
+            return await work(await self._connection_for(index))
         finally:
             calls.remove(relay)
             if not any(self._inflight):
@@ -286,30 +291,35 @@ class UpstreamWorker:
         view = self.activation(session)
         if op == "resources.read":
             index, uri = self.catalog.resource(str(fields.get("uri")), view)
-            conn = await self._connection_for(index)
-            read = self._rounds(conn, "resources/read", {"uri": uri}, relay)
-            result = await self._tracked(index, relay, read)
-            for content in result.get("contents") or []:
-                if isinstance(content.get("uri"), str):
-                    content["uri"] = prefixed(conn.spec.namespace, content["uri"])
-            return result
+
+            async def read(conn: Connection) -> dict[str, Any]:
+                result: dict[str, Any] = await self._rounds(conn, "resources/read", {"uri": uri}, relay)
+                for content in result.get("contents") or []:
+                    if isinstance(content.get("uri"), str):
+                        content["uri"] = prefixed(conn.spec.namespace, content["uri"])
+                return result
+
+            return await self._tracked(index, relay, read)
         if op == "prompts.get":
-            item = self.catalog.prompt(str(fields.get("name")))
-            conn = await self._connection_for(item.server)
-            params = {"name": item.original, "arguments": fields.get("arguments")}
-            return await self._tracked(item.server, relay, self._rounds(conn, "prompts/get", params, relay))
+            prompt = self.catalog.prompt(str(fields.get("name")))
+            params = {"name": prompt.original, "arguments": fields.get("arguments")}
+            get = lambda conn: self._rounds(conn, "prompts/get", params, relay)  # noqa: E731
+            return await self._tracked(prompt.server, relay, get)
         if op in ("resources.subscribe", "resources.unsubscribe"):
             index, uri = self.catalog.resource(str(fields.get("uri")), view)
-            conn = await self._connection_for(index)
-            resources = conn.capabilities.resources if conn.capabilities is not None else None
-            if resources is None or not resources.subscribe:
-                return {}  # the server has no subscriptions: nothing will change, nothing to pass on
             change: Any = (
                 types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri))
                 if op == "resources.subscribe"
                 else types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri=uri))
             )
-            return await conn.request(change, types.EmptyResult)
+
+            async def subscription(conn: Connection) -> dict[str, Any]:
+                resources = conn.capabilities.resources if conn.capabilities is not None else None
+                if resources is None or not resources.subscribe:
+                    return {}  # the server has no subscriptions: nothing will change, nothing to pass on
+                return await conn.request(change, types.EmptyResult)
+
+            return await self._tracked(index, None, subscription)
         if op == "completion.complete":
             return await self._complete(fields.get("ref") or {}, fields.get("argument") or {}, view)
         raise InvalidArguments(f"upstream namespaces do not answer {op!r}")
@@ -323,9 +333,9 @@ class UpstreamWorker:
             if template is None:
                 raise NotFound(f"unknown resource template {ref.get('uri')!r}")
             item, upstream_ref = template, {"type": "ref/resource", "uri": template.original}
-        conn = await self._connection_for(item.server)
         params = types.CompleteRequestParams.model_validate({"ref": upstream_ref, "argument": argument})
-        return await conn.request(types.CompleteRequest(params=params), types.CompleteResult)
+        request = types.CompleteRequest(params=params)
+        return await self._tracked(item.server, None, lambda conn: conn.request(request, types.CompleteResult))
 
     # -- life -------------------------------------------------------------------------------------------
 
