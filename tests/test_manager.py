@@ -120,6 +120,7 @@ def test_an_llm_writes_a_tool_adds_a_requirement_reloads_and_calls_it(pair):
                 "has_requirements": False,
                 "secrets_status": "no_secrets_needed",
                 "loaded": True,
+                "state": "ready",
             },
         ],
     )
@@ -560,3 +561,31 @@ def test_json_logs_cover_the_managers_lines_too(make_gateway, store):
     gateway.wait_for(lambda: "tooldock manager: ready on" in gateway.logs, 30, "the manager's ready line")
     lines = [json.loads(line) for line in gateway.logs.splitlines() if line.strip()]  # every line is JSON
     assert any(e["message"].startswith("tooldock manager: ready on") for e in lines)
+
+
+IMPORTS_MISSING = '''import no_such_module_here
+from fastmcp.tools import tool
+
+
+@tool
+def lookup(word: str) -> str:
+    """Look a word up."""
+    return no_such_module_here.find(word)
+'''
+
+
+def test_a_file_that_fails_to_import_is_named_by_reload_core_and_list_namespaces(pair):
+    gateway, url = pair
+
+    async def flow(call):
+        await call("create_namespace", name="dict")
+        await call("write_tool", namespace="dict", filename="lookup.py", code=IMPORTS_MISSING)
+        await call("write_tool", namespace="dict", filename="arith.py", code=CALC_V1)
+        return [await call("reload_core"), await call("list_namespaces")]
+
+    (_, reloaded), (_, listed) = run_manager(url, flow)
+    why = ("lookup.py:1: import failed: No module named 'no_such_module_here'; add the package to the namespace's "
+           "requirements.txt")
+    assert reloaded["failed"] == {} and reloaded["problems"] == {"dict": [why]}
+    row = next(r for r in listed if r["name"] == "dict")
+    assert row["loaded"] is True and row["state"] == "ready" and row["problems"] == [why]

@@ -165,3 +165,32 @@ def test_an_edit_that_breaks_a_file_keeps_the_old_version_and_says_why(make_gate
     math_tools.write_text(good)  # put back: served as before, the error gone
     body = gw.post("/reload", headers={"X-Manager-Token": MANAGER}).json()
     assert body["failed"] == {} and "reload_error" not in gw.namespace("multi-tool")
+
+
+def test_a_reload_names_what_is_wrong_in_the_namespaces_it_started(make_gateway):
+    """A new namespace whose files are broken is reported by the reload itself (a manager's LLM reads
+    `reload_core`'s answer, not /namespaces): one that serves nothing under `failed`, one that serves its
+    other files under `problems`."""
+    gw = make_gateway(EXAMPLES, env={"MANAGER_INTERNAL_TOKEN": MANAGER})
+    tools = gw.tools_dir
+    for name in ("imports", "badtoml", "badyaml", "fresh"):
+        (tools / name).mkdir()
+    shutil.copy(EXAMPLES / "basic-tool" / "hello.py", tools / "imports" / "hello.py")
+    (tools / "imports" / "needs.py").write_text(
+        "import no_such_module_here\nfrom fastmcp.tools import tool\n\n@tool\ndef f() -> int:\n    \"\"\"F.\"\"\"\n    return 1\n")
+    (tools / "badtoml" / "tools.toml").write_text("[[servers]]\nnamespace = \n")
+    shutil.copy(EXAMPLES / "basic-tool" / "hello.py", tools / "badyaml" / "hello.py")
+    (tools / "badyaml" / "tooldock.yaml").write_text("limits: {timeout: -3}\n")
+    body = gw.post("/reload", headers={"X-Manager-Token": MANAGER}).json()
+    gw.conforms("/reload", "post", body)
+    assert body["failed"] == {
+        "badtoml": "tools.toml:2: invalid TOML: Invalid value (at line 2, column 13)",
+        "badyaml": "tooldock.yaml: 'limits.timeout' must be a positive number",
+    }
+    assert body["problems"] == {"imports": [
+        "needs.py:1: import failed: No module named 'no_such_module_here'; add the package to the namespace's "
+        "requirements.txt"]}
+    assert gw.call("imports", "say_hello", name="Ada").json() == {"result": "Hello, Ada!"}
+    # an empty new folder is not a failure; an unchanged namespace is not reported again
+    again = gw.post("/reload", headers={"X-Manager-Token": MANAGER}).json()
+    assert "imports" not in again["problems"] and "fresh" not in again["failed"]

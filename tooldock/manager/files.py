@@ -96,6 +96,18 @@ def with_gateway_view(listed: list[dict[str, Any]], status: dict[str, Any]) -> l
     ]
 
 
+def problems_of(status: dict[str, Any]) -> dict[str, Any]:
+    """`{"problems": ["file:line: message", ...]}` from the gateway's `/namespaces` entry; `{}` when none."""
+    listed = []
+    for problem in status.get("problems") or []:
+        if isinstance(problem, dict) and problem.get("file"):
+            where = f"{problem['file']}:{problem['line']}" if problem.get("line") else str(problem["file"])
+            listed.append(f"{where}: {problem.get('message')}")
+    if status.get("state") == "failed" and status.get("last_error") and not listed:
+        listed.append(str(status["last_error"]))
+    return {"problems": listed} if listed else {}
+
+
 def get_tool_source(ws: Workspace, namespace: object, filename: object) -> dict[str, Any]:
     path = ws.tool_file(namespace, filename)
     if not path.is_file():

@@ -45,24 +45,32 @@ def register(server: MCPServer, m: Manager) -> None:
         Returns a list of objects, each with: name (string, e.g. "github"); tool_count (integer: tools loaded
         in the gateway, or found in the files when the gateway has not loaded the namespace yet);
         has_requirements (boolean); secrets_status ("ok" | "missing" | "placeholders" | "no_secrets_needed");
-        loaded (boolean: whether the gateway serves it now; if false, call reload_core()).
+        loaded (boolean: whether the gateway serves it now; if false, call reload_core(), and if it is still
+        false, read "problems").
+
+        ToolDock adds, once the gateway knows the namespace: state (the gateway's: "ready", "degraded",
+        "failed", "empty", "sleeping", ...) and, when something is wrong, problems (strings "file:line:
+        message": a file that failed to import or was skipped, an invalid tooldock.yaml or tools.toml; fix the
+        file, then call reload_core()).
 
         Example: [{"name": "shared", "tool_count": 2, "has_requirements": false,
-        "secrets_status": "no_secrets_needed", "loaded": true}]"""
+        "secrets_status": "no_secrets_needed", "loaded": true, "state": "ready"}]"""
         served = await m.gateway.namespaces()
         listed = []
         for name in ws.namespaces():
             live = served.get(name)
             count = live["tool_count"] if live else len(files.list_tools(ws, name))
-            listed.append(
-                {
-                    "name": name,
-                    "tool_count": count,
-                    "has_requirements": bool(deps.read_requirements(ws.root / name / deps.REQUIREMENTS)),
-                    "secrets_status": secrets_status(ws, m.store, name),
-                    "loaded": live is not None,
-                }
-            )
+            row: JsonObject = {
+                "name": name,
+                "tool_count": count,
+                "has_requirements": bool(deps.read_requirements(ws.root / name / deps.REQUIREMENTS)),
+                "secrets_status": secrets_status(ws, m.store, name),
+                "loaded": live is not None and live.get("state") != "failed",
+            }
+            if live is not None:
+                row["state"] = live.get("state")
+                row.update(files.problems_of(live))
+            listed.append(row)
         return listed
 
     @server.tool()

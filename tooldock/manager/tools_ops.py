@@ -39,7 +39,9 @@ def register(server: MCPServer, m: Manager) -> None:
 
         Returns {"reloaded": true, "namespaces": ["shared", "github"], "workers_restarted": ["github"],
         "deps_synced": ["github"], "removed": [], "failed": {"ns": "why"}, "seconds": 1.2}
-        plus, on the docker backend, "images_built": {"github": "sha256:..."}.
+        plus, on the docker backend, "images_built": {"github": "sha256:..."}. ToolDock adds "problems":
+        {"ns": ["file:line: message"]} for a namespace this reload started that serves its other files (a
+        file that failed to import: its tools are missing until you fix it and reload).
         Next: call test_tool (or list_tools) to check the result."""
         return await m.reloader.reload_core()
 

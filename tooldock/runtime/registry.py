@@ -75,6 +75,30 @@ def _new_problems(old: NamespaceSource, new: NamespaceSource) -> str:
     return f"invalid files ({listed}); the previous version keeps serving"
 
 
+def _problems_of_new_versions(
+    entries: dict[str, NamespaceEntry], fresh: dict[str, tuple[NamespaceSource, Worker | None]], failed: dict[str, str]
+) -> dict[str, list[str]]:
+    """What is wrong in the namespaces this reload started anew (a new folder, or a changed one that took
+    over), so the reload's answer says it and not only `/namespaces`: one that serves nothing because of
+    its problems (an invalid tools.toml or tooldock.yaml) goes into `failed`; the problems of one that serves
+    (a file that failed to import, a file the scan skipped) are returned, "file:line: message" each."""
+    found: dict[str, list[str]] = {}
+    for name, (_, worker) in fresh.items():
+        entry = entries.get(name)
+        if entry is None or entry.worker is not worker or name in failed:
+            continue  # the previous version kept serving: `failed` says why already
+        listed = [_where(p) + f": {p['message']}" for p in entry.status()["problems"]]
+        if listed and entry.state in ("failed", "empty"):
+            failed[name] = "; ".join(listed)
+        elif listed:
+            found[name] = listed
+    return found
+
+
+def _where(problem: dict[str, Any]) -> str:
+    return f"{problem['file']}:{problem['line']}" if problem.get("line") else str(problem["file"])
+
+
 def _listed(entry: NamespaceEntry | None) -> Any:
     """What MCP clients list for a namespace: a change in it is announced to open sessions."""
     if entry is None:
@@ -162,6 +186,7 @@ class Registry:
                 if previous is not None and previous.worker is not None:
                     retire.append(previous.worker)
             retire += [e.worker for n, e in old.items() if n not in entries and e.worker is not None]
+            problems = _problems_of_new_versions(entries, fresh, failed)
 
             self.snapshot = Snapshot(MappingProxyType(entries), scan.problems, self.snapshot.generation + 1)
             for worker in retire:
@@ -178,6 +203,7 @@ class Registry:
                 "deps_synced": sorted(n for n, (_, w) in fresh.items() if w is not None and w.deps_synced),
                 "removed": sorted(n for n in old if n not in entries),
                 "failed": failed,
+                "problems": problems,
                 "generation": self.snapshot.generation,
             }
 

@@ -124,6 +124,11 @@ SCHEMAS: dict[str, Any] = {
             "deps_synced": _NAMES,
             "removed": _NAMES,
             "failed": {"type": "object", "additionalProperties": _TEXT, "description": "Namespace: why"},
+            "problems": {
+                "type": "object",
+                "additionalProperties": {"type": "array", "items": _TEXT},
+                "description": "Namespace: what is wrong in a namespace this reload started (it serves the rest)",
+            },
             "generation": {"type": "integer"},
         },
     },
