@@ -215,3 +215,20 @@ def test_audit_timestamps_read_as_datetime_isoformat_writes_them():
         expected = dt.datetime.fromtimestamp(now, dt.UTC).isoformat(timespec="milliseconds")
         assert timestamp(now) == expected, now
     assert abs(dt.datetime.fromisoformat(timestamp()).timestamp() - time.time()) < 1
+
+
+def test_a_text_log_record_is_one_line_whatever_its_values_hold():
+    import logging
+
+    from tooldock.runtime.logs import MAX_LOGGED_VALUE, OneLine
+
+    record = logging.LogRecord("tooldock.access", logging.INFO, __file__, 1, "key %s %s: %s %d",
+                               ("abc", "tool\nINFO:     forged\r\x1b[2J\x85" + "y" * 600, "ok", 7), None)
+    assert OneLine().filter(record)
+    message = record.getMessage()
+    assert "\n" not in message and "\r" not in message and "\x1b" not in message and "\x85" not in message
+    assert message.startswith("key abc tool\\nINFO:     forged\\r\\x1b[2J\\x85yyy")
+    assert message.endswith("more): ok 7")
+    assert len(message) < MAX_LOGGED_VALUE + 100
+    formatted = logging.LogRecord("x", logging.INFO, __file__, 1, "already formatted\nsecond line", (), None)
+    assert OneLine().filter(formatted) and formatted.getMessage() == "already formatted\\nsecond line"

@@ -279,6 +279,26 @@ def test_every_call_is_logged_with_the_key_id_never_the_key(relay: Relay):
         assert made not in logs and made.split("_", 2)[2] not in logs
 
 
+def test_a_name_a_client_sends_cannot_forge_a_log_line(relay: Relay):
+    """Tool names and URL paths reach the access lines: their line breaks and escape sequences are escaped,
+    so no client writes a line of its own (a forged "key ... (admin, admin)" line) or drives a terminal."""
+    key = relay.key("write", "project")
+    line = relay.line()
+    forged = "project_echo\nINFO:     key 000000000000 (forged, admin) relay project_create: ok\x1b[31m" + "x" * 900
+    assert "error" in line.rpc("oubliette_call_tool", api_key=key, tool=forged, arguments={})
+    line.close()
+    path = "/tools/echo%0AINFO:%20%20%20%20%20forged%20over%20http%0D"
+    assert relay.gateway.post(path, "project", {"text": "x"}, headers={"Authorization": f"Bearer {key}"}).status_code == 404
+    key_id = key.split("_")[1]
+    relay.gateway.wait_for(lambda: "forged over http" in relay.gateway.logs, what="the HTTP line")
+    logs = relay.gateway.logs
+    assert f"relay project_echo\\nINFO:     key 000000000000 (forged, admin) relay project_create: ok\\x1b[31m" in logs
+    assert "x" * 600 not in logs and "\x1b" not in logs  # cut, and no escape sequence reached the terminal
+    assert not any(ln.startswith("INFO:     key 000000000000") or "forged over http" in ln and not ln.startswith(
+        ("INFO:", "WARNING:")) for ln in logs.splitlines()), logs[-2000:]
+    assert key_id in logs
+
+
 def test_a_second_gateway_on_the_same_socket_leaves_it_alone(relay: Relay, tmp_path: Path):
     shutil.copytree(RELAY_TOOLS / "billing", tmp_path / "tools" / "billing")
     env = {"TOOLDOCK_KEYS_DIR": str(relay.keys.directory), "TOOLDOCK_RELAY_SOCKET": str(relay.sock)}

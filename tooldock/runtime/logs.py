@@ -75,6 +75,38 @@ class OncePerWindow(logging.Filter):
         return True
 
 
+# C0 and C1 control characters and DEL, as visible escapes (tab and nothing else is kept).
+_ESCAPES = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F, *range(0x80, 0xA0)] if c != 0x09}
+_ESCAPES.update({0x0A: "\\n", 0x0D: "\\r"})
+MAX_LOGGED_VALUE = 500  # characters of one value a client sent (a tool name, a path) in a log line
+
+
+def one_line(text: str) -> str:
+    """`text` with control characters escaped: what a client sent cannot start a line of its own (a forged
+    log line) or drive the operator's terminal (escape sequences)."""
+    return text.translate(_ESCAPES)
+
+
+class OneLine(logging.Filter):
+    """On the text handlers: every record is one line. The values a message is built from (a tool name, a
+    URL path, a key's name) are escaped and cut to MAX_LOGGED_VALUE characters, so a client cannot forge a
+    line (`tool: "x\\nINFO:     key 000... admin"`); a traceback (`exc_info`) stays as it is."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and record.args:
+            record.args = tuple(_value(a) for a in record.args)
+        if isinstance(record.msg, str):
+            record.msg = one_line(record.msg)
+        return True
+
+
+def _value(arg: Any) -> Any:
+    if not isinstance(arg, str):
+        return arg
+    cut = arg if len(arg) <= MAX_LOGGED_VALUE else f"{arg[:MAX_LOGGED_VALUE]}...({len(arg) - MAX_LOGGED_VALUE} more)"
+    return one_line(cut)
+
+
 def filter_once(kind: type[logging.Filter], *loggers: str) -> None:
     """Give each named logger a `kind()` filter, unless it has one (however often this is called: every
     app a process builds, as tests do, would add another)."""
@@ -127,6 +159,10 @@ def log_config(level: str, fmt: str = "text", access: bool = False) -> dict[str,
             config["formatters"][name] = {"()": "tooldock.runtime.logs.JsonFormatter"}
         for handler in config["handlers"].values():
             handler["stream"] = "ext://sys.__stderr__"  # sys.stderr is a JsonLines: no JSON inside JSON
+    else:
+        config.setdefault("filters", {})["one_line"] = {"()": "tooldock.runtime.logs.OneLine"}
+        for handler in config["handlers"].values():
+            handler["filters"] = [*handler.get("filters", []), "one_line"]
     config["loggers"]["uvicorn.access"]["level"] = level.upper() if access else "CRITICAL"
     config["loggers"]["tooldock"] = {"handlers": ["default"], "level": level.upper(), "propagate": False}
     return config
