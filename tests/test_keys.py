@@ -187,6 +187,11 @@ def test_bad_durations_are_refused_with_examples(text: str):
     (("--name", "ci", "--scope", "root"), "Invalid value for '--scope'"),
     (("--name", "ci", "--scope", "read", "--namespace", "Team A"), "not a namespace glob"),
     (("--name", "ci", "--scope", "read", "--tool", "a/b/c"), "not a tool glob"),
+    # a set left open, or an empty side of '/': a key that would match nothing
+    (("--name", "ci", "--scope", "read", "--namespace", "["), "not a namespace glob"),
+    (("--name", "ci", "--scope", "read", "--tool", "[!"), "not a tool glob"),
+    (("--name", "ci", "--scope", "read", "--tool", "/"), "not a tool glob"),
+    (("--name", "ci", "--scope", "read", "--tool", "weather/"), "not a tool glob"),
     (("--name", "ci", "--scope", "read", "--expires", "soon"), "not a duration"),
 ])
 def test_cli_create_refuses_bad_input(tmp_path: Path, args: tuple[str, ...], message: str):
@@ -216,3 +221,11 @@ def test_cli_create_list_revoke(tmp_path: Path):
     assert "revoked" in table and made["id"] in table and key not in table
     missing = tooldock_cli("keys", "revoke", "0123456789ab", env=env, check=False)
     assert missing.returncode == 1 and "no API key with id" in missing.stderr
+    # a whole key given by mistake: refused with its id named, the secret part never repeated
+    ci_id, secret = key.split("_")[1], key.split("_", 2)[2]
+    whole = tooldock_cli("keys", "revoke", key, env=env, check=False)
+    assert whole.returncode == 1 and f"its id is {ci_id}: tooldock keys revoke {ci_id}" in whole.stderr
+    assert secret not in whole.stderr and secret[:8] not in whole.stderr + whole.stdout
+    tooldock_cli("keys", "revoke", ci_id.upper(), env=env)  # an id in upper case is the same id
+    assert {r["name"]: r["state"] for r in json.loads(tooldock_cli("keys", "list", "--json", env=env).stdout)}[
+        "ci"] == "revoked"

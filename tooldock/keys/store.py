@@ -28,6 +28,7 @@ from tooldock.errors import InvalidApiKey, KeysError
 from tooldock.keys.scope import ApiKey
 from tooldock.keys.validate import (
     ID_RE,
+    KEY_PREFIX,
     check_id,
     check_name,
     check_namespace_glob,
@@ -36,7 +37,6 @@ from tooldock.keys.validate import (
 )
 from tooldock.secrets.files import locked, write_private
 
-KEY_PREFIX = "tdk_"
 VERSION = 1
 TOUCH_EVERY = timedelta(seconds=60)  # `last_used` is kept to the minute: no file write on every call
 REFUSED = "invalid or expired API key"
@@ -181,7 +181,7 @@ class KeyStore:
         return [self._key(r, i) for i, r in enumerate(self._records())]
 
     def revoke(self, key_id: str) -> ApiKey:
-        check_id(key_id)
+        key_id = check_id(key_id)
         with locked(self.lock):
             records = self._records()
             for index, record in enumerate(records):
