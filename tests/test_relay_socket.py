@@ -299,6 +299,28 @@ def test_a_name_a_client_sends_cannot_forge_a_log_line(relay: Relay):
     assert key_id in logs
 
 
+def test_a_client_that_goes_away_has_its_calls_cancelled_and_one_that_half_closes_gets_its_answers(relay: Relay):
+    key = relay.key("write", "project")
+    gone = relay.line()
+    for rid in ("gone-1", "gone-2"):
+        gone.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "oubliette_call_tool", "params": {
+            "api_key": key, "tool": "project_slow", "arguments": {"seconds": 8}, "request_id": rid}}).encode() + b"\n")
+    time.sleep(1)
+    gone.close()
+    mine = f"key {key.split('_')[1]} (test-write, write) relay project_slow"
+    relay.gateway.wait_for(lambda: relay.gateway.logs.count(f"{mine}: cancelled") >= 2, timeout=5,
+                           what="both calls cancelled at once, not run to their end")
+    assert "request gone-1)" in relay.gateway.logs and f"{mine}: ok" not in relay.gateway.logs
+
+    half = relay.line()
+    half.send(json.dumps({"jsonrpc": "2.0", "id": 7, "method": "oubliette_call_tool", "params": {
+        "api_key": key, "tool": "project_slow", "arguments": {"seconds": 1}}}).encode() + b"\n")
+    half.sock.shutdown(socket.SHUT_WR)  # done asking, still reading (`nc -N`)
+    answer = half.read()
+    assert answer["id"] == 7 and answer["result"]["isError"] is False, answer
+    half.close()
+
+
 def test_a_second_gateway_on_the_same_socket_leaves_it_alone(relay: Relay, tmp_path: Path):
     shutil.copytree(RELAY_TOOLS / "billing", tmp_path / "tools" / "billing")
     env = {"TOOLDOCK_KEYS_DIR": str(relay.keys.directory), "TOOLDOCK_RELAY_SOCKET": str(relay.sock)}

@@ -160,6 +160,9 @@ class RelayMethods:
         try:
             with tracing.incoming(carrier), call_info(front_end="relay"):
                 result = await self.engine.call_tool(parts[0], parts[1], arguments, relay=events, key=key, session=view)
+        except asyncio.CancelledError:  # its client went away
+            audit(key, VIA, name, f"cancelled ({_ms(started)}, request {rid})")
+            raise
         except ToolDockError as err:
             outcome = _outcome(err)
             audit(key, VIA, name[:200], f"{err.code} ({_ms(started)}, request {rid})")

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import fcntl
 import os
+import select
 import sys
 from typing import Any
 
@@ -38,6 +39,7 @@ from tooldock.runtime.relay.protocol import (
 from tooldock.runtime.relay.watchers import Watchers
 
 MAX_IN_FLIGHT = 64  # requests one connection may have running at once
+HANGUP_POLL = 0.2  # seconds between checks, after a client's EOF, that it is still there to read answers
 
 
 class LineTooLong(Exception):
@@ -204,8 +206,11 @@ class RelayServer:
                 running.add(task)
                 task.add_done_callback(running.discard)
             questions.close()  # the client closed its writing side: it answers nothing more
-            if running:  # finish what it asked, then close
-                await asyncio.gather(*running, return_exceptions=True)
+            # A half-close (`shutdown(SHUT_WR)`, `nc -N`) still reads: finish what it asked, then close. A
+            # client gone altogether (closed, killed) is cancelled: nobody would read the answers, and its
+            # calls would hold worker slots and a connection slot until they ended.
+            while running and not _hung_up(writer):
+                await asyncio.wait(running, timeout=HANGUP_POLL)
         finally:
             questions.close()
             self.watchers.remove(send)
@@ -248,3 +253,13 @@ def _taken_as_answer(line: bytes, questions: Questions) -> bool:
         return questions.answered(decode(line))
     except RpcError:
         return False
+
+
+def _hung_up(writer: asyncio.StreamWriter) -> bool:
+    """The peer closed both directions (POLLHUP on a unix socket), not only its writing side."""
+    sock = writer.get_extra_info("socket")
+    if sock is None or writer.is_closing():
+        return True
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLHUP)
+    return any(events & (select.POLLHUP | select.POLLERR) for _, events in poller.poll(0))
