@@ -39,6 +39,10 @@ def test_seed_example_config():
         ({"env": {"A": {"nested": 1}}}, "env.A"),
         ({"network": "host"}, "network"),
         ({"limits": {"timeout": 0}}, "limits.timeout"),
+        ({"limits": {"timeout": float("nan")}}, "limits.timeout"),  # YAML's .nan: every call failed 500
+        ({"limits": {"timeout": float("inf")}}, "limits.timeout"),
+        ({"limits": {"rate": float("nan")}}, "limits.rate"),
+        ({"idle_timeout": float("nan")}, "idle_timeout"),
         ({"limits": {"concurrency": 1.5}}, "whole number"),
         ({"limits": {"memory": "lots"}}, "limits.memory"),
         ({"limits": {"bogus": 1}}, "limits"),

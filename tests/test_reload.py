@@ -185,7 +185,7 @@ def test_a_reload_names_what_is_wrong_in_the_namespaces_it_started(make_gateway)
     gw.conforms("/reload", "post", body)
     assert body["failed"] == {
         "badtoml": "tools.toml:2: invalid TOML: Invalid value (at line 2, column 13)",
-        "badyaml": "tooldock.yaml: 'limits.timeout' must be a positive number",
+        "badyaml": "tooldock.yaml: 'limits.timeout' must be a positive number (at most 1e+09)",
     }
     assert body["problems"] == {"imports": [
         "needs.py:1: import failed: No module named 'no_such_module_here'; add the package to the namespace's "

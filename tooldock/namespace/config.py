@@ -43,11 +43,18 @@ def _str(data: dict[str, Any], key: str) -> str:
     return str(value)
 
 
+MAX_NUMBER = 1e9  # past it a timer cannot be set (and no limit means anything)
+
+
+def _finite_positive(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and 0 < value <= MAX_NUMBER
+
+
 def _positive(value: Any, key: str, kind: type) -> Any:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise ConfigError(f"'limits.{key}' must be a positive number")
+    if not _finite_positive(value):  # .nan and .inf too: YAML reads them as floats
+        raise ConfigError(f"'limits.{key}' must be a positive number (at most {MAX_NUMBER:.0e})")
     if kind is int and int(value) != value:
         raise ConfigError(f"'limits.{key}' must be a whole number")
     return kind(value)
@@ -134,8 +141,8 @@ def parse_config(data: Any) -> NamespaceConfig:
     if python is not None and not _PYTHON_RE.match(str(python)):
         raise ConfigError("'python' must be a version like '3.12'")
     idle = data.get("idle_timeout")
-    if idle is not None and (isinstance(idle, bool) or not isinstance(idle, (int, float)) or idle <= 0):
-        raise ConfigError("'idle_timeout' must be a positive number of seconds")
+    if idle is not None and not _finite_positive(idle):
+        raise ConfigError(f"'idle_timeout' must be a positive number of seconds (at most {MAX_NUMBER:.0e})")
     audit = data.get("audit") or {}
     if not isinstance(audit, dict) or set(audit) - {"arguments"} or not isinstance(audit.get("arguments", False), bool):
         raise ConfigError("'audit' must be a mapping like {arguments: true} (log call arguments, secrets masked)")
