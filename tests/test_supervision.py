@@ -95,3 +95,41 @@ def test_idle_worker_sleeps_and_wakes_on_the_next_call(make_gateway, tmp_path):
     assert gw.call("sleepy", "still_works", x=4).json() == {"result": 8}
     woken = gw.namespace("sleepy")
     assert woken["state"] == "ready" and woken["restarts"] == 0 and woken["last_wake_ms"] > 0
+
+
+BIG = '''from fastmcp.tools import tool
+import asyncio
+
+
+@tool
+def big(n: int) -> str:
+    """Return n characters."""
+    return "x" * n
+
+
+@tool
+async def nap(seconds: float) -> str:
+    """Sleep, then say so."""
+    await asyncio.sleep(seconds)
+    return "rested"
+'''
+
+
+def test_a_result_too_large_to_send_fails_its_call_alone(make_gateway, tmp_path):
+    """A result over the protocol's 16 MiB line used to end the worker's connection: every call in flight
+    failed with "exited during the call; retry", and retrying failed the same way."""
+    (tmp_path / "src" / "huge").mkdir(parents=True)
+    (tmp_path / "src" / "huge" / "big.py").write_text(BIG)
+    gw = make_gateway(tmp_path / "src")
+    pid = gw.namespace("huge")["pid"]
+    napping: dict = {}
+    bystander = threading.Thread(target=lambda: napping.update(gw.call("huge", "nap", seconds=2).json()))
+    bystander.start()
+    answer = gw.call("huge", "big", n=20_000_000)
+    bystander.join()
+    assert answer.status_code == 500
+    error = answer.json()["error"]
+    assert error["code"] == "internal_error" and "more than the 16 MiB one result may be: return less" in error["message"]
+    assert napping == {"result": "rested"}  # the call beside it finished
+    assert gw.namespace("huge")["pid"] == pid and gw.namespace("huge")["restarts"] == 0
+    assert gw.call("huge", "big", n=3).json() == {"result": "xxx"}

@@ -4,6 +4,7 @@ not a reading task), runs in a task of its own, and its reply goes out through t
 from __future__ import annotations
 
 import asyncio
+import sys
 from typing import TYPE_CHECKING, Any
 
 from tooldock.worker import protocol
@@ -21,7 +22,24 @@ class GatewayConnection(protocol.LineStream):
 
     def _line(self, message: dict[str, Any]) -> bytes:
         # secret values never leave the worker, in results, errors or events alike
-        return protocol.encode(self.worker.masker.scrub(message))
+        line = protocol.encode(self.worker.masker.scrub(message))
+        if len(line) <= protocol.MAX_LINE_BYTES:
+            return line
+        # A line over the limit would end the connection at the gateway, and with it every call in flight
+        # on it: the one call fails instead, saying why (an event or a question that big is dropped).
+        limit = protocol.MAX_LINE_BYTES
+        print(
+            f"[{self.worker.namespace}] a message of {len(line)} bytes was not sent: more than the {limit} one may be",
+            file=sys.stderr,
+            flush=True,
+        )
+        if "ok" not in message:
+            return b""
+        why = (
+            f"the tool's result is {len(line)} bytes as JSON, more than the {limit // 2**20} MiB one result may "
+            "be: return less (a page of it, a summary, or where to find it)"
+        )
+        return protocol.encode(protocol.error(message.get("id"), "internal_error", why, {"size": len(line)}))
 
     async def send(self, message: dict[str, Any]) -> None:
         await self.outbox.send(self._line(message))
