@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import shutil
 import time
 from pathlib import Path
 
@@ -136,6 +137,21 @@ def test_import_failures_are_reported_and_other_files_load():
         (failed,) = w.handshake["failed_files"]
         assert failed["file"] == "import_fails.py" and failed["code"] == "dependency_error"
         assert "requirements.txt" in failed["message"] and failed["line"] == 1
+    finally:
+        w.close()
+
+
+def test_a_file_that_calls_sys_exit_at_import_is_reported_and_other_files_load(tmp_path):
+    """sys.exit() is SystemExit, not an Exception: it used to end the worker before it was ready (a crash
+    loop, the whole namespace down, its message lost)."""
+    shutil.copy(FIXTURES / "tools" / "broken-file" / "good.py", tmp_path / "good.py")
+    (tmp_path / "exits.py").write_text('import sys\n\nsys.exit("config missing, bailing out")\n')
+    w = WorkerProc(tmp_path, ["exits.py", "good.py"])
+    try:
+        assert [t["name"] for t in w.handshake["tools"]] == ["still_works"]
+        (failed,) = w.handshake["failed_files"]
+        assert failed["file"] == "exits.py" and failed["line"] == 3
+        assert failed["message"] == "import failed: the file called sys.exit('config missing, bailing out')"
     finally:
         w.close()
 

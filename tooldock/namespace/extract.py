@@ -94,6 +94,8 @@ def _import_problem(path: Path, exc: BaseException) -> Problem:
             line,
             "dependency_error",
         )
+    if isinstance(exc, SystemExit):  # the file called sys.exit(): its message is the reason it gave
+        return Problem(path.name, f"import failed: the file called sys.exit({exc.code!r})", line, "import_error")
     return Problem(path.name, f"import failed: {type(exc).__name__}: {exc}", line, "import_error")
 
 
@@ -107,7 +109,7 @@ def load_namespace(folder: Path, filenames: Iterable[str]) -> LoadedNamespace:
         path = folder / filename
         try:
             module = _import_file(path)
-        except Exception as exc:  # user code: anything may be raised at import time
+        except (Exception, SystemExit) as exc:  # user code: anything may be raised at import time, sys.exit() too
             loaded.failed.append(_import_problem(path, exc))
             continue
         try:
