@@ -41,7 +41,10 @@ def test_crash_loop_is_reported_and_others_keep_serving(make_gateway):
     assert health["status"] == "degraded" and health["unhealthy"] == {"crashy": "crash_loop"}
     assert gw.call("multi-tool", "add", a=1, b=2).json() == {"result": 3}
     reply = gw.call("crashy", "never", x=1)
-    assert reply.status_code == 404  # the worker never listed any tool
+    # the worker never listed its tools: not "no such tool" (404) but "not running", retryable (503)
+    assert reply.status_code == 503 and reply.headers["Retry-After"] == "1"
+    assert reply.json()["error"]["code"] == "namespace_unavailable"
+    assert "is not running (crash_loop): " in reply.json()["error"]["message"] and "exited with code 3" in reply.text
     assert gw.get("/tools", "crashy").json()["tools"] == []
 
 
@@ -56,6 +59,8 @@ def test_unresolvable_requirement_fails_that_namespace_only(make_gateway, tmp_pa
     assert "tooldock-no-such-package-xyz" in ns["last_error"] and "requirements.txt" in ns["last_error"]
     assert gw.call("basic-tool", "say_hello").status_code == 200
     assert gw.get("/health").json()["unhealthy"] == {"needs-missing": "failed"}
+    refused = gw.call("needs-missing", "still_works")
+    assert refused.status_code == 503 and "tooldock-no-such-package-xyz" in refused.json()["error"]["message"]
 
 
 def test_generated_token_is_printed_once_and_works(make_gateway):

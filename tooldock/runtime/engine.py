@@ -23,6 +23,7 @@ from tooldock.errors import (
     InvalidArguments,
     MissingNamespace,
     NamespaceNotFound,
+    NamespaceUnavailable,
     NotFound,
     NotInScope,
     ToolDockError,
@@ -149,6 +150,13 @@ class Engine:
             found = next((t for t in entry.tools if t["name"] == tool), None)
         if found is not None and tool != ACTIVATE and not exposes(entry.source.config, tool):
             found = None  # hidden by the namespace's tools.deny / tools.allow: as if it did not exist
+        if found is None and entry.state in ("failed", "crash_loop") and entry.worker is not None:
+            # It never got to list its tools (an install that failed, a crash loop from the start): the
+            # tool may well be there once it runs, so this is 503 and retryable, not 404.
+            why = entry.worker.status().get("last_error") or entry.state
+            raise NamespaceUnavailable(
+                f"namespace {name!r} is not running ({entry.state}): {why}", {"state": entry.state}
+            )
         if found is None:
             listed = self.visible(name, entry.tools, key)
             raise ToolNotFound(
