@@ -666,6 +666,16 @@ def test_secrets_an_upstream_server_refers_to_count_as_declared(lay):
     assert not (lay.tools / "remote" / "tooldock.yaml").exists()
     assert secrets.check_secrets(lay.ws, lay.store, "remote")["placeholders"] == ["REMOTE_TOKEN"]
 
+def test_tool_files_and_requirements_are_refused_in_an_upstream_namespace(lay):
+    """A .py file in a folder with a tools.toml is never loaded and blocks every later reload of it."""
+    (lay.tools / "remote").mkdir()
+    (lay.tools / "remote" / "tools.toml").write_text('[[servers]]\nnamespace = "r"\nurl = "http://127.0.0.1:9/mcp"\n')
+    for action in (lambda: files.write_tool(lay.ws, "remote", "a.py", ARITH),
+                   lambda: run(deps.add_requirement(lay.ws, "remote", "six", lay.installer))):
+        err = refused(lay, action)
+        assert "serves upstream MCP servers (its tools.toml)" in err.message and "create_namespace" in err.message
+
+
 def test_check_secrets_and_write_tool_name_secrets_the_code_reads_but_does_not_declare(lay):
     answer = files.write_tool(lay.ws, "calc", "service.py", READS_SECRETS)
     assert answer["written"] and written_hint(lay.ws, "calc", containers=False) == {

@@ -86,6 +86,7 @@ def _restore(path: Path, before: bytes | None) -> None:
 async def add_requirement(ws: Workspace, namespace: object, package: object, installer: Installer) -> dict[str, Any]:
     requirement = parse_specifier(package)
     path = ws.metadata_file(namespace, REQUIREMENTS)
+    ws.refuse_upstream(namespace, "a requirement")
     before = path.read_bytes() if path.is_file() else None
     name = canonicalize_name(requirement.name)
     kept = [line for line in read_requirements(path) if not _same_package(line, name)]

@@ -161,6 +161,7 @@ def check_tool_code(ws: Workspace, namespace: str, filename: str, code: str) -> 
 
 def write_tool(ws: Workspace, namespace: object, filename: object, code: object) -> dict[str, Any]:
     path = ws.tool_file(namespace, filename)
+    ws.refuse_upstream(namespace, "a tool file")
     text = decode_code(code)
     refused = check_tool_code(ws, path.parent.name, path.name, text)
     if refused is not None:

@@ -218,6 +218,7 @@ def register(server: MCPServer, m: Manager) -> None:
         Returns on success: {"installed": true, "namespace": "github", "packages": ["httpx>=0.28.0"]}
         Returns on error: {"installed": false, "error": "pip install failed", "details": "..."}"""
         path = ws.metadata_file(namespace, deps.REQUIREMENTS)
+        ws.refuse_upstream(namespace, "its requirements")
         return await deps.install(path, m.installer)
 
     @server.tool()

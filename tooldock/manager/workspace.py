@@ -64,6 +64,18 @@ class Workspace:
             raise InvalidInput(str(exc), {"filename": filename}) from None
         return self._checked(folder / filename, f"{folder.name}/{filename}")
 
+    def refuse_upstream(self, namespace: object, what: str) -> None:
+        """A namespace with a tools.toml serves upstream MCP servers: tool files and requirements there are
+        never loaded, and a .py file blocks its reloads. `what` is what the caller was about to do."""
+        folder = self.namespace_dir(namespace)
+        if (folder / "tools.toml").is_file():
+            raise InvalidInput(
+                f"namespace {folder.name!r} serves upstream MCP servers (its tools.toml), so {what} would not be "
+                "used: a namespace serves tool files or upstream servers, not both. Create another namespace "
+                "for tool files (create_namespace)",
+                {"namespace": folder.name},
+            )
+
     def metadata_file(self, namespace: object, name: str) -> Path:
         """`requirements.txt` or `tooldock.yaml` of an existing namespace."""
         folder = self.namespace_dir(namespace)
