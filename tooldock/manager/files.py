@@ -13,6 +13,7 @@ from typing import Any
 
 from tooldock.errors import AlreadyExists, InvalidInput, Missing
 from tooldock.manager.workspace import Workspace, atomic_write, decode_code
+from tooldock.namespace.models import problem_text
 from tooldock.namespace.scanner import MAX_TOOL_FILE_BYTES
 from tooldock.namespace.validate import decorator_tool_name, validate_source
 
@@ -98,11 +99,7 @@ def with_gateway_view(listed: list[dict[str, Any]], status: dict[str, Any]) -> l
 
 def problems_of(status: dict[str, Any]) -> dict[str, Any]:
     """`{"problems": ["file:line: message", ...]}` from the gateway's `/namespaces` entry; `{}` when none."""
-    listed = []
-    for problem in status.get("problems") or []:
-        if isinstance(problem, dict) and problem.get("file"):
-            where = f"{problem['file']}:{problem['line']}" if problem.get("line") else str(problem["file"])
-            listed.append(f"{where}: {problem.get('message')}")
+    listed = [problem_text(p) for p in status.get("problems") or [] if isinstance(p, dict) and p.get("file")]
     if status.get("state") == "failed" and status.get("last_error") and not listed:
         listed.append(str(status["last_error"]))
     return {"problems": listed} if listed else {}

@@ -26,6 +26,12 @@ class Problem:
         return {"file": self.file, "line": self.line, "code": self.code, "message": self.message}
 
 
+def problem_text(problem: dict[str, Any]) -> str:
+    """A problem (`Problem.to_dict()`, or as `/namespaces` lists it) as one line: "file:line: message"."""
+    where = f"{problem['file']}:{problem['line']}" if problem.get("line") else str(problem["file"])
+    return f"{where}: {problem.get('message')}"
+
+
 @dataclass(frozen=True)
 class Limits:
     timeout: float | None = None  # seconds per call; None = the gateway default

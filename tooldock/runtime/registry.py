@@ -18,7 +18,7 @@ from types import MappingProxyType
 from typing import Any
 
 from tooldock.errors import ReloadFailed, SecretsError
-from tooldock.namespace.models import NamespaceSource, Problem
+from tooldock.namespace.models import NamespaceSource, Problem, problem_text
 from tooldock.runtime.backend import Backend, Worker
 from tooldock.runtime.secretmap import NamespaceSecrets, SecretMap
 from tooldock.runtime.settings import Settings
@@ -71,7 +71,7 @@ def _new_problems(old: NamespaceSource, new: NamespaceSource) -> str:
     fresh = [p for p in new.problems if (p.file, p.code) not in known]
     if not fresh:
         return ""
-    listed = "; ".join(f"{p.file}{f':{p.line}' if p.line else ''}: {p.message}" for p in fresh)
+    listed = "; ".join(problem_text(p.to_dict()) for p in fresh)
     return f"invalid files ({listed}); the previous version keeps serving"
 
 
@@ -87,16 +87,12 @@ def _problems_of_new_versions(
         entry = entries.get(name)
         if entry is None or entry.worker is not worker or name in failed:
             continue  # the previous version kept serving: `failed` says why already
-        listed = [_where(p) + f": {p['message']}" for p in entry.status()["problems"]]
+        listed = [problem_text(p) for p in entry.status()["problems"]]
         if listed and entry.state in ("failed", "empty"):
             failed[name] = "; ".join(listed)
         elif listed:
             found[name] = listed
     return found
-
-
-def _where(problem: dict[str, Any]) -> str:
-    return f"{problem['file']}:{problem['line']}" if problem.get("line") else str(problem["file"])
 
 
 def _listed(entry: NamespaceEntry | None) -> Any:
