@@ -132,10 +132,11 @@ class SecretStore:
         """Every name's status (see status.py), in `meta()`'s shape."""
         return merged(self._stored(document), self.meta())
 
-    def statuses(self, namespace: str | None = None) -> list[dict[str, str]]:
-        """Status only, never a value: [{"key", "scope", "status"}]; `namespace` filters to that scope."""
+    def statuses(self, namespace: str | None = None, document: dict[str, Any] | None = None) -> list[dict[str, str]]:
+        """Status only, never a value: [{"key", "scope", "status"}]; `namespace` filters to that scope;
+        `document`: the encrypted file already read."""
         check_namespace(namespace)
-        known, rows = self.known(), []
+        known, rows = self.known(document), []
         if namespace is None:
             rows += [{"key": k, "scope": "global", "status": status_of(v)} for k, v in known["global"].items()]
         for ns, entries in sorted(known["namespaces"].items()):
@@ -145,9 +146,7 @@ class SecretStore:
 
     def placeholders(self, document: dict[str, Any] | None = None) -> set[tuple[str, str]]:
         """(scope, key) of every placeholder; scope is "global" or a namespace name."""
-        known = self.known(document)
-        scopes = [("global", known["global"]), *sorted(known["namespaces"].items())]
-        return {(scope, key) for scope, found in scopes for key, e in found.items() if status_of(e) == "placeholder"}
+        return {(e["scope"], e["key"]) for e in self.statuses(document=document) if e["status"] == "placeholder"}
 
     def check(self, namespace: str, declared: list[str]) -> dict[str, Any]:
         """Seed 000's `check_secrets`, without decrypting: which declared names are set, missing, or

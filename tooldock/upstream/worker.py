@@ -303,7 +303,10 @@ class UpstreamWorker:
         if op == "prompts.get":
             prompt = self.catalog.prompt(str(fields.get("name")))
             params = {"name": prompt.original, "arguments": fields.get("arguments")}
-            get = lambda conn: self._rounds(conn, "prompts/get", params, relay)  # noqa: E731
+
+            async def get(conn: Connection) -> dict[str, Any]:
+                return await self._rounds(conn, "prompts/get", params, relay)
+
             return await self._tracked(prompt.server, relay, get)
         if op in ("resources.subscribe", "resources.unsubscribe"):
             index, uri = self.catalog.resource(str(fields.get("uri")), view)
