@@ -418,27 +418,33 @@ def test_activation_sends_list_changed_to_that_session(agg):
     run(go())
 
 
+async def call_watching(
+    gw: Gateway, namespace: str, tool: str, arguments: dict[str, Any]
+) -> tuple[str, list[tuple[float, float | None, str | None]], list[Any]]:
+    """`tools/call` on a 2025-11-25 session at log level info: the result's text, and the progress
+    (value, total, message) and log messages that came on the way."""
+    progress: list[tuple[float, float | None, str | None]] = []
+    logs: list[Any] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append((value, total, message))
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logs.append(params.data)
+
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {gw.token}"}) as http:
+        transport = streamable_http_client(f"{gw.url}/ns/{namespace}/mcp", http_client=http)
+        async with Client(transport, mode="legacy", cache=None, logging_callback=on_log) as client:
+            await client.set_logging_level("info")
+            result = await client.session.call_tool(tool, arguments, progress_callback=on_progress)
+            return text(result), progress, logs
+
+
 def test_progress_and_log_messages_are_relayed_to_the_caller(agg):
-    async def go() -> None:
-        progress: list[tuple[float, float | None, str | None]] = []
-        logs: list[Any] = []
-
-        async def on_progress(value: float, total: float | None, message: str | None) -> None:
-            progress.append((value, total, message))
-
-        async def on_log(params: types.LoggingMessageNotificationParams) -> None:
-            logs.append(params.data)
-
-        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {agg.token}"}) as http:
-            transport = streamable_http_client(f"{agg.url}/ns/agg/mcp", http_client=http)
-            async with Client(transport, mode="legacy", cache=None, logging_callback=on_log) as client:
-                await client.set_logging_level("info")
-                result = await client.session.call_tool("demo_slow", {"seconds": 2}, progress_callback=on_progress)
-                assert text(result) == "slept 2.0"
-        assert progress == [(1.0, 2.0, "step 1"), (2.0, 2.0, "step 2")]
-        assert logs == ["step 1 of 2", "step 2 of 2"]
-
-    run(go())
+    result, progress, logs = run(call_watching(agg, "agg", "demo_slow", {"seconds": 2}))
+    assert result == "slept 2.0"
+    assert progress == [(1.0, 2.0, "step 1"), (2.0, 2.0, "step 2")]
+    assert logs == ["step 1 of 2", "step 2 of 2"]
 
 
 def lean_count(gw: Gateway, method: str) -> float:

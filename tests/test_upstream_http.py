@@ -12,13 +12,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import httpx2
-import mcp_types as types
 import pytest
 from conftest import EXAMPLES, FIXTURES, TOOLDOCK, Gateway, tooldock_cli
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from test_upstream import DEMO, catalog_of, run, session, text, write_upstream
+from test_upstream import DEMO, call_watching, catalog_of, run, session, text, write_upstream
 
 pytestmark = pytest.mark.slow
 
@@ -155,25 +151,8 @@ command = "{LEAKY} --die"
     failed = gw.call("leaky", "ok_leak_error").json()
     assert "error says ***" in json.dumps(failed) and LEAKY_VALUE not in json.dumps(failed)
 
-    async def over_mcp() -> tuple[str, list[Any], list[Any]]:
-        progress: list[Any] = []
-        logs: list[Any] = []
-
-        async def on_progress(value: float, total: float | None, message: str | None) -> None:
-            progress.append(message)
-
-        async def on_log(params: types.LoggingMessageNotificationParams) -> None:
-            logs.append(params.data)
-
-        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {gw.token}"}) as http:
-            transport = streamable_http_client(f"{gw.url}/ns/leaky/mcp", http_client=http)
-            async with Client(transport, mode="legacy", cache=None, logging_callback=on_log) as client:
-                await client.set_logging_level("info")
-                result = await client.session.call_tool("ok_leak", {}, progress_callback=on_progress)
-                return text(result), progress, logs
-
-    result, progress, logs = run(over_mcp())
-    assert (result, progress, logs) == ("result says ***", ["progress says ***"], ["log says ***"])
+    result, progress, logs = run(call_watching(gw, "leaky", "ok_leak", {}))
+    assert (result, progress, logs) == ("result says ***", [(1.0, 1.0, "progress says ***")], ["log says ***"])
 
     def dead() -> dict[str, Any]:
         return next(s for s in gw.namespace("leaky")["servers"] if s["namespace"] == "dead")
