@@ -45,8 +45,11 @@ def test_namespaces_report_tools_problems_and_skipped_folders(gateway):
     assert {"async-tool", "basic-tool", "multi-tool", "testing", "broken-file", "limited"} <= set(by_name)
     assert by_name["multi-tool"]["state"] == "ready" and by_name["multi-tool"]["tool_count"] == 4
     broken = by_name["broken-file"]
-    assert broken["tools"] == ["still_works"]
+    assert sorted(broken["tools"]) == ["half_served", "still_works"]
     problems = {p["file"]: p for p in broken["problems"]}
+    half = [p for p in broken["problems"] if p["file"] == "half_good.py"]
+    assert [(p["code"], p["line"]) for p in half] == [("unsupported_parameter", 11), ("missing_docstring", 17)]
+    assert all(p["message"].endswith("(not served until then)") for p in half)
     assert problems["bad_syntax.py"]["code"] == "syntax_error" and problems["bad_syntax.py"]["line"] == 5
     assert problems["no_doc.py"]["code"] == "missing_docstring"
     assert problems["no_hint.py"]["code"] == "missing_type_hint"
@@ -56,6 +59,8 @@ def test_namespaces_report_tools_problems_and_skipped_folders(gateway):
 
 def test_file_with_syntax_error_does_not_stop_the_others(gateway):
     assert gateway.call("broken-file", "still_works", x=21).json() == {"result": 42}
+    assert gateway.call("broken-file", "half_served", x=2).json() == {"result": 6}
+    assert gateway.call("broken-file", "undocumented", x=2).status_code == 404
 
 
 @pytest.mark.parametrize(

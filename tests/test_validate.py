@@ -64,3 +64,17 @@ def test_attribute_decorator_forms_are_recognised():
 def test_null_bytes_do_not_crash_the_validator():
     report = validate_source("t.py", "x = 1\0\n")
     assert not report.ok and report.problems[0].code == "syntax_error"
+
+
+def test_a_tool_with_a_problem_is_skipped_and_the_files_other_tools_are_kept():
+    src = ('from fastmcp.tools import tool\n@tool\ndef good(x: int):\n    """D."""\n'
+           '@tool(name="renamed")\ndef bad(x):\n    """D."""\n')
+    report = validate_source("t.py", src)
+    assert report.ok and report.tools == ("good",) and report.skipped == ("bad",)
+    assert [(p.code, p.line) for p in report.problems] == [("missing_type_hint", 6)]
+
+
+def test_a_file_whose_only_tool_has_a_problem_serves_nothing_and_is_not_called_toolless():
+    report = validate_source("t.py", 'from fastmcp.tools import tool\n@tool\ndef f(x):\n    """D."""\n')
+    assert not report.ok and report.skipped == ("f",)
+    assert [p.code for p in report.problems] == ["missing_type_hint"]

@@ -156,6 +156,17 @@ def test_a_file_that_calls_sys_exit_at_import_is_reported_and_other_files_load(t
         w.close()
 
 
+def test_a_tool_that_breaks_a_rule_is_left_out_and_the_rest_of_its_file_is_served():
+    """No docstring, or *args (which fastmcp refuses outright, failing the whole file when it builds it):
+    the worker leaves out what the gateway's scan reports, and serves the file's valid tool."""
+    w = WorkerProc(FIXTURES / "tools" / "broken-file", ["half_good.py"])
+    try:
+        assert [t["name"] for t in w.handshake["tools"]] == ["half_served"]
+        assert w.handshake["failed_files"] == []
+    finally:
+        w.close()
+
+
 def test_shutdown_exits_cleanly():
     w = WorkerProc(FIXTURES / "tools" / "limited")
     assert w.request(id="s", op="shutdown")["result"] == {"stopping": True}

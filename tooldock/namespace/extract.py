@@ -23,6 +23,7 @@ from fastmcp.tools import Tool
 from fastmcp.utilities.types import find_kwarg_by_type
 
 from tooldock.namespace.models import Problem
+from tooldock.namespace.validate import validate_source
 
 # The fields of an MCP `Tool` that ToolDock pre-extracts and serves (seed 000, "Tools method compliance");
 # `execution.taskSupport` is fastmcp's `@tool(task=...)`, which the gateway's tasks extension reads.
@@ -113,7 +114,13 @@ def load_namespace(folder: Path, filenames: Iterable[str]) -> LoadedNamespace:
             loaded.failed.append(_import_problem(path, exc))
             continue
         try:
-            components = extract_components(cast(ModuleType, _OwnObjects(module)))  # duck-typed: see _OwnObjects
+            skipped = set(validate_source(filename, path.read_text(encoding="utf-8")).skipped)
+        except (OSError, UnicodeDecodeError):  # the gateway's scan reported it; the import worked, so serve all
+            skipped = set()
+        try:
+            # Duck-typed: see _OwnObjects. A tool the static checks reject (no docstring, a parameter without
+            # a type hint) is left out as the gateway's scan says; the file's other tools are served.
+            components = extract_components(cast(ModuleType, _OwnObjects(module, skipped)))
         except Exception as exc:  # fastmcp rejects some signatures; report which
             loaded.failed.append(
                 Problem(path.name, f"invalid tool, resource or prompt: {exc}", _line_of(exc, path), "invalid_tool")
@@ -129,9 +136,9 @@ def load_namespace(folder: Path, filenames: Iterable[str]) -> LoadedNamespace:
 class _OwnObjects:
     """The module's attributes that were defined in it (not imported from a sibling file or helper)."""
 
-    def __init__(self, module: ModuleType) -> None:
+    def __init__(self, module: ModuleType, skipped: set[str]) -> None:
         for name, obj in vars(module).items():
-            if (
+            if name not in skipped and (
                 getattr(obj, "__module__", None) == module.__name__
                 or getattr(getattr(obj, "fn", None), "__module__", None) == module.__name__
             ):

@@ -113,7 +113,7 @@ def scan_namespace(folder: Path) -> NamespaceSource:
             problems.append(Problem(path.name, "file is not valid UTF-8 text", None, "syntax_error"))
             continue
         report = validate_source(path.name, source)
-        problems.extend(report.problems)
+        problems.extend(_unserved(p) if report.ok else p for p in report.problems)
         if not report.ok:
             continue
         dupes = [t for t in report.tools if t in seen]
@@ -145,6 +145,11 @@ def scan_namespace(folder: Path) -> NamespaceSource:
         requirements=requirements,
         fingerprint=fingerprint(folder),
     )
+
+
+def _unserved(problem: Problem) -> Problem:
+    """A tool's own problem in a file that loads: the file's other tools are served, this one is not."""
+    return Problem(problem.file, f"{problem.message} (not served until then)", problem.line, problem.code)
 
 
 def scan_tools_dir(tools_dir: Path, upstream_only: bool = False) -> ScanResult:

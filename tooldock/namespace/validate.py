@@ -1,7 +1,8 @@
 """Static checks on one tool file, by reading its syntax tree; nothing is imported or executed.
 
 The rules (seed 000, `write_tool`): valid Python, at least one `@tool` function, a type hint on every
-parameter, a docstring on every tool. Problems come back as data so one bad file never stops the others.
+parameter, a docstring on every tool. Problems come back as data so one bad file never stops the others,
+and one bad tool never stops the other tools of its file: it is listed in `skipped` and not served.
 """
 
 from __future__ import annotations
@@ -14,13 +15,16 @@ from tooldock.namespace.models import Problem
 
 @dataclass(frozen=True)
 class FileReport:
-    tools: tuple[str, ...]
+    tools: tuple[str, ...]  # the tools the file serves: its @tool functions without problems
     problems: tuple[Problem, ...]
     others: int = 0  # @resource and @prompt functions: served over MCP, need no type-hint rules
+    skipped: tuple[str, ...] = ()  # the module-level names of @tool functions with problems: not served
 
     @property
     def ok(self) -> bool:
-        return bool(self.tools or self.others) and not self.problems
+        """Whether the file loads: it serves something (a file-wide problem, such as a syntax error, serves
+        nothing)."""
+        return bool(self.tools or self.others)
 
 
 def _decorator_name(dec: ast.expr) -> str:
@@ -83,6 +87,7 @@ def validate_source(filename: str, source: str) -> FileReport:
         return FileReport((), (Problem(filename, f"cannot parse file: {exc}", None, "syntax_error"),))
 
     tools: list[str] = []
+    skipped: list[str] = []
     problems: list[Problem] = []
     others = 0
     for node in tree.body:  # only module-level functions are importable tools
@@ -92,10 +97,9 @@ def validate_source(filename: str, source: str) -> FileReport:
         if not names:
             others += any(_is_component(d) for d in node.decorator_list)
             continue
-        tools.append(names[0])
-        problems.extend(_param_problems(filename, node))
+        own = _param_problems(filename, node)
         if not ast.get_docstring(node):
-            problems.append(
+            own.append(
                 Problem(
                     filename,
                     f"tool {node.name!r} has no docstring; add one that says what the tool does "
@@ -104,7 +108,12 @@ def validate_source(filename: str, source: str) -> FileReport:
                     "missing_docstring",
                 )
             )
-    if not tools and not others:
+        if own:
+            skipped.append(node.name)
+            problems.extend(own)
+        else:
+            tools.append(names[0])
+    if not tools and not others and not skipped:
         problems.append(
             Problem(
                 filename,
@@ -114,4 +123,4 @@ def validate_source(filename: str, source: str) -> FileReport:
                 "no_tools",
             )
         )
-    return FileReport(tuple(tools), tuple(problems), others)
+    return FileReport(tuple(tools), tuple(problems), others, tuple(skipped))
