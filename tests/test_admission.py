@@ -92,6 +92,8 @@ def test_denied_tools_are_hidden_everywhere_and_refused(limited):
     assert "multiply" not in refused.json()["error"]["message"].split("available:")[1]
     paths = limited.get("/openapi.json", "narrow").json()["paths"]
     assert not any("multiply" in p or "word_count" in p for p in paths) and any("add" in p for p in paths)
+    (entry,) = [n for n in limited.get("/namespaces").json()["namespaces"] if n["name"] == "narrow"]
+    assert sorted(entry["tools"]) == ["add", "reverse_text"] and entry["tool_count"] == 2
 
     async def body(session):
         names = [t.name for t in (await session.list_tools()).tools]

@@ -131,17 +131,14 @@ def create_router(engine: Engine, settings: Settings) -> APIRouter:
     @router.get("/namespaces", summary="List namespaces with their state, tools and problems")
     async def namespaces(request: Request) -> dict[str, Any]:
         snapshot, key = engine.registry.snapshot, restricted(key_of(request.scope))
-        if key is None:
-            return {
-                "namespaces": [snapshot.entries[n].status() for n in sorted(snapshot.entries)],
-                "problems": [p.to_dict() for p in snapshot.problems],
-            }
-        listed = []  # an API key sees its namespaces and, in each, only the tools its scope allows
+        # Each namespace with the tools it exposes (`tools: {allow, deny}`) and, for an API key, only the
+        # namespaces and tools its scope allows: a hidden tool is not named here either.
+        listed = []
         for name in engine.namespaces(key):
             tools = engine.visible(name, snapshot.entries[name].tools, key)
             listed.append({**snapshot.entries[name].status(), "tools": [t["name"] for t in tools]})
             listed[-1]["tool_count"] = len(tools)
-        problems = [p.to_dict() for p in snapshot.problems if key.allows_namespace(p.file.split("/")[0])]
+        problems = [p.to_dict() for p in snapshot.problems if key is None or key.allows_namespace(p.file.split("/")[0])]
         return {"namespaces": listed, "problems": problems}
 
     async def list_tools(namespace: str | None, key: ApiKey | None) -> dict[str, Any]:
