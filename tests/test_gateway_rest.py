@@ -7,6 +7,8 @@ import concurrent.futures
 import httpx
 import pytest
 
+from conftest import FIXTURES
+
 
 def test_health_needs_no_auth(gateway):
     reply = httpx.get(gateway.url + "/health")
@@ -259,3 +261,23 @@ def test_huge_bodies_are_413_on_rest_and_mcp(gateway):
         "Accept": "application/json, text/event-stream"})
     assert mcp.status_code == 413
     assert gateway.call("multi-tool", "word_count", text="still serving").json() == {"result": 2}
+
+
+@pytest.mark.parametrize("lean", ["1", "0"], ids=["hot-route", "fastapi-route"])
+def test_every_tool_name_has_a_working_rest_path(make_gateway, lean):
+    """A name with a space or "/" (sent as is or as %2F), and tools named like Tool Vault's aliases:
+    `POST /tools/call` reaches the tool `call` unless the body is a Vault call."""
+    gw = make_gateway(FIXTURES / "odd-names", env={"TOOLDOCK_LEAN_REST": lean})
+    paths = gw.get("/openapi.json", "odd").json()["paths"]
+    assert sorted(paths) == ["/tools/a/b", "/tools/call", "/tools/list", "/tools/two words"]
+    for path, name, added in (("two%20words", "two words", 1), ("a/b", "a/b", 2), ("a%2Fb", "a/b", 2),
+                              ("call", "call", 3), ("list", "list", 4)):
+        for prefix, namespace in (("", "odd"), ("/ns/odd", None)):
+            assert gw.post(f"{prefix}/tools/{path}", namespace, {"x": 1}).json() == {"result": 1 + added}, path
+        schema = gw.get(f"/tools/{path}/schema", "odd").json()
+        assert schema["name"] == name and schema["inputSchema"]["required"] == ["x"]
+    vault = gw.post("/tools/call", "odd", {"name": "a/b", "arguments": {"x": 5}}).json()
+    assert vault == {"result": 7}
+    assert gw.post("/tools/call", "odd", {"name": "call", "arguments": {"x": 5}}).json() == {"result": 8}
+    refused = gw.post("/tools/call", "odd", {"y": 1})
+    assert refused.status_code == 422 and "validation errors for call" in refused.json()["error"]["message"]

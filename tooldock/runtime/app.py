@@ -88,8 +88,8 @@ class HotRoutes:
                 await self.mcp(scope, receive, send)
                 return
             if self.rest is not None and scope["method"] == "POST" and path.startswith("/tools/") and namespace != "":
-                name = path[7:]
-                if name and name != "call" and "/" not in name:
+                name = path[7:]  # may hold "/" (sent as is or as %2F): no other POST route lies below /tools/
+                if name and name != "call":  # /tools/call is Tool Vault's (rest.create_router's vault_call)
                     await self.rest(scope, receive, send, namespace, name)
                     return
         await self.app(scope, receive, send)

@@ -56,9 +56,10 @@ async def read_json_body(request: Request, limit: int) -> Any:
 
 
 async def call_rest(
-    engine: Engine, max_body: int, namespace: str | None, name: str, request: Request
+    engine: Engine, max_body: int, namespace: str | None, name: str, request: Request, arguments: Any = None
 ) -> dict[str, Any]:
-    """`POST /tools/{name}`: the FastAPI route's work, and the hot route's (runtime.http.hotrest)."""
+    """`POST /tools/{name}`: the FastAPI route's work, and the hot route's (runtime.http.hotrest). `arguments`:
+    the body already read (Tool Vault's `/tools/call` reaching a tool named `call`)."""
     key = key_of(request.scope)
     with call_info(front_end="rest", client=request.client.host if request.client else None):
         try:
@@ -66,10 +67,16 @@ async def call_rest(
         except ToolDockError as err:
             engine.refused(namespace, name, err, key)
             raise
-        arguments = await read_json_body(request, max_body)
+        if arguments is None:
+            arguments = await read_json_body(request, max_body)
         wants_traceback = request.headers.get("x-tooldock-traceback") == "1"
         result = await engine.call_tool(namespace, name, arguments, traceback=wants_traceback, key=key)
     return {"result": rest_value(result, descriptor)}
+
+
+def is_vault_call(body: Any) -> bool:
+    """Whether a `POST /tools/call` body is Tool Vault's `{"name": "<tool>", "arguments": {...}}`."""
+    return isinstance(body, dict) and isinstance(body.get("name"), str) and set(body) <= {"name", "arguments"}
 
 
 # How an endpoint learns its namespace (the X-Namespace header or the path), and the endpoints it wraps.
@@ -152,9 +159,13 @@ def create_router(engine: Engine, settings: Settings) -> APIRouter:
     async def vault_call(namespace: str | None, request: Request) -> dict[str, Any]:
         """Tool Vault (seed 004): `{"name": ..., "arguments": {...}}` in the body."""
         key = key_of(request.scope)
-        engine.namespace(namespace, key)
+        entry = engine.namespace(namespace, key)
         body = await read_json_body(request, settings.max_body_bytes)
-        if not isinstance(body, dict) or not isinstance(body.get("name"), str):
+        if not is_vault_call(body):
+            # A tool of the namespace named `call` (its OpenAPI path is this one): any other body is its arguments.
+            if any(t["name"] == "call" for t in engine.visible(entry.source.name, entry.tools, key)):
+                with cancelled_on_disconnect(request.scope):
+                    return await call_rest(engine, settings.max_body_bytes, namespace, "call", request, body)
             raise BadRequest('the body must be {"name": "<tool>", "arguments": {...}}')
         with call_info(front_end="rest", client=request.client.host if request.client else None):
             try:
@@ -183,13 +194,13 @@ def create_router(engine: Engine, settings: Settings) -> APIRouter:
             openapi_extra=VAULT_BODY,
         )
         router.add_api_route(
-            f"{prefix}/tools/{{name}}/schema",
+            f"{prefix}/tools/{{name:path}}/schema",
             _wrap_name(lambda ns, name, key: engine.get_tool(ns, name, key=key), ns_of),
             methods=["GET"],
             summary="One tool's full descriptor and input schema",
         )
         router.add_api_route(
-            f"{prefix}/tools/{{name}}",
+            f"{prefix}/tools/{{name:path}}",  # a name may hold "/" (an upstream server's, or @tool(name=...))
             _wrap_name_request(call_tool, ns_of),
             methods=["POST"],
             summary="Call a tool; the body is a JSON object of arguments",
