@@ -141,6 +141,31 @@ def test_a_key_revoked_while_connected_fails_the_next_call(served):
     assert key not in text(after) and key not in stderr
 
 
+def test_a_call_after_the_gateway_told_of_the_revocation_says_so(served):
+    """The watch hears of the revocation and the relay lists again (no tools): a call the client makes with
+    the name it listed before is the key's refusal, not "unknown tool"."""
+    _, sock, keys = served
+    record, key = keys.create("told", "write", ("project",))
+    changed, on_message = listening()
+
+    async def body(session):
+        await names(session)
+        keys.revoke(record.id)
+        await asyncio.wait_for(changed.wait(), 30)
+        return await session.call_tool("oubliette_project_echo", {"text": "after"})
+
+    after, stderr = run_relay(sock, key, body, "--watch", "0", on_message=on_message)
+    assert after.is_error and "the relay refused the key" in text(after) and "revoked" in text(after)
+    assert key not in text(after) and key not in stderr
+
+
+@pytest.mark.parametrize("prefix", ["bad prefix ", "a/b_", "x" * 65])
+def test_a_prefix_that_cannot_start_a_tool_name_is_refused(prefix):
+    proc = subprocess.run([TOOLDOCK, "relay", "--prefix", prefix], capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2 and "--prefix" in proc.stderr and "letters, digits" in proc.stderr
+
+
 def test_an_unknown_tool_is_an_mcp_error(served):
     _, sock, keys = served
     _, key = keys.create("x", "read", ("billing",))
@@ -247,20 +272,21 @@ def test_the_relay_tells_its_client_when_the_keys_tools_change(own):
 
 
 def test_the_key_may_come_from_a_file(served, tmp_path: Path):
-    """TOOLDOCK_API_KEY_FILE (a secret mounted into the sandbox): the key is read from it, never shown;
-    a file it cannot use stops the relay with the variable and the path named."""
+    """TOOLDOCK_API_KEY_FILE (a secret mounted into the sandbox): the key is read from it, never shown; a
+    file it cannot use (missing, empty, holding something else) leaves a warning naming the variable and the
+    path, and no tools, as no key does: the sandbox's MCP client still starts."""
     _, sock, keys = served
     _, key = keys.create("filed", "read", ("billing",))
     (tmp_path / "key").write_text(key + "\n")
     listed, stderr = run_relay(sock, str(tmp_path / "key"), names, env_name="TOOLDOCK_API_KEY_FILE")
     assert listed == ["oubliette_billing_balance"] and key not in stderr
-    env = {k: v for k, v in os.environ.items() if k not in ("TOOLDOCK_API_KEY", "OUBLIETTE_API_KEY")}
     (tmp_path / "two").write_text("tdk_a tdk_b")
-    for path, message in ((tmp_path / "missing", "cannot read"), (tmp_path / "two", "must hold only the API key")):
-        proc = subprocess.run([TOOLDOCK, "relay", "--socket", str(sock)], env={**env, "TOOLDOCK_API_KEY_FILE": str(path)},
-                              capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
-        assert proc.returncode == 1 and "TOOLDOCK_API_KEY_FILE" in proc.stderr and str(path) in proc.stderr
-        assert message in proc.stderr and "tdk_a" not in proc.stderr
+    (tmp_path / "empty").write_text("\n")
+    for path, message in ((tmp_path / "missing", "cannot read"), (tmp_path / "two", "must hold only the API key"),
+                          (tmp_path / "empty", "is empty")):
+        listed, stderr = run_relay(sock, str(path), names, env_name="TOOLDOCK_API_KEY_FILE")
+        assert listed == [] and "TOOLDOCK_API_KEY_FILE" in stderr and str(path) in stderr, stderr
+        assert message in stderr and "serving no tools" in stderr and "tdk_a" not in stderr
 
 
 def test_the_gateway_tells_the_relay_at_once_without_a_timer(own):

@@ -4,6 +4,7 @@ with an API key (seed 002). The work is in `relayclient`, imported only when the
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import click
@@ -12,6 +13,8 @@ DEFAULT_SOCKET = "/run/tooldock-relay/relay.sock"
 # Read by `tooldock relay` (documented in the README; tests/test_docs.py checks).
 ENV_VARS = ("TOOLDOCK_API_KEY", "OUBLIETTE_API_KEY", "TOOLDOCK_API_KEY_FILE")
 MAX_KEY_FILE = 4096
+PREFIX = re.compile(r"[A-Za-z0-9_.-]*")  # MCP's tool-name characters (SEP-986)
+MAX_PREFIX = 64  # MCP tool names are at most 128 characters: leave the tool's own name room
 
 
 @click.command()
@@ -24,7 +27,13 @@ MAX_KEY_FILE = 4096
     type=click.Path(dir_okay=False, path_type=Path),
     help="The relay socket, as mounted in this sandbox.",
 )
-@click.option("--prefix", default="oubliette_", show_default=True, help="Prepended to every tool name (`''` for none).")
+@click.option(
+    "--prefix",
+    default="oubliette_",
+    show_default=True,
+    callback=lambda ctx, param, value: _checked_prefix(value),
+    help="Prepended to every tool name (`''` for none): letters, digits, '_', '-' and '.', as MCP tool names.",
+)
 @click.option(
     "--watch",
     "every",
@@ -52,15 +61,29 @@ def relay(socket_path: Path, prefix: str, every: float) -> None:
     run(socket_path, prefix, key, every)
 
 
-def _key_from(path: str) -> str:
-    """The API key in the file (its text, whitespace taken off); a clear error, never the file's content."""
+def _checked_prefix(prefix: str) -> str:
+    if len(prefix) > MAX_PREFIX or not PREFIX.fullmatch(prefix):
+        raise click.BadParameter(
+            f"{prefix[:80]!r} cannot start MCP tool names: use at most {MAX_PREFIX} letters, digits, '_', '-' or "
+            "'.' (for example 'sandbox_'), or '' for none"
+        )
+    return prefix
+
+
+def _key_from(path: str) -> str | None:
+    """The API key in the file (its text, whitespace taken off). A file that cannot be read, is empty or
+    holds something else leaves a warning (never the file's content) and no key: the relay then serves no
+    tools, as it does without a key, rather than failing its MCP client's start."""
     from tooldock.runtime.settings import SettingsError, read_secret_file
 
     holds = "the API key (tdk_...)"
     try:
         key = read_secret_file("TOOLDOCK_API_KEY_FILE", path, MAX_KEY_FILE, holds)
     except SettingsError as exc:
-        raise click.ClickException(str(exc)) from None
-    if any(c.isspace() for c in key):
-        raise click.ClickException(f"TOOLDOCK_API_KEY_FILE: {path} must hold only {holds}")
-    return key
+        problem = str(exc)
+    else:
+        if not any(c.isspace() for c in key):
+            return key
+        problem = f"TOOLDOCK_API_KEY_FILE: {path} must hold only {holds}"
+    click.echo(f"tooldock relay: warning: {problem}; serving no tools", err=True)
+    return None

@@ -74,6 +74,7 @@ class KeyTools:
         self.log_level = "debug"  # the lowest level of a tool's log messages passed on (logging/setLevel)
         self.activations = Activations()  # what the client activated, applied again on a new connection
         self._relisting = asyncio.Lock()  # one relist at a time: a change is told once
+        self.refused: str | None = None  # why the socket refused the key at the last listing (revoked, expired)
 
     def _warn(self, message: str) -> None:
         if message != self._said:
@@ -88,8 +89,8 @@ class KeyTools:
             await self.activations.restore(self.client, self.key, warn, retry=True)
             answer = await asyncio.wait_for(self.client.request(TOOLS, {"api_key": self.key}), LIST_TIMEOUT)
         except RelayError as err:
-            self.registered = {}
-            self._warn(f"the relay refused the key: {err}; serving no tools")
+            self.registered, self.refused = {}, f"the relay refused the key: {err}"
+            self._warn(f"{self.refused}; serving no tools")
             return
         except (OSError, TimeoutError) as exc:
             reason = getattr(exc, "strerror", None) or str(exc) or "no answer in time"
@@ -112,7 +113,7 @@ class KeyTools:
                 if tool["name"] not in self._skipped:
                     self._skipped.add(tool["name"])
                     warn(f"skipping tool {tool['name']!r}: its descriptor is not a valid MCP tool ({exc})")
-        self.registered, self._said = registered, None
+        self.registered, self._said, self.refused = registered, None, None
         if self.pushes and self.watched_on != self.client.connects:  # a new connection: watch again
             await self.subscribe()
 
@@ -155,6 +156,8 @@ def build_server(client: SocketClient, tools: KeyTools) -> Server[Any]:
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         if params.name not in tools.registered:
             await tools.refresh()  # added since the client listed?
+        if params.name not in tools.registered and tools.refused:  # revoked or expired since the client listed
+            return types.CallToolResult(content=[types.TextContent(type="text", text=tools.refused)], is_error=True)
         if params.name not in tools.registered:
             raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}")
         name = params.name.removeprefix(tools.prefix)
