@@ -96,3 +96,33 @@ def test_a_failing_end_does_not_stop_the_others_and_recheck_answers_now(store: K
 
     run(go())
     assert "ending what it held failed" in caplog.text
+
+
+def test_a_keys_file_that_cannot_be_read_for_a_while_revokes_nothing(store: KeyStore, caplog):
+    """Half-written by hand, or a network filesystem's hiccup: what lives on is kept (new requests are
+    refused meanwhile, by KeyStore.check), the operator is told once, and a revocation made once the file
+    is back still ends what its key held."""
+    async def go() -> None:
+        guard = KeyGuard(store, poll=POLL)
+        key, _ = store.create("k", "read")
+        ended: list[str] = []
+
+        async def end() -> None:
+            ended.append("k")
+
+        held = guard.hold(key, end)
+        good = store.path.read_text()
+        store.path.write_text("{half a file")
+        await asyncio.sleep(POLL * 6)
+        assert ended == [] and not held.ended and await guard.recheck(held) is True
+        store.path.write_text(good)  # back, as it was: nothing ends
+        await asyncio.sleep(POLL * 6)
+        assert ended == []
+        store.revoke(key.id)
+        await _until(lambda: ended == ["k"])
+        await guard.close()
+
+    run(go())
+    unreadable = [r for r in caplog.records if "cannot read the keys file" in r.getMessage()]
+    assert len(unreadable) == 1 and "not valid JSON" in unreadable[0].getMessage()
+    assert any("can be read again" in r.getMessage() for r in caplog.records)

@@ -216,13 +216,10 @@ class KeyStore:
 
     def active(self, key_ids: Iterable[str], now: datetime | None = None) -> set[str]:
         """Which of `key_ids` (of keys checked before) are still keys of this store, neither revoked nor
-        expired: one read of the file. A file that cannot be read answers none (fail closed, as `check`)."""
+        expired: one read of the file. A file that exists but cannot be read (or is not a keys file) raises
+        KeysError: that says nothing of any key (a missing file does: it holds none)."""
         wanted, now = set(key_ids), now or now_utc()
-        try:
-            records = self._records()
-        except KeysError as exc:
-            print(f"tooldock: taking every API key as invalid: {exc}", file=sys.stderr, flush=True)
-            return set()
+        records = self._records()
         return {
             record["id"]
             for index, record in enumerate(records)

@@ -6,6 +6,9 @@ anyway; these are what would otherwise outlive a revocation.
 While anything is held, the keys file is looked at once a second (`stat`: `tooldock keys revoke` replaces it
 whole) and the held keys are checked again (one read for all) when it changed, and a key on its own when
 its expiry time has passed. A key found invalid has its holds' `on_invalid` run once, and they are dropped.
+A keys file that cannot be read (half-written by hand, a network filesystem's hiccup) revokes nothing: new
+requests with keys are refused meanwhile (`KeyStore.check` fails closed), what lives on is checked again at
+the next poll, and the operator is told once.
 
 Why `stat` rather than inotify (watchfiles): the keys file may be shared by gateways on other machines
 (`TOOLDOCK_KEYS_DIR` on a network filesystem), where inotify does not see another machine's writes; a stat
@@ -22,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from tooldock.errors import KeysError
 from tooldock.keys import ApiKey, KeyStore
 
 KEYS_POLL = 1.0  # seconds between looks at the keys file while anything is held
@@ -54,6 +58,7 @@ class KeyGuard:
         self.keys, self.poll = keys, poll
         self._holds: set[Hold] = set()
         self._task: asyncio.Task[None] | None = None
+        self._unreadable = False  # the last read of the keys file failed (warned once)
 
     def __len__(self) -> int:
         return len(self._holds)
@@ -67,11 +72,31 @@ class KeyGuard:
         return held
 
     async def recheck(self, held: Hold) -> bool:
-        """Check `held`'s key now; False (and its `on_invalid` run, once) when it is no longer valid."""
-        if held.key.id in await asyncio.to_thread(self.keys.active, [held.key.id]):
+        """Check `held`'s key now; False (and its `on_invalid` run, once) when it is no longer valid (an
+        unreadable keys file leaves it valid: see the module's docstring)."""
+        active = await self._active({held.key.id})
+        if active is None or held.key.id in active:
             return True
         await self._end(held)
         return False
+
+    async def _active(self, key_ids: set[str]) -> set[str] | None:
+        """The keys of `key_ids` still active; None when the keys file cannot be read (said once, until it can)."""
+        try:
+            active = await asyncio.to_thread(self.keys.active, key_ids)
+        except KeysError as exc:
+            if not self._unreadable:
+                log.warning(
+                    "cannot read the keys file (%s): requests with API keys are refused until it can be; "
+                    "calls and streams already running go on",
+                    exc,
+                )
+            self._unreadable = True
+            return None
+        if self._unreadable:
+            log.warning("the keys file can be read again")
+        self._unreadable = False
+        return active
 
     async def close(self) -> None:
         self._holds.clear()
@@ -100,5 +125,8 @@ class KeyGuard:
             changed, seen, now = current != seen, current, datetime.now(UTC)
             due = [h for h in list(self._holds) if changed or (h.key.expires is not None and h.key.expires <= now)]
             if due:
-                active = await asyncio.to_thread(self.keys.active, {h.key.id for h in due})
+                active = await self._active({h.key.id for h in due})
+                if active is None:
+                    seen = None  # look again at the next poll, whether or not the file changes meanwhile
+                    continue
                 await asyncio.gather(*(self._end(h) for h in due if h.key.id not in active))
