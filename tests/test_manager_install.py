@@ -347,3 +347,70 @@ def test_install_from_registry_translate_analyzes_the_published_package(make_gat
     assert [t["name"] for t in analysis["tools_found"]] == ["hello"]
     assert not read_error and read == {"path": "src/index.ts", "content": SERVER_TS}
     assert not (gateway.tools_dir / "hello").exists()  # translation starts; nothing is written yet
+
+
+def test_a_second_server_cannot_take_a_prefix_the_namespace_already_uses(tmp_path):
+    """Two servers with one prefix would list the same names, and the first would answer for both."""
+    from tooldock.errors import AlreadyExists
+    from tooldock.manager import installer
+    from tooldock.manager.workspace import Workspace
+    from tooldock.secrets.store import SecretStore
+
+    ws, folder = Workspace(tmp_path), tmp_path / "mixed"
+    store = SecretStore(tmp_path / "secrets", tmp_path / "age.key")
+
+    def table(prefix: str, command: str) -> str:
+        return installer.server_table({"namespace": prefix, "command": command}, {})
+
+    installer.add_server(ws, store, folder, "time", table("time", "uvx mcp-server-time"), [])
+    before = (folder / "tools.toml").read_text()
+    with pytest.raises(AlreadyExists, match="prefix 'time' is taken by time .* give this server another one"):
+        installer.add_server(ws, store, folder, "time", table("time", "uvx other-clock"), [])
+    assert (folder / "tools.toml").read_text() == before  # nothing written
+    installer.add_server(ws, store, folder, "clock", table("clock", "uvx other-clock"), [])
+    assert (folder / "tools.toml").read_text().count("[[servers]]") == 2
+
+
+def test_list_tools_and_test_tool_reach_upstream_namespaces_and_large_results_come_back_cut(make_gateway, tmp_path):
+    """An upstream namespace has no tool files: list_tools lists its catalog from the gateway (active or
+    not), and test_tool activates an inactive tool on a session of its own (REST callers still see only
+    active_toolsets). A result too large for an MCP answer comes back as its start."""
+    from test_upstream import ONE_DEMO
+
+    gateway, url = start(make_gateway, {})
+    (gateway.tools_dir / "demo").mkdir()
+    (gateway.tools_dir / "demo" / "tools.toml").write_text(ONE_DEMO)
+    (gateway.tools_dir / "big").mkdir()
+    (gateway.tools_dir / "big" / "big.py").write_text(
+        'from fastmcp.tools import tool\n\n\n@tool\ndef huge(size: int) -> str:\n    """Return size x-es."""\n'
+        '    return "x" * size\n'
+    )
+
+    async def reload(call):
+        return await call("reload_core")
+
+    assert not run_manager(url, reload)[0]
+    gateway.wait_for(lambda: gateway.namespace("demo")["state"] == "ready", what="the upstream")
+
+    async def flow(call):
+        return (
+            await call("list_tools", namespace="demo"),
+            await call("test_tool", namespace="demo", tool_name="demo_wordy", input={"text": "quiet"}),
+            await call("test_tool", namespace="demo", tool_name="demo_fail", input={"reason": "testing"}),
+            await call("test_tool", namespace="demo", tool_name="demo_nope", input={}),
+            await call("test_tool", namespace="big", tool_name="huge", input={"size": 400_000}),
+            await call("test_tool", namespace="big", tool_name="huge", input={"size": 10}),
+        )
+
+    (e1, listed), (e2, wordy), (e3, failed), (e4, unknown), (e5, big), (e6, small) = run_manager(url, flow)
+    assert not e1, listed
+    by_name = {t["name"]: t for t in listed}
+    assert by_name["demo_add"]["active"] is True and by_name["demo_wordy"]["active"] is False
+    assert by_name["demo_add"]["description"] == "Add two numbers (first)." and by_name["demo_add"]["filename"] == "tools.toml"
+    assert not e2 and wordy == {"success": True, "result": {"result": "quiet"}}, wordy
+    assert not e3 and failed == {"success": False, "error": "Error executing tool fail", "code": "tool_error"}
+    assert not e4 and unknown["success"] is False and "unknown name(s): 'demo_nope'" in unknown["error"]
+    assert gateway.call("demo", "demo_wordy", text="x").status_code == 409  # REST: still inactive
+    assert not e5 and big["truncated"] is True and big["result_bytes"] == 400_002
+    assert big["result_preview"] == '"' + "x" * 3999 and "result" not in big
+    assert not e6 and small == {"success": True, "result": "x" * 10}

@@ -29,6 +29,12 @@ class GatewayClient:
     def _headers(self, **extra: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {self._bearer}", **extra}
 
+    def auth_headers(self) -> dict[str, str]:
+        """The bearer token and the request's id and trace headers: for the manager's own MCP sessions on the
+        gateway (manager.upstreamtools)."""
+        rid = requestid.current.get()
+        return self._headers(**({"X-Request-Id": rid} if rid is not None else {}), **tracing.outgoing())
+
     async def _send(self, method: str, path: str, **kw: Any) -> httpx.Response:
         rid = requestid.current.get()  # the manager request this serves: the gateway logs the same id
         extra = {"X-Request-Id": rid} if rid is not None else {}

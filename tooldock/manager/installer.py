@@ -176,6 +176,12 @@ def add_server(
     same = (new.registry, new.command, new.namespace)
     if any((s.registry, s.command, s.namespace) == same for s in parsed.servers[:-1]):
         raise AlreadyExists(f"{new.label} is already a server of namespace {name!r}")
+    taken = [s for s in parsed.servers[:-1] if s.namespace == new.namespace]
+    if taken:  # the same names: the first server listed would answer for both
+        raise AlreadyExists(
+            f"prefix {new.namespace!r} is taken by {taken[0].label} in namespace {name!r}; give this server "
+            "another one (prefix=...)"
+        )
     folder.mkdir(parents=True, exist_ok=True)
     atomic_write(path, text.encode())
     prepared = [secrets.prepare_secret(ws, store, key, name) for key in secret_names]

@@ -8,7 +8,7 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 
-from tooldock.manager import deps, files
+from tooldock.manager import deps, files, upstreamtools
 from tooldock.manager.context import JsonObject, Manager, edge
 from tooldock.manager.hints import written_hint
 from tooldock.manager.secrets import secrets_status
@@ -121,8 +121,12 @@ def register(server: MCPServer, m: Manager) -> None:
 
         ToolDock adds what the gateway serves, when it answers: "served": false for a tool it does not serve
         yet (call reload_core after writing it) and "problem": "..." when its file failed to load there
-        (an import error, with its line)."""
+        (an import error, with its line). For a namespace that serves upstream MCP servers (its tools.toml):
+        every tool of its catalog, from the gateway, with "filename": "tools.toml" and "active" (whether
+        active_toolsets turns it on; test_tool runs inactive ones too)."""
         name = ws.namespace_dir(namespace).name
+        if ws.serves_upstream(name):
+            return await upstreamtools.list_tools(m.gateway, name)
         listed = files.list_tools(ws, name)
         status = (await m.gateway.namespaces()).get(name)
         return files.with_gateway_view(listed, status) if status is not None else listed

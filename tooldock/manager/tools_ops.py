@@ -4,6 +4,7 @@ a token or a key."""
 
 from __future__ import annotations
 
+import json
 import platform
 import time
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 from mcp.server.mcpserver import MCPServer
 
 from tooldock.errors import InvalidInput
-from tooldock.manager import secrets
+from tooldock.manager import secrets, upstreamtools
 from tooldock.manager.context import JsonObject, Manager, edge, uptime
 
 
@@ -136,15 +137,20 @@ def register(server: MCPServer, m: Manager) -> None:
             tool_name: Name of the tool to test. Example: "list_issues"
             input: Input arguments as a JSON object. Example: {"owner": "octocat", "repo": "hello-world"}
 
-        Returns on success: {"success": true, "result": ...tool output...}
+        Returns on success: {"success": true, "result": ...tool output...}; a result over 256 KB comes back
+        as its first characters: {"success": true, "truncated": true, "result_bytes": 1048576,
+        "result_preview": "..."}. In a namespace of upstream MCP servers the tool is activated first (on a
+        session of the test's own), so inactive tools run too.
         Returns on error: {"success": false, "error": "KeyError: 'GITHUB_TOKEN'", "code": "internal_error",
         "traceback": "Traceback (most recent call last): ..."}"""
         name = ws.namespace_name(namespace)
         if not isinstance(tool_name, str) or not tool_name:
             raise InvalidInput("tool_name must be the name of a tool, e.g. 'list_issues' (see list_tools)")
+        if ws.serves_upstream(name):  # over MCP: an inactive upstream tool is activated for the test
+            return _bounded(await upstreamtools.test_tool(m.gateway, name, tool_name, input or {}))
         status, body = await m.gateway.call_tool(name, tool_name, input or {})
         if status == 200 and isinstance(body, dict) and "result" in body:
-            return {"success": True, "result": body["result"]}
+            return _bounded({"success": True, "result": body["result"]})
         error = body.get("error", {}) if isinstance(body, dict) else {}
         details = error.get("details") or {}
         answer: JsonObject = {
@@ -186,3 +192,23 @@ def register(server: MCPServer, m: Manager) -> None:
         Returns {"tools_dir": "/data/tools", "data_dir": "...", "gateway_url": "http://127.0.0.1:8000",
         "core_port": 8000, "manager_port": 8001, "backend": "process", "fs_watcher": false, ...}"""
         return {**m.settings.public(), "manager_port": m.port}
+
+
+MAX_RESULT = 256 * 1024  # bytes of JSON: an answer past ~1 MiB breaks MCP clients' SSE readers (the SDK's)
+PREVIEW = 4000  # characters of a result too large to pass on
+
+
+def _bounded(answer: JsonObject) -> JsonObject:
+    """`answer` as it is, or, when its result is over MAX_RESULT bytes of JSON, the start of it: a tool
+    tested here may return anything, and the whole of a large result would fail the manager's own answer."""
+    encoded = json.dumps(answer.get("result"), ensure_ascii=False, default=str)
+    size = len(encoded.encode())
+    if not answer.get("success") or size <= MAX_RESULT:
+        return answer
+    return {
+        "success": True,
+        "truncated": True,
+        "result_bytes": size,
+        "result_preview": encoded[:PREVIEW],
+        "note": f"the result is {size} bytes of JSON; shown: its first {PREVIEW} characters. Clients get it whole.",
+    }

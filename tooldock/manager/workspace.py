@@ -64,11 +64,15 @@ class Workspace:
             raise InvalidInput(str(exc), {"filename": filename}) from None
         return self._checked(folder / filename, f"{folder.name}/{filename}")
 
+    def serves_upstream(self, namespace: object) -> bool:
+        """Whether the (existing) namespace serves upstream MCP servers: it has a tools.toml."""
+        return (self.namespace_dir(namespace) / "tools.toml").is_file()
+
     def refuse_upstream(self, namespace: object, what: str) -> None:
         """A namespace with a tools.toml serves upstream MCP servers: tool files and requirements there are
         never loaded, and a .py file blocks its reloads. `what` is what the caller was about to do."""
         folder = self.namespace_dir(namespace)
-        if (folder / "tools.toml").is_file():
+        if self.serves_upstream(folder.name):
             raise InvalidInput(
                 f"namespace {folder.name!r} serves upstream MCP servers (its tools.toml), so {what} would not be "
                 "used: a namespace serves tool files or upstream servers, not both. Create another namespace "

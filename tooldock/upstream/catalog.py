@@ -264,6 +264,21 @@ class Catalog:
         }
 
 
+def catalog_tools(description: str) -> list[tuple[str, bool, str]]:
+    """(name, active, description) of each tool in `activation_tool`'s description, as it writes them: the
+    catalog an MCP client reads (the manager's `list_tools` reads it so, through the gateway)."""
+    found: list[tuple[str, bool, str]] = []
+    lines = description.splitlines()
+    if "Tools:" not in lines:
+        return found
+    for line in lines[lines.index("Tools:") + 1 :]:
+        if line[:1] not in ("*", " ") or len(line) < 3:
+            break  # the next section's title
+        name, _, text = line[2:].partition(" - ")
+        found.append((name, line[0] == "*", text))
+    return found
+
+
 def names_in(value: Any, field_name: str) -> list[str]:
     """One of toolman_activate's four lists, checked."""
     if value is None:
