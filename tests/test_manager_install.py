@@ -387,9 +387,10 @@ def test_list_tools_and_test_tool_reach_upstream_namespaces_and_large_results_co
     )
 
     async def reload(call):
-        return await call("reload_core")
+        return await call("list_tools", namespace="demo"), await call("reload_core")
 
-    assert not run_manager(url, reload)[0]
+    (early, not_yet), (error, _) = run_manager(url, reload)
+    assert early and "does not serve namespace 'demo' yet: call reload_core()" in not_yet and not error
     gateway.wait_for(lambda: gateway.namespace("demo")["state"] == "ready", what="the upstream")
 
     async def flow(call):

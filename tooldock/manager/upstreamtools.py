@@ -20,7 +20,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from tooldock.errors import GatewayError
+from tooldock.errors import GatewayError, Missing
 from tooldock.manager.gateway import GatewayClient
 from tooldock.upstream.catalog import ACTIVATE, catalog_tools
 
@@ -30,8 +30,13 @@ NO_CHANGE: dict[str, list[str]] = {"tools_off": [], "resources_on": [], "resourc
 
 @contextlib.asynccontextmanager
 async def session(gateway: GatewayClient, namespace: str) -> AsyncIterator[Client]:
-    """An MCP client session on the namespace's endpoint; a gateway it cannot reach is a GatewayError."""
+    """An MCP client session on the namespace's endpoint; a gateway it cannot reach is a GatewayError, a
+    namespace it does not serve yet (its tools.toml written, no reload since) is Missing."""
     url = f"{gateway.url.rstrip('/')}/ns/{namespace}/mcp"
+    if namespace not in await gateway.namespaces():
+        if await gateway.health() is None:
+            raise GatewayError(f"the gateway at {gateway.url} is not reachable; is it running (`tooldock serve`)?")
+        raise Missing(f"the gateway does not serve namespace {namespace!r} yet: call reload_core(), then try again")
     try:
         async with httpx2.AsyncClient(headers=gateway.auth_headers(), timeout=httpx2.Timeout(60.0)) as http:
             async with Client(streamable_http_client(url, http_client=http), mode="legacy", cache=None) as client:
