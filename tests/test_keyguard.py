@@ -100,8 +100,9 @@ def test_a_failing_end_does_not_stop_the_others_and_recheck_answers_now(store: K
 
 def test_a_keys_file_that_cannot_be_read_for_a_while_revokes_nothing(store: KeyStore, caplog):
     """Half-written by hand, or a network filesystem's hiccup: what lives on is kept (new requests are
-    refused meanwhile, by KeyStore.check), the operator is told once, and a revocation made once the file
-    is back still ends what its key held."""
+    refused meanwhile, by KeyStore.check), a key whose expiry passes meanwhile still ends (the held key
+    carries its expiry), the operator is told once, and a revocation made once the file is back still ends
+    what its key held."""
     async def go() -> None:
         guard = KeyGuard(store, poll=POLL)
         key, _ = store.create("k", "read")
@@ -111,10 +112,20 @@ def test_a_keys_file_that_cannot_be_read_for_a_while_revokes_nothing(store: KeyS
             ended.append("k")
 
         held = guard.hold(key, end)
+        short, _ = store.create("short", "read", expires_in=1)  # lives 1-2 s
+
+        async def expired() -> None:
+            ended.append("short")
+
+        expiring = guard.hold(short, expired)
+        await asyncio.sleep(POLL * 3)  # the guard has looked at the good file: the broken one is a change
         good = store.path.read_text()
         store.path.write_text("{half a file")
         await asyncio.sleep(POLL * 6)
         assert ended == [] and not held.ended and await guard.recheck(held) is True
+        await _until(lambda: expiring.ended, 5)  # its expiry needs no file: it ends on time
+        assert ended == ["short"] and not held.ended
+        ended.clear()
         store.path.write_text(good)  # back, as it was: nothing ends
         await asyncio.sleep(POLL * 6)
         assert ended == []

@@ -8,7 +8,8 @@ whole) and the held keys are checked again (one read for all) when it changed, a
 its expiry time has passed. A key found invalid has its holds' `on_invalid` run once, and they are dropped.
 A keys file that cannot be read (half-written by hand, a network filesystem's hiccup) revokes nothing: new
 requests with keys are refused meanwhile (`KeyStore.check` fails closed), what lives on is checked again at
-the next poll, and the operator is told once.
+the next poll (a key whose expiry passed ends all the same: the held key carries its expiry), and the
+operator is told once.
 
 Why `stat` rather than inotify (watchfiles): the keys file may be shared by gateways on other machines
 (`TOOLDOCK_KEYS_DIR` on a network filesystem), where inotify does not see another machine's writes; a stat
@@ -126,7 +127,8 @@ class KeyGuard:
             due = [h for h in list(self._holds) if changed or (h.key.expires is not None and h.key.expires <= now)]
             if due:
                 active = await self._active({h.key.id for h in due})
-                if active is None:
+                if active is None:  # only what the held keys say themselves: expiry
                     seen = None  # look again at the next poll, whether or not the file changes meanwhile
-                    continue
+                    due = [h for h in due if h.key.expires is not None and h.key.expires <= now]
+                    active = set()
                 await asyncio.gather(*(self._end(h) for h in due if h.key.id not in active))
