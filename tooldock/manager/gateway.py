@@ -29,16 +29,20 @@ class GatewayClient:
     def _headers(self, **extra: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {self._bearer}", **extra}
 
-    def auth_headers(self) -> dict[str, str]:
-        """The bearer token and the request's id and trace headers: for the manager's own MCP sessions on the
-        gateway (manager.upstreamtools)."""
+    @staticmethod
+    def _context() -> dict[str, str]:
+        """The id of the manager request this serves (the gateway logs the same id) and, when tracing is on,
+        the trace its spans join."""
         rid = requestid.current.get()
-        return self._headers(**({"X-Request-Id": rid} if rid is not None else {}), **tracing.outgoing())
+        return {**({"X-Request-Id": rid} if rid is not None else {}), **tracing.outgoing()}
+
+    def auth_headers(self) -> dict[str, str]:
+        """The bearer token and the request's context headers: for the manager's own MCP sessions on the
+        gateway (manager.upstreamtools)."""
+        return self._headers(**self._context())
 
     async def _send(self, method: str, path: str, **kw: Any) -> httpx.Response:
-        rid = requestid.current.get()  # the manager request this serves: the gateway logs the same id
-        extra = {"X-Request-Id": rid} if rid is not None else {}
-        extra |= tracing.outgoing()  # and its spans join the manager's trace (when tracing is on)
+        extra = self._context()
         if extra:
             kw["headers"] = {**(kw.get("headers") or {}), **extra}
         try:

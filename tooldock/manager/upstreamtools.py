@@ -22,9 +22,11 @@ from mcp.shared.exceptions import MCPError
 
 from tooldock.errors import GatewayError, Missing
 from tooldock.manager.gateway import GatewayClient
+from tooldock.namespace.toolsfile import TOOLS_FILE
+from tooldock.runtime.http.rest import rest_value
 from tooldock.upstream.catalog import ACTIVATE, catalog_tools
+from tooldock.worker.protocol import error_text
 
-FILENAME = "tools.toml"  # what list_tools shows as the "file" of an upstream tool
 NO_CHANGE: dict[str, list[str]] = {"tools_off": [], "resources_on": [], "resources_off": []}
 
 
@@ -60,37 +62,31 @@ async def list_tools(gateway: GatewayClient, namespace: str) -> list[dict[str, A
 
 def _entry(name: str, active: bool, description: str | None) -> dict[str, Any]:
     first = (description or "").strip().split("\n\n")[0].strip()
-    return {"name": name, "description": first, "filename": FILENAME, "served": True, "active": active}
+    return {"name": name, "description": first, "filename": TOOLS_FILE, "served": True, "active": active}
 
 
 async def test_tool(gateway: GatewayClient, namespace: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    """Activate `tool` on a session of its own, then call it: `test_tool`'s answer."""
+    """Activate `tool` on a session of its own, then call it: `test_tool`'s answer, the result as REST gives
+    it (`rest_value`)."""
     async with session(gateway, namespace) as client:
         try:
             if tool != ACTIVATE:
-                activated = await client.call_tool(ACTIVATE, {"tools_on": [tool], **NO_CHANGE})
-                if activated.is_error:  # an unknown name: the gateway's message names similar ones
+                activated = _dump(await client.call_tool(ACTIVATE, {"tools_on": [tool], **NO_CHANGE}))
+                if activated.get("isError"):  # an unknown name: the gateway's message names similar ones
                     return {
                         "success": False,
-                        "error": _text(activated),
+                        "error": error_text(activated) or "the tool failed",
                         "code": "tool_not_found",
                         "hint": "list_tools shows the names of the namespace's upstream tools",
                     }
-            result = await client.call_tool(tool, arguments)
+            result = _dump(await client.call_tool(tool, arguments))
         except MCPError as err:
             return {"success": False, "error": err.error.message, "code": "invalid_arguments"}
-    if result.is_error:
-        return {"success": False, "error": _text(result), "code": "tool_error"}
-    structured = result.structured_content
-    return {"success": True, "result": structured if structured is not None else _value(result)}
+    if result.get("isError"):
+        return {"success": False, "error": error_text(result) or "the tool failed", "code": "tool_error"}
+    return {"success": True, "result": rest_value(result, {})}
 
 
-def _text(result: types.CallToolResult) -> str:
-    return " ".join(c.text for c in result.content if isinstance(c, types.TextContent)) or "the tool failed"
-
-
-def _value(result: types.CallToolResult) -> Any:
-    """The result as REST answers it: one text block as its text, other content as the blocks."""
-    if len(result.content) == 1 and isinstance(result.content[0], types.TextContent):
-        return result.content[0].text
-    return [c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in result.content] or None
+def _dump(result: types.CallToolResult) -> dict[str, Any]:
+    """The result as JSON, as the gateway's REST route holds it."""
+    return result.model_dump(mode="json", by_alias=True, exclude_none=True)

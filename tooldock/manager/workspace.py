@@ -15,6 +15,7 @@ from pathlib import Path
 from tooldock.atomic import atomic_write as write_file
 from tooldock.errors import InvalidInput, Missing
 from tooldock.namespace.names import NamespaceNameError, validate_filename, validate_namespace_name
+from tooldock.namespace.toolsfile import TOOLS_FILE
 
 MAX_CODE_BYTES = 256 * 1024  # one tool file; the scanner reads up to 1 MB, an LLM never needs that much
 MAX_REQUIREMENT_LINES = 200
@@ -66,7 +67,7 @@ class Workspace:
 
     def serves_upstream(self, namespace: object) -> bool:
         """Whether the (existing) namespace serves upstream MCP servers: it has a tools.toml."""
-        return (self.namespace_dir(namespace) / "tools.toml").is_file()
+        return (self.namespace_dir(namespace) / TOOLS_FILE).is_file()
 
     def refuse_upstream(self, namespace: object, what: str) -> None:
         """A namespace with a tools.toml serves upstream MCP servers: tool files and requirements there are
