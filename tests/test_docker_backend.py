@@ -115,6 +115,28 @@ def test_docker_kill_mid_call_fails_cleanly_and_the_worker_comes_back(docker_gat
     assert docker_gateway.call("testing", "echo", value={"back": True}).json() == {"result": {"back": True}}
 
 
+def test_a_container_stuck_in_an_abandoned_sync_call_is_restarted(docker_gateway, deployed, docker_host):
+    """A client that goes away cancels its call; a sync tool's thread cannot be stopped, so 5 s later
+    (TOOLDOCK_STUCK_AFTER) the gateway restarts the container, which serves again."""
+    import docker
+
+    container = docker.DockerClient(base_url=docker_host).containers.get(deployed["results"]["testing"]["container"])
+    started = container.attrs["State"]["StartedAt"]
+    before = docker_gateway.namespace("testing")["restarts"]
+    headers = docker_gateway.headers("testing", **{"Content-Type": "application/json"})
+    docker_gateway.post_and_leave("/tools/slow", headers, '{"seconds": 3600}', wait=1)
+
+    def restarted() -> bool:
+        now = docker_gateway.namespace("testing")
+        return now["restarts"] > before and now["state"] == "ready"
+
+    docker_gateway.wait_for(restarted, timeout=60, what="the stuck container's restart")
+    assert docker_gateway.namespace("testing")["last_error"].startswith("restarted: 'slow' still runs")
+    container.reload()
+    assert container.attrs["State"]["StartedAt"] != started and container.status == "running"
+    assert docker_gateway.call("testing", "echo", value={"back": True}).json() == {"result": {"back": True}}
+
+
 def test_redeploy_swaps_the_namespace_without_restarting_the_gateway(docker_gateway, deployed, docker_host):
     import docker
 

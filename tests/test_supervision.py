@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import threading
+import time
 
 from conftest import EXAMPLES, FIXTURES
 
@@ -138,3 +139,93 @@ def test_a_result_too_large_to_send_fails_its_call_alone(make_gateway, tmp_path)
     assert napping == {"result": "rested"}  # the call beside it finished
     assert gw.namespace("huge")["pid"] == pid and gw.namespace("huge")["restarts"] == 0
     assert gw.call("huge", "big", n=3).json() == {"result": "xxx"}
+
+
+STUCK_TOOLS = '''import os
+import time
+
+from fastmcp.tools import tool
+
+
+@tool
+def spin(seconds: float) -> str:
+    """Keep a CPU busy for a while (Python cannot stop this thread)."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+    return "done"
+
+
+@tool
+async def freeze(seconds: float) -> str:
+    """A mistake: blocking code in an async tool stops the worker's event loop."""
+    time.sleep(seconds)
+    return "thawed"
+
+
+@tool
+def pid() -> int:
+    """The worker's process id."""
+    return os.getpid()
+'''
+
+
+def _stuck_gateway(make_gateway, tmp_path, **env):
+    folder = tmp_path / "src" / "stuck"
+    folder.mkdir(parents=True)
+    (folder / "t.py").write_text(STUCK_TOOLS)
+    return make_gateway(tmp_path / "src", env={"TOOL_CALL_TIMEOUT_SECONDS": "1", **env})
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    with open(f"/proc/{pid}/stat") as stat:  # a zombie (exited, not yet reaped by its parent) is gone too
+        return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def test_a_worker_stuck_in_a_timed_out_sync_tool_is_replaced_without_dropping_calls(make_gateway, tmp_path):
+    """A sync tool that outlives its time limit keeps its thread (and a CPU) for as long as it runs: the
+    gateway replaces the worker `TOOLDOCK_STUCK_AFTER` seconds later, hot (the calls around it all succeed),
+    and the old process, with the runaway thread, ends."""
+    gw = _stuck_gateway(make_gateway, tmp_path, TOOLDOCK_STUCK_AFTER="1")
+    before = gw.namespace("stuck")["pid"]
+    timed_out = gw.call("stuck", "spin", seconds=3600)
+    assert timed_out.status_code == 504 and timed_out.json()["error"]["code"] == "execution_timeout"
+    answers: list[int] = []
+    while gw.namespace("stuck")["pid"] == before and len(answers) < 400:  # calls go on through the swap
+        reply = gw.call("stuck", "pid")
+        assert reply.status_code == 200, reply.text
+        answers.append(reply.json()["result"])
+        time.sleep(0.02)
+    after = gw.namespace("stuck")
+    assert after["pid"] != before and after["state"] == "ready" and after["restarts"] == 1
+    assert after["last_error"].startswith("replaced: 'spin' still runs") and "sync tool" in after["last_error"]
+    assert before in answers and gw.call("stuck", "pid").json()["result"] == after["pid"]
+    gw.wait_for(lambda: _gone(before), timeout=20, what="the stuck worker to end")
+    assert "[stuck] the worker is stuck: 'spin' still runs" in gw.logs
+
+
+def test_a_worker_whose_event_loop_is_blocked_is_replaced(make_gateway, tmp_path):
+    """An async tool that blocks the loop stops every call of the namespace: the ping after its timeout goes
+    unanswered, and a fresh worker serves again within seconds instead of after the hour it blocks."""
+    gw = _stuck_gateway(make_gateway, tmp_path, TOOLDOCK_STUCK_AFTER="0.5")
+    before = gw.namespace("stuck")["pid"]
+    assert gw.call("stuck", "freeze", seconds=3600).status_code == 504
+    gw.wait_for(lambda: gw.namespace("stuck")["pid"] != before, timeout=20, what="a fresh worker")
+    assert gw.call("stuck", "pid").json() == {"result": gw.namespace("stuck")["pid"]}
+    assert "blocks its event loop" in gw.namespace("stuck")["last_error"]
+    assert gw.get("/health").json()["status"] == "ok"
+
+
+def test_a_timed_out_call_that_ends_soon_after_keeps_its_worker(make_gateway, tmp_path):
+    """A thread that returns within `TOOLDOCK_STUCK_AFTER` of its cancel leaves the worker alone."""
+    gw = _stuck_gateway(make_gateway, tmp_path, TOOLDOCK_STUCK_AFTER="2")
+    before = gw.namespace("stuck")["pid"]
+    assert gw.call("stuck", "spin", seconds=1.8).status_code == 504
+    time.sleep(3.5)  # the check at 3 s (timeout + 2) finds nothing running
+    now = gw.namespace("stuck")
+    assert now["pid"] == before and now["restarts"] == 0 and now["last_error"] is None
+    assert "is stuck" not in gw.logs

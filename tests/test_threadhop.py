@@ -107,3 +107,46 @@ def test_a_stuck_sync_tool_does_not_hold_up_a_stopping_worker():
         assert worker.proc.returncode == 0
     finally:
         worker.close()
+
+
+def test_a_cancelled_sync_call_is_reported_by_ping_until_its_thread_returns():
+    """Python cannot stop the thread of a sync tool whose caller gave up: the worker's `ping` names it (with
+    how long since the cancel) for the gateway to replace a worker that keeps one too long."""
+    worker = WorkerProc(FIXTURES / "tools" / "testing")
+    try:
+        assert worker.request(id="p0", op="ping")["result"]["abandoned"] == []
+        worker.send({"id": "c1", "op": "tools.call", "tool": "slow", "arguments": {"seconds": 1.5}})
+        time.sleep(0.3)
+        worker.send({"op": "cancel", "target": "c1"})
+        time.sleep(0.3)
+        (running,) = worker.request(id="p1", op="ping")["result"]["abandoned"]
+        assert running["call"] == "slow" and 0.2 <= running["seconds"] < 1.5
+        time.sleep(1.5)  # the thread returns: its result is dropped, and it is no longer listed
+        assert worker.request(id="p2", op="ping")["result"]["abandoned"] == []
+    finally:
+        worker.close()
+
+
+def test_an_async_call_that_ignores_its_cancel_is_reported_too(tmp_path):
+    folder = tmp_path / "stubborn"
+    folder.mkdir()
+    (folder / "t.py").write_text(
+        "import asyncio\nfrom fastmcp.tools import tool\n\n\n@tool\nasync def stubborn(seconds: float) -> str:\n"
+        '    """Ignore one cancel."""\n    try:\n        await asyncio.sleep(seconds)\n'
+        "    except asyncio.CancelledError:\n        await asyncio.sleep(seconds)\n    return 'late'\n"
+    )
+    worker = WorkerProc(folder)
+    try:
+        worker.send({"id": "c1", "op": "tools.call", "tool": "stubborn", "arguments": {"seconds": 1.0}})
+        time.sleep(0.2)
+        worker.send({"op": "cancel", "target": "c1"})
+        time.sleep(0.3)
+        (running,) = worker.request(id="p1", op="ping")["result"]["abandoned"]
+        assert running["call"] == "stubborn" and running["seconds"] >= 0.2
+        time.sleep(1.2)
+        worker.send({"id": "p2", "op": "ping"})
+        replies = [worker.read(), worker.read()]  # it ignored the cancel: its answer comes too, and first
+        assert [r["id"] for r in replies] == ["c1", "p2"] and replies[0]["result"]["content"][0]["text"] == "late"
+        assert replies[1]["result"]["abandoned"] == []
+    finally:
+        worker.close()

@@ -64,6 +64,20 @@ class Backend(Protocol):
 
 
 @runtime_checkable
+class Replaceable(Protocol):
+    """A worker that tells when it is stuck (a call runs on after its caller gave up: backends/stuck.py).
+    When `replaceable`, it calls `on_stuck` and the registry swaps in a fresh worker of the same namespace;
+    else, or when no fresh one starts, it is restarted in place."""
+
+    replaceable: bool
+    on_stuck: Callable[[Any, str], None] | None
+    restarts: int
+    last_error: str | None
+
+    async def restart_in_place(self, reason: str) -> None: ...
+
+
+@runtime_checkable
 class Watching(Protocol):
     """A backend that can tell when its namespaces change by themselves (Docker events)."""
 

@@ -15,11 +15,11 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
 
 from tooldock.errors import ReloadFailed, SecretsError
 from tooldock.namespace.models import NamespaceSource, Problem, problem_text
-from tooldock.runtime.backend import Backend, Worker
+from tooldock.runtime.backend import Backend, Replaceable, Worker
 from tooldock.runtime.secretmap import NamespaceSecrets, SecretMap
 from tooldock.runtime.settings import Settings
 from tooldock.upstream.worker import UpstreamWorker
@@ -211,7 +211,42 @@ class Registry:
             worker.on_change = lambda: self._announce(name, worker)
             worker.on_resource_updated = lambda uri: self._resource_updated(name, uri)
             return worker
-        return self.backend.create(source, secrets.env) if source.files else None
+        created = self.backend.create(source, secrets.env) if source.files else None
+        if isinstance(created, Replaceable):
+            created.on_stuck = self._on_stuck
+        return created
+
+    def _on_stuck(self, worker: Replaceable, reason: str) -> None:
+        self._spawn(self._replace_stuck(worker, reason))
+
+    async def _replace_stuck(self, worker: Replaceable, reason: str) -> None:
+        """Swap a fresh worker in for a stuck one (backends/stuck.py), as a reload swaps a changed namespace:
+        new calls go to the fresh one at once; the stuck one finishes what it can and is stopped."""
+        async with self._lock:
+            found = [(n, e) for n, e in self.snapshot.entries.items() if e.worker is cast(Worker, worker)]
+            if not found:
+                return  # a reload replaced or removed it meanwhile
+            name, entry = found[0]
+            fresh = self._create(entry.source, entry.secrets)
+            assert fresh is not None  # the stuck one ran this namespace's files
+            await fresh.start(self.settings.worker_start_timeout)
+            if fresh.state != "ready":
+                why = fresh.status().get("last_error") or fresh.state
+                print(
+                    f"tooldock: [{name}] a fresh worker did not start ({why}): restarting the stuck one",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                self._retire(fresh)
+                self._spawn(worker.restart_in_place(reason))
+                return
+            if isinstance(fresh, Replaceable):
+                fresh.restarts, fresh.last_error = worker.restarts + 1, f"replaced: {reason}"
+            entries = {**self.snapshot.entries, name: replace(entry, worker=fresh)}
+            self.snapshot = replace(
+                self.snapshot, entries=MappingProxyType(entries), generation=self.snapshot.generation + 1
+            )
+        self._retire(cast(Worker, worker))  # a Worker too: it came from the snapshot
 
     def _announce(self, name: str, worker: Worker) -> None:
         """An upstream namespace's lists changed by themselves: tell the front ends (if it is still served)."""

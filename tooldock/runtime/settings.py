@@ -225,6 +225,7 @@ class Settings:
     worker_start_timeout: float = 120.0
     drain_timeout: float = 30.0
     restart_backoff: float = 0.5
+    stuck_after: float = 5.0  # seconds a cancelled call may run on before its worker is replaced (stuck.py)
     fork_workers: bool = True  # process backend: fork workers from a warm interpreter per environment
     lean_mcp: bool = True  # MCP tools/call of plain tools, tools/list and ping answered without the SDK's machinery
     lean_rest: bool = True  # POST /tools/{name} answered before FastAPI's routing and layers
@@ -273,6 +274,7 @@ class Settings:
             worker_start_timeout=env_number(env, "TOOLDOCK_WORKER_START_TIMEOUT", 120.0),
             drain_timeout=env_number(env, "TOOLDOCK_DRAIN_TIMEOUT", 30.0),
             restart_backoff=env_number(env, "TOOLDOCK_RESTART_BACKOFF", 0.5),
+            stuck_after=env_number(env, "TOOLDOCK_STUCK_AFTER", 5.0),
             fork_workers=env_bool(env, "TOOLDOCK_FORK_WORKERS", True),
             lean_mcp=env_bool(env, "TOOLDOCK_LEAN_MCP", True),
             lean_rest=env_bool(env, "TOOLDOCK_LEAN_REST", True),

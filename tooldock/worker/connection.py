@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from typing import TYPE_CHECKING, Any
 
-from tooldock.worker import protocol
+from tooldock.worker import protocol, threadhop
 
 if TYPE_CHECKING:
     from tooldock.worker.server import WorkerServer
@@ -70,14 +71,18 @@ class GatewayConnection(protocol.LineStream):
             task = self.tasks.get(request.get("target"))
             if task is not None:
                 task.cancel()
+                self.worker.cancelled.setdefault(task, time.monotonic())  # until it ends: see WorkerServer.abandoned
         else:
             rid = request.get("id")
-            task = self.tasks[rid] = asyncio.get_running_loop().create_task(self.run(request))
+            label = _label(request)
+            task = asyncio.get_running_loop().create_task(self.run(request, label), name=label)
+            self.tasks[rid] = task
             self.worker.running.add(task)
-            task.add_done_callback(self.worker.running.discard)
+            task.add_done_callback(self.worker.ended)
 
-    async def run(self, request: dict[str, Any]) -> None:
+    async def run(self, request: dict[str, Any], label: str = "") -> None:
         rid = request.get("id")
+        threadhop.calling.set(label)  # in this task's own context: what the threads it starts run for
         try:
             reply = await self.worker.dispatch(request, self.send)
             if reply is not None:
@@ -104,3 +109,12 @@ class GatewayConnection(protocol.LineStream):
         self.worker.connections.discard(self)
         for task in list(self.tasks.values()):
             task.cancel()
+
+
+def _label(request: dict[str, Any]) -> str:
+    """What a request runs, as the worker's `ping` names it while it runs on after being cancelled."""
+    for key in ("tool", "name", "uri"):
+        value = request.get(key)
+        if isinstance(value, str):
+            return value[:200]
+    return str(request.get("op"))[:200]

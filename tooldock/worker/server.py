@@ -21,7 +21,7 @@ from fastmcp.exceptions import ValidationError as FastMCPValidationError
 from mcp.shared.exceptions import MCPError
 
 from tooldock.namespace.extract import LoadedNamespace
-from tooldock.worker import protocol
+from tooldock.worker import protocol, threadhop
 from tooldock.worker.connection import GatewayConnection
 from tooldock.worker.protocol import round_fields
 from tooldock.worker.secretenv import Masker
@@ -65,11 +65,26 @@ class WorkerServer:
         self.secrets_token = secrets_token  # echoed in the handshake: which secret values this worker started with
         self.masker = masker or Masker([])
         self.running: set[asyncio.Task[None]] = set()  # requests in flight, on every connection
+        # Requests the gateway cancelled, with when: a task that ignores its cancellation runs on (abandoned()).
+        self.cancelled: dict[asyncio.Task[None], float] = {}
         self.connections: set[GatewayConnection] = set()
         self.asks: dict[str, asyncio.Future[dict[str, Any]]] = {}  # our questions to the gateway, by ask id
         self._ask_ids = itertools.count(1)
         self.stopping = asyncio.Event()
         self._bridge: Bridge | None = None
+
+    def ended(self, task: asyncio.Task[None]) -> None:
+        self.running.discard(task)
+        self.cancelled.pop(task, None)
+
+    def abandoned(self) -> list[dict[str, Any]]:
+        """What still runs after the gateway gave up on it: a sync function in its thread (Python cannot stop
+        one), or an async one that ignored its cancellation (or blocks the loop: then `ping` is not answered
+        at all). The gateway replaces a worker that reports one for too long (runtime/backends/stuck.py)."""
+        now = time.monotonic()
+        found = [{"call": name, "seconds": round(age, 2)} for name, age in threadhop.abandoned()]
+        found += [{"call": t.get_name(), "seconds": round(now - since, 2)} for t, since in self.cancelled.items()]
+        return found
 
     @property
     def bridge(self) -> Bridge:
@@ -218,7 +233,7 @@ class WorkerServer:
                 return protocol.error(rid, "tool_not_found", f"no tool named {request.get('tool')!r}")
             return protocol.ok(rid, found)
         if op == "ping":
-            return protocol.ok(rid, {"pong": True, "pid": os.getpid()})
+            return protocol.ok(rid, {"pong": True, "pid": os.getpid(), "abandoned": self.abandoned()})
         if op == "shutdown":
             self.stopping.set()
             return protocol.ok(rid, {"stopping": True})

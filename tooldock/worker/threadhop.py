@@ -8,8 +8,10 @@ with the caller's context variables (`contextvars.copy_context`), at most MAX_TH
 default limit), and its return value or exception comes back to the awaiting task. One difference, on
 purpose: a caller that is cancelled (the gateway gave up, a fastmcp tool `timeout`) stops waiting at once,
 as `loop.run_in_executor` does, instead of waiting for the thread; the thread finishes on its own and its
-result is dropped. The threads are daemons, so a tool stuck in a loop never holds up a stopping worker
-(`concurrent.futures` joins its threads at exit, which is why it is not used here).
+result is dropped. Python cannot stop a thread, so such a thread is listed in `abandoned()` until it returns:
+the worker's `ping` reports it, and the gateway replaces a worker whose abandoned thread runs on
+(`runtime/backends/stuck.py`). The threads are daemons, so a tool stuck in a loop never holds up a stopping
+worker (`concurrent.futures` joins its threads at exit, which is why it is not used here).
 
 `install()` points fastmcp's modules at `run_sync`; `tests/test_worker.py` checks that each name it
 replaces still exists in the pinned fastmcp, so an upgrade that moves one fails loudly.
@@ -24,6 +26,7 @@ import importlib
 import os
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -77,8 +80,17 @@ class _Pool:
                 self._idle += 1
 
 
+# What the request being served runs (its tool, prompt or resource), set by the worker's connection: the
+# name `abandoned()` gives (the function a thread runs may be a wrapper of fastmcp's).
+calling: contextvars.ContextVar[str | None] = contextvars.ContextVar("calling", default=None)
+# Calls whose caller gave up while their thread still runs: future -> (function name, when it was given up).
+# Touched on the event loop's thread only (run_sync and _settle).
+_abandoned: dict[asyncio.Future[Any], tuple[str, float]] = {}
+
+
 def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
     if future.done():  # the caller was cancelled
+        _abandoned.pop(future, None)
         return
     if error is not None:
         future.set_exception(error)
@@ -92,6 +104,7 @@ _pool: _Pool | None = None
 def _forget_pool() -> None:  # in a forked child the parent's threads do not exist
     global _pool
     _pool = None
+    _abandoned.clear()
 
 
 os.register_at_fork(after_in_child=_forget_pool)
@@ -105,7 +118,18 @@ async def run_sync(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     loop = asyncio.get_running_loop()
     future = loop.create_future()
     _pool.submit((loop, future, contextvars.copy_context(), functools.partial(fn, *args, **kwargs)))
-    return await future
+    try:
+        return await future
+    except asyncio.CancelledError:
+        if not future.done() or future.cancelled():  # its thread has not handed a result back: it runs on
+            _abandoned[future] = (calling.get() or getattr(fn, "__name__", None) or repr(fn), time.monotonic())
+        raise
+
+
+def abandoned() -> list[tuple[str, float]]:
+    """The sync functions still running in a thread after their caller gave up: (name, seconds since)."""
+    now = time.monotonic()
+    return [(name, now - since) for name, since in _abandoned.values()]
 
 
 def install() -> None:

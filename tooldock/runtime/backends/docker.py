@@ -171,9 +171,19 @@ class DockerWorker(SupervisedWorker):
     async def _wait_exited(self) -> None:
         await self._exited.wait()
 
+    async def _discard_stuck(self) -> None:
+        if self.backend.read_only:  # not ours to restart: it serves on as it can
+            self._log_line(f"container {self.pid} is stuck (read-only discovery: not restarting it)")
+            return
+        with contextlib.suppress(Exception):  # gone meanwhile: the next _launch says so
+            container = await asyncio.to_thread(self.backend.client.containers.get, self.container_id)
+            self.socket_path.unlink(missing_ok=True)
+            await asyncio.to_thread(container.restart, timeout=2)
+
     async def release(self) -> None:
         """The gateway is stopping: let go of the container and leave it running for the next gateway."""
         self._stopping = True
+        self._stuck.cancel()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

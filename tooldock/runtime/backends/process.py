@@ -50,6 +50,8 @@ def _worker_lib(state_dir: Path) -> Path:
 class ProcessWorker(SupervisedWorker):
     """One namespace as a local process: `python -m tooldock.worker` in the namespace's virtualenv."""
 
+    replaceable = True  # a stuck one is replaced by a fresh process while it finishes what it can
+
     def __init__(self, backend: ProcessBackend, source: NamespaceSource, generation: int, secrets: SecretEnv) -> None:
         super().__init__(
             source.name,

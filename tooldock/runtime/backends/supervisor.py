@@ -12,11 +12,13 @@ import collections
 import contextlib
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tooldock.errors import DependencyError, NamespaceUnavailable, WorkerRetired
 from tooldock.runtime.backend import WorkerState
+from tooldock.runtime.backends.stuck import StuckCheck
 from tooldock.runtime.settings import Settings
 from tooldock.runtime.workerclient import SecretEnv, SecretsDelivered, WorkerConnection
 from tooldock.worker import protocol
@@ -38,6 +40,9 @@ class WorkerGone(Exception):
 
 class SupervisedWorker:
     kind = "worker"
+    # Whether a second worker of the same namespace can start beside this one: a stuck worker is then
+    # replaced by the registry (`on_stuck`), hot, instead of restarted in place.
+    replaceable = False
 
     def __init__(
         self,
@@ -74,6 +79,9 @@ class SupervisedWorker:
         self._idle.set()
         self._output: collections.deque[str] = collections.deque(maxlen=20)
         self._task: asyncio.Task[None] | None = None
+        self.on_stuck: Callable[[SupervisedWorker, str], None] | None = None  # set by the registry
+        self._stuck = StuckCheck(self._ping, settings.stuck_after, self.stuck)
+        self._recycle: str | None = None  # why the running worker is being restarted in place
 
     # -- what a backend provides ---------------------------------------------------------------------
 
@@ -137,6 +145,12 @@ class SupervisedWorker:
                 await self._terminate()
             if self._stopping:
                 break
+            if self._recycle is not None:  # stuck (stuck.py), not crashed: no backoff, no crash-loop count
+                self.restarts += 1
+                self.last_error, self._recycle = f"restarted: {self._recycle}", None
+                self.state = "restarting"
+                await self._discard_stuck()
+                continue
             if ready_at is not None:
                 self.last_error = f"{self.kind} exited unexpectedly: {self._tail()}"
             quick = ready_at is None or time.monotonic() - ready_at < STABLE_AFTER
@@ -258,6 +272,44 @@ class SupervisedWorker:
             await self._conn.close()
             self._conn = None
 
+    # -- stuck workers (stuck.py) ---------------------------------------------------------------------
+
+    async def _ping(self) -> Any:
+        conn = self._conn
+        if conn is None or not self._ready.is_set():
+            raise NamespaceUnavailable(f"namespace {self.namespace!r} is {self.state}")
+        return await conn.request("ping")
+
+    async def stuck(self, reason: str) -> None:
+        """A call runs on after its caller gave up: replace this worker (hot, by the registry, when a second
+        one can run beside it) or restart it in place."""
+        if self._stopping:
+            return
+        how = "starting a fresh one" if self.replaceable and self.on_stuck else "restarting it"
+        self._log_line(f"[{self.namespace}] the {self.kind} is stuck: {reason}; {how}")
+        if self.replaceable and self.on_stuck is not None:
+            self.on_stuck(self, reason)
+        else:
+            await self.restart_in_place(reason)
+
+    async def restart_in_place(self, reason: str) -> None:
+        """New calls wait while those in flight get a few seconds to finish; then the worker is stopped and
+        started again (a container restarted) by the supervision loop."""
+        conn = self._conn
+        if self._stopping or conn is None or self._recycle is not None:
+            return
+        self._recycle = reason
+        self._ready.clear()
+        self.state = "restarting"
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(5):
+                await self._idle.wait()
+        await conn.close()
+
+    async def _discard_stuck(self) -> None:
+        """After a stuck worker's connection closed: make sure it does not run on (a process was ended by
+        `_terminate`; a container is restarted by its backend)."""
+
     # -- calls ---------------------------------------------------------------------------------------
 
     async def call(self, tool: str, arguments: dict[str, Any], relay: Any = None) -> dict[str, Any]:
@@ -299,6 +351,9 @@ class SupervisedWorker:
         self._last_call = time.monotonic()
         try:
             return await conn.request(op, **fields)
+        except asyncio.CancelledError:  # the caller gave up: the worker is told, and checked (stuck.py)
+            self._stuck.suspect()
+            raise
         finally:
             self._inflight -= 1
             self._last_call = time.monotonic()
@@ -307,6 +362,7 @@ class SupervisedWorker:
 
     async def stop(self, drain_timeout: float) -> None:
         self._stopping = self._retiring = True
+        self._stuck.cancel()
         self._wake.set()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(drain_timeout):
