@@ -484,6 +484,41 @@ def test_list_tools_says_what_the_gateway_serves_and_why_a_file_did_not_load(pai
     assert "not_a_module_anywhere" in by_name["broken"]["problem"] and "(line 1)" in by_name["broken"]["problem"]
 
 
+HALF_GOOD = '''from fastmcp.tools import tool
+
+
+@tool
+def fine(x: int) -> int:
+    """Served."""
+    return x
+
+
+@tool
+def undocumented(x: int) -> int:
+    return x
+'''
+
+
+def test_list_tools_gives_a_problem_to_the_tool_it_concerns(make_gateway, store, tmp_path):
+    """A file served in part (one tool has no docstring, written by hand: write_tool refuses it): the
+    problem is that tool's alone, with its line; its sibling is served and has none."""
+    folder = tmp_path / "src" / "half"
+    folder.mkdir(parents=True)
+    (folder / "half.py").write_text(HALF_GOOD)
+    url = manager_url(make_gateway(tmp_path / "src", env=store, args=MANAGER_ARGS))
+
+    async def flow(call):
+        return await call("list_tools", namespace="half")
+
+    error, listed = run_manager(url, flow)
+    by_name = {t["name"]: t for t in listed}
+    assert not error and set(by_name) == {"fine", "undocumented"}, listed
+    assert by_name["fine"]["served"] is True and "problem" not in by_name["fine"], by_name["fine"]
+    assert by_name["undocumented"]["served"] is False
+    assert "'undocumented' has no docstring" in by_name["undocumented"]["problem"]
+    assert "(line 11)" in by_name["undocumented"]["problem"]  # its def
+
+
 def test_the_manager_answers_carry_a_request_id(pair):
     _, url = pair
     echoed = httpx.post(f"{url}/mcp", json={}, headers={"X-Request-Id": "mgr-req-1"})

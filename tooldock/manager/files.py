@@ -47,6 +47,11 @@ def _description(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
 
 def tools_in(source: str) -> list[tuple[str, str]]:
     """(tool name, first docstring paragraph) of each module-level `@tool` function, read without importing."""
+    return [(name, description) for name, description, _ in _tool_nodes(source)]
+
+
+def _tool_nodes(source: str) -> list[tuple[str, str, tuple[int, int]]]:
+    """`tools_in`, with the lines each tool's function spans (its decorators included)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
@@ -56,7 +61,8 @@ def tools_in(source: str) -> list[tuple[str, str]]:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             names = [n for n in (decorator_tool_name(d, node.name) for d in node.decorator_list) if n]
             if names:
-                found.append((names[0], _description(node)))
+                first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                found.append((names[0], _description(node), (first, node.end_lineno or node.lineno)))
     return found
 
 
@@ -67,34 +73,41 @@ def _read(path: Any) -> str:
         raise InvalidInput(f"{path.name} is not valid UTF-8 text; rewrite it with write_tool") from None
 
 
-def list_tools(ws: Workspace, namespace: object) -> list[dict[str, Any]]:
+def list_tools(ws: Workspace, namespace: object, status: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Each tool of the namespace's files; with the gateway's `/namespaces` entry for it (`status`), also
+    `served` (the gateway lists the tool) and, when something keeps it from being served, its `problem`:
+    a problem in the tool's own lines (no docstring, a parameter without a type hint) is that tool's only;
+    one elsewhere in the file (an import that failed) is every tool's of the file."""
     listed = []
     for path in ws.tool_files(namespace):
         try:
             source = _read(path)
         except InvalidInput:
             continue
-        listed += [{"name": n, "description": d, "filename": path.name} for n, d in tools_in(source)]
+        nodes = _tool_nodes(source)
+        problems = _problems_by_tool(path.name, status, {name: lines for name, _, lines in nodes})
+        for name, description, _ in nodes:
+            entry: dict[str, Any] = {"name": name, "description": description, "filename": path.name}
+            if status is not None:
+                entry["served"] = name in set(status.get("tools") or [])
+                if problems.get(name) or problems.get(None):
+                    entry["problem"] = problems.get(name) or problems.get(None)
+            listed.append(entry)
     return listed
 
 
-def with_gateway_view(listed: list[dict[str, Any]], status: dict[str, Any]) -> list[dict[str, Any]]:
-    """`list_tools`'s entries with what the gateway's `/namespaces` says of them: `served` (the gateway lists
-    the tool) and, for a file that failed to load there, its `problem`."""
-    served = set(status.get("tools") or [])
-    problems: dict[str, str] = {}
-    for problem in status.get("problems") or []:
-        if isinstance(problem, dict) and problem.get("file"):
-            line = f" (line {problem['line']})" if problem.get("line") else ""
-            problems.setdefault(str(problem["file"]), f"{problem.get('message')}{line}")
-    return [
-        {
-            **entry,
-            "served": entry["name"] in served,
-            **({"problem": problems[entry["filename"]]} if entry["filename"] in problems else {}),
-        }
-        for entry in listed
-    ]
+def _problems_by_tool(
+    filename: str, status: dict[str, Any] | None, spans: dict[str, tuple[int, int]]
+) -> dict[str | None, str]:
+    """The first problem the gateway reports in each tool's lines, and under None the file's first other."""
+    found: dict[str | None, str] = {}
+    for problem in (status or {}).get("problems") or []:
+        if not isinstance(problem, dict) or problem.get("file") != filename:
+            continue
+        line = problem.get("line") if isinstance(problem.get("line"), int) else None
+        owner = next((name for name, (a, b) in spans.items() if line is not None and a <= line <= b), None)
+        found.setdefault(owner, f"{problem.get('message')}" + (f" (line {line})" if line else ""))
+    return found
 
 
 def problems_of(status: dict[str, Any]) -> dict[str, Any]:

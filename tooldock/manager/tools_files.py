@@ -120,16 +120,15 @@ def register(server: MCPServer, m: Manager) -> None:
         "filename": "issues.py"}]
 
         ToolDock adds what the gateway serves, when it answers: "served": false for a tool it does not serve
-        yet (call reload_core after writing it) and "problem": "..." when its file failed to load there
-        (an import error, with its line). For a namespace that serves upstream MCP servers (its tools.toml):
+        yet (call reload_core after writing it) and "problem": "..." when something keeps it from being
+        served (its own: no docstring, a parameter without a type hint; or its file's: an import error),
+        with its line. For a namespace that serves upstream MCP servers (its tools.toml):
         every tool of its catalog, from the gateway, with "filename": "tools.toml" and "active" (whether
         active_toolsets turns it on; test_tool runs inactive ones too)."""
         name = ws.namespace_dir(namespace).name
         if ws.serves_upstream(name):
             return await upstreamtools.list_tools(m.gateway, name)
-        listed = files.list_tools(ws, name)
-        status = (await m.gateway.namespaces()).get(name)
-        return files.with_gateway_view(listed, status) if status is not None else listed
+        return files.list_tools(ws, name, (await m.gateway.namespaces()).get(name))
 
     @server.tool()
     @edge
