@@ -1,6 +1,7 @@
 """The `tooldock` command line: the click group, and one module per command group.
 
     serve       `serve`                     the gateway (and, with --manager, the manager next to it)
+    check       `check`                     a tools directory scanned as `serve` would, nothing started
     manager     `manager`                   the manager MCP server
     images      `build`, `base`             namespace folders -> OCI images
     containers  `deploy`, `ps`, `stop`      worker containers on the Docker engine
@@ -18,7 +19,7 @@ from __future__ import annotations
 import click
 
 import tooldock
-from tooldock.cli import containers, images, keys, manager, relay, secrets, serve
+from tooldock.cli import check, containers, images, keys, manager, relay, secrets, serve
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -29,6 +30,7 @@ def main() -> None:
 
 for _command in (
     serve.serve,
+    check.check,
     manager.manager,
     images.build,
     images.base,

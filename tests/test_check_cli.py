@@ -1,0 +1,51 @@
+"""`tooldock check`: a tools directory scanned as `serve` would, with nothing started; exit 1 on a problem."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from conftest import EXAMPLES, FIXTURES, tooldock_cli
+
+
+def test_a_clean_directory_lists_its_tools_and_passes():
+    proc = tooldock_cli("check", str(EXAMPLES))
+    assert "basic-tool: 1 tool(s) (say_hello)" in proc.stdout.splitlines()
+    assert "multi-tool: 4 tool(s) (add, multiply, reverse_text, word_count)" in proc.stdout
+    assert "0 problem(s)" in proc.stderr
+    report = json.loads(tooldock_cli("check", "--json", str(EXAMPLES)).stdout)
+    assert report["ok"] is True and report["problem_count"] == 0 and report["problems"] == []
+    assert {n["name"]: n["tools"] for n in report["namespaces"]}["basic-tool"] == ["say_hello"]
+
+
+def test_problems_are_listed_with_their_lines_and_fail_the_check(tmp_path):
+    tools = tmp_path / "tools"
+    shutil.copytree(FIXTURES / "tools", tools, ignore=shutil.ignore_patterns("__pycache__"))
+    proc = tooldock_cli("check", str(tools), check=False)
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "broken-file: 3 tool(s) (still_works, half_served, needs_dep)" in lines
+    assert any(line.startswith("  broken-file/half_good.py:17: tool 'undocumented' has no docstring") for line in lines)
+    assert any(line.startswith("not a namespace: Bad_Name/: invalid namespace name") for line in lines)
+    report = json.loads(tooldock_cli("check", "--json", str(tools), check=False).stdout)
+    broken = next(n for n in report["namespaces"] if n["name"] == "broken-file")
+    assert {"file": "bad_syntax.py", "line": 5, "code": "syntax_error", "message": "syntax error: expected ':'"} in broken[
+        "problems"
+    ]
+    assert report["ok"] is False and report["problem_count"] == sum(len(n["problems"]) for n in report["namespaces"]) + 1
+
+
+def test_upstream_folders_list_their_servers_and_a_bad_tools_toml_is_a_problem(tmp_path):
+    (tmp_path / "up").mkdir()
+    (tmp_path / "up" / "tools.toml").write_text('[[servers]]\nnamespace = "time"\ncommand = "uvx mcp-server-time"\n')
+    report = json.loads(tooldock_cli("check", "--json", str(tmp_path)).stdout)
+    assert report["namespaces"] == [{"name": "up", "problems": [], "servers": ["time"]}]
+    (tmp_path / "up" / "tools.toml").write_text('[[servers]]\nnamespace = "time"\n')  # neither command nor url
+    proc = tooldock_cli("check", str(tmp_path), check=False)
+    assert proc.returncode == 1 and proc.stdout.startswith("up: 0 upstream server(s)\n  up/tools.toml")
+
+
+def test_a_missing_directory_is_a_clear_error():
+    proc = tooldock_cli("check", "/nonexistent-tools-dir", check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "tools directory '/nonexistent-tools-dir' does not exist or is not a directory" in proc.stderr

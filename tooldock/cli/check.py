@@ -1,0 +1,76 @@
+"""`tooldock check`: what `serve` would find in a tools directory, without starting anything.
+
+The same static scan the gateway runs at each reload (namespace names, tool files, docstrings, type hints,
+duplicate names, `tooldock.yaml`, `tools.toml`), so a pre-commit hook or a CI job can refuse a folder
+before a gateway sees it. Nothing is imported or installed: an import that fails, or a requirement that
+does not resolve, shows only when a worker starts (`serve`) or an image is built (`build`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tooldock.cli.serve import tools_dir_argument
+from tooldock.namespace.models import NamespaceSource, ScanResult, problem_text
+
+
+def report(scan: ScanResult) -> dict[str, Any]:
+    """The scan as data: each namespace with its tools (or upstream servers) and problems."""
+    namespaces = []
+    for source in scan.namespaces:
+        entry: dict[str, Any] = {"name": source.name, "problems": [p.to_dict() for p in source.problems]}
+        if source.is_upstream:
+            servers = source.upstream.servers if source.upstream is not None else ()
+            entry["servers"] = [s.namespace or "(unprefixed)" for s in servers]
+        else:
+            entry["tools"] = list(source.tool_names)
+        namespaces.append(entry)
+    problems = [p.to_dict() for p in scan.problems]
+    count = len(problems) + sum(len(n["problems"]) for n in namespaces)
+    return {"ok": count == 0, "problem_count": count, "namespaces": namespaces, "problems": problems}
+
+
+def _summary(source: NamespaceSource, entry: dict[str, Any]) -> str:
+    if source.is_upstream:
+        servers = entry["servers"]
+        return f"{len(servers)} upstream server(s)" + (f" ({', '.join(servers)})" if servers else "")
+    tools = entry["tools"]
+    return f"{len(tools)} tool(s)" + (f" ({', '.join(tools)})" if tools else "")
+
+
+@click.command()
+@tools_dir_argument
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object on stdout.")
+def check(tools_dir: Path, as_json: bool) -> None:
+    """Check TOOLS_DIR (default: ./tools) as serve would scan it, without starting anything.
+
+    Lists each namespace's tools and every problem (file:line: what to fix). Exits 1 when there is a
+    problem (a tool, file or folder `serve` would leave out), 0 otherwise. Imports and requirements are
+    not checked: they show when a worker starts or an image is built.
+    """
+    from tooldock.namespace.scanner import scan_tools_dir
+
+    try:
+        scan = scan_tools_dir(tools_dir)
+    except OSError as exc:
+        raise click.ClickException(str(exc)) from None
+    result = report(scan)
+    if as_json:
+        click.echo(json.dumps(result, sort_keys=True))
+    else:
+        for source, entry in zip(scan.namespaces, result["namespaces"], strict=True):
+            click.echo(f"{source.name}: {_summary(source, entry)}")
+            for problem in entry["problems"]:
+                click.echo(f"  {source.name}/{problem_text(problem)}")
+        for problem in result["problems"]:
+            click.echo(f"not a namespace: {problem_text(problem)}")
+        if not scan.namespaces and not scan.problems:
+            click.echo(f"no namespace folders in {tools_dir}")
+        found = result["problem_count"]
+        click.echo(f"{len(scan.namespaces)} namespace(s), {found} problem(s)", err=True)
+    if not result["ok"]:
+        raise SystemExit(1)
