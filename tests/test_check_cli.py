@@ -49,3 +49,10 @@ def test_a_missing_directory_is_a_clear_error():
     proc = tooldock_cli("check", "/nonexistent-tools-dir", check=False)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert "tools directory '/nonexistent-tools-dir' does not exist or is not a directory" in proc.stderr
+
+
+def test_a_namespace_folder_given_for_tools_dir_is_an_error_that_names_its_parent():
+    proc = tooldock_cli("check", str(EXAMPLES / "basic-tool"), check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert f"no namespace folders in {EXAMPLES / 'basic-tool'}: it is a namespace folder itself" in proc.stderr
+    assert f"check its parent ({EXAMPLES})" in proc.stderr

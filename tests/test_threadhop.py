@@ -120,7 +120,7 @@ def test_a_cancelled_sync_call_is_reported_by_ping_until_its_thread_returns():
         worker.send({"op": "cancel", "target": "c1"})
         time.sleep(0.3)
         (running,) = worker.request(id="p1", op="ping")["result"]["abandoned"]
-        assert running["call"] == "slow" and 0.2 <= running["seconds"] < 1.5
+        assert running["call"] == "slow" and 0.2 <= running["seconds"] < 1.5 and running["kind"] == "thread"
         time.sleep(1.5)  # the thread returns: its result is dropped, and it is no longer listed
         assert worker.request(id="p2", op="ping")["result"]["abandoned"] == []
     finally:
@@ -142,7 +142,7 @@ def test_an_async_call_that_ignores_its_cancel_is_reported_too(tmp_path):
         worker.send({"op": "cancel", "target": "c1"})
         time.sleep(0.3)
         (running,) = worker.request(id="p1", op="ping")["result"]["abandoned"]
-        assert running["call"] == "stubborn" and running["seconds"] >= 0.2
+        assert running["call"] == "stubborn" and running["seconds"] >= 0.2 and running["kind"] == "task"
         time.sleep(1.2)
         worker.send({"id": "p2", "op": "ping"})
         replies = [worker.read(), worker.read()]  # it ignored the cancel: its answer comes too, and first

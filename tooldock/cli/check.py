@@ -42,6 +42,10 @@ def _summary(source: NamespaceSource, entry: dict[str, Any]) -> str:
     return f"{len(tools)} tool(s)" + (f" ({', '.join(tools)})" if tools else "")
 
 
+def _is_namespace(folder: Path) -> bool:
+    return any(folder.glob("*.py")) or (folder / "tools.toml").is_file()
+
+
 @click.command()
 @tools_dir_argument
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object on stdout.")
@@ -58,6 +62,11 @@ def check(tools_dir: Path, as_json: bool) -> None:
         scan = scan_tools_dir(tools_dir)
     except OSError as exc:
         raise click.ClickException(str(exc)) from None
+    if not scan.namespaces and not scan.problems and _is_namespace(tools_dir):
+        raise click.ClickException(
+            f"no namespace folders in {tools_dir}: it is a namespace folder itself (tool files or a tools.toml "
+            f"in it); check its parent ({tools_dir.absolute().parent})"
+        )
     result = report(scan)
     if as_json:
         click.echo(json.dumps(result, sort_keys=True))

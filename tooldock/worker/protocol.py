@@ -8,8 +8,8 @@ Requests carry an id and may be multiplexed on one connection; responses come ba
     {"id": "7", "ok": false, "error": {"code": "invalid_arguments", "message": "...", "details": {...}}}
 Ops: tools.list, tools.get_schema, tools.call, ping, shutdown, and `cancel` ({"op": "cancel", "target": "7"},
 no reply) which cancels an in-flight call whose caller gave up. `ping` answers {"pong": true, "pid": 123,
-"abandoned": [{"call": "add", "seconds": 4.2}]}: what still runs that long after its cancel (a sync tool's
-thread, which Python cannot stop, or a task that ignored the cancel).
+"abandoned": [{"call": "add", "seconds": 4.2, "kind": "thread"}]}: what still runs that long after its
+cancel (a sync tool's "thread", which Python cannot stop, or a "task" that ignored the cancel).
 A request may carry `request_id`, the gateway's id of the client request it serves (`X-Request-Id`), which
 the worker names in its log lines about the call, and `traceparent` (W3C trace context) when the gateway
 traces calls with OpenTelemetry: the worker names its trace id there too.

@@ -82,8 +82,11 @@ class WorkerServer:
         one), or an async one that ignored its cancellation (or blocks the loop: then `ping` is not answered
         at all). The gateway replaces a worker that reports one for too long (runtime/backends/stuck.py)."""
         now = time.monotonic()
-        found = [{"call": name, "seconds": round(age, 2)} for name, age in threadhop.abandoned()]
-        found += [{"call": t.get_name(), "seconds": round(now - since, 2)} for t, since in self.cancelled.items()]
+        found = [{"call": name, "seconds": round(age, 2), "kind": "thread"} for name, age in threadhop.abandoned()]
+        found += [
+            {"call": t.get_name(), "seconds": round(now - since, 2), "kind": "task"}
+            for t, since in self.cancelled.items()
+        ]
         return found
 
     @property

@@ -68,10 +68,10 @@ class StuckCheck:
         oldest = max(abandoned, key=lambda a: _seconds(a))
         if _seconds(oldest) < self.after:
             return None
-        return (
-            f"{str(oldest.get('call'))[:200]!r} still runs {_seconds(oldest):.0f}s after its caller gave up "
-            "(Python cannot stop a sync tool's thread)"
+        why = (
+            "it ignored its cancellation" if oldest.get("kind") == "task" else "Python cannot stop a sync tool's thread"
         )
+        return f"{str(oldest.get('call'))[:200]!r} still runs {_seconds(oldest):.0f}s after its caller gave up ({why})"
 
 
 def _seconds(abandoned: dict[str, Any]) -> float:
