@@ -56,7 +56,9 @@ class DockerWorker(SupervisedWorker):
             source.name, backend.settings, sockets / f"{source.name}.sock", source.config.idle_timeout, secrets
         )
         self.backend, self.source, self.container_id, self.managed = backend, source, container_id, managed
-        self._restart_for_secrets = False
+        # Restart the running container at the next launch, giving it this long to stop: it took other secret
+        # values at its start (5 s), or it is stuck (2 s: a blocked event loop never handles SIGTERM).
+        self._restart_grace: float | None = None
         self.tools = tools  # from the image labels: listable before the worker connects
         self.surface = dict(surface or {})  # resources, templates, prompts: likewise (io.tooldock.surface)
         self._exited = asyncio.Event()
@@ -87,11 +89,11 @@ class DockerWorker(SupervisedWorker):
             container = await asyncio.to_thread(self.backend.client.containers.get, self.container_id)
         except NotFound:
             raise WorkerGone(f"container {self.container_id[:12]} was removed") from None
-        if container.status == "running" and self._restart_for_secrets and not self.backend.read_only:
-            # It took other secret values at its start: a restart makes it ask the gateway again.
-            self._restart_for_secrets = False
+        if container.status == "running" and self._restart_grace is not None and not self.backend.read_only:
+            # New secret values: a restart makes it ask the gateway again. Stuck: a restart ends what runs on.
+            grace, self._restart_grace = self._restart_grace, None
             self.socket_path.unlink(missing_ok=True)
-            await asyncio.to_thread(container.restart, timeout=5)
+            await asyncio.to_thread(container.restart, timeout=grace)
             container = await asyncio.to_thread(self.backend.client.containers.get, self.container_id)
         if container.status != "running":
             if self.backend.read_only:  # not ours to restart: reported, and rediscovered when it starts again
@@ -151,12 +153,13 @@ class DockerWorker(SupervisedWorker):
         if self.backend.read_only:
             self._log_line(f"container {self.pid} runs with other secret values (read-only discovery: left as is)")
             return
-        self._restart_for_secrets = True
+        self._restart_grace = 5
         raise StartFailure(f"container {self.pid} runs with other secret values: restarting it")
 
     def _set_exited(self, code: int, launch: int) -> None:
-        # A restart (for new secret values) ends the previous launch's wait with code 0 after the next launch
-        # began: that exit is not this launch's (it was read as "exited before it was ready": one more restart).
+        # A restart (new secret values, a stuck worker) ends the previous launch's wait with code 0 after the
+        # next launch began: that exit is not this launch's (it was read as "exited before it was ready": one
+        # more restart).
         if launch == self._launches:
             self._code = code
             self._exited.set()
@@ -174,11 +177,8 @@ class DockerWorker(SupervisedWorker):
     async def _discard_stuck(self) -> None:
         if self.backend.read_only:  # not ours to restart: it serves on as it can
             self._log_line(f"container {self.pid} is stuck (read-only discovery: not restarting it)")
-            return
-        with contextlib.suppress(Exception):  # gone meanwhile: the next _launch says so
-            container = await asyncio.to_thread(self.backend.client.containers.get, self.container_id)
-            self.socket_path.unlink(missing_ok=True)
-            await asyncio.to_thread(container.restart, timeout=2)
+        else:
+            self._restart_grace = 2  # restarted by the next _launch
 
     async def release(self) -> None:
         """The gateway is stopping: let go of the container and leave it running for the next gateway."""
