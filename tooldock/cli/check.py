@@ -15,7 +15,8 @@ from typing import Any
 import click
 
 from tooldock.cli.serve import tools_dir_argument
-from tooldock.namespace.models import NamespaceSource, ScanResult, problem_text
+from tooldock.namespace.models import ScanResult, problem_text
+from tooldock.namespace.toolsfile import TOOLS_FILE
 
 
 def report(scan: ScanResult) -> dict[str, Any]:
@@ -34,8 +35,8 @@ def report(scan: ScanResult) -> dict[str, Any]:
     return {"ok": count == 0, "problem_count": count, "namespaces": namespaces, "problems": problems}
 
 
-def _summary(source: NamespaceSource, entry: dict[str, Any]) -> str:
-    if source.is_upstream:
+def _summary(entry: dict[str, Any]) -> str:
+    if "servers" in entry:  # an upstream namespace (its tools.toml)
         servers = entry["servers"]
         return f"{len(servers)} upstream server(s)" + (f" ({', '.join(servers)})" if servers else "")
     tools = entry["tools"]
@@ -43,7 +44,7 @@ def _summary(source: NamespaceSource, entry: dict[str, Any]) -> str:
 
 
 def _is_namespace(folder: Path) -> bool:
-    return any(folder.glob("*.py")) or (folder / "tools.toml").is_file()
+    return any(folder.glob("*.py")) or (folder / TOOLS_FILE).is_file()
 
 
 @click.command()
@@ -71,10 +72,10 @@ def check(tools_dir: Path, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(result, sort_keys=True))
     else:
-        for source, entry in zip(scan.namespaces, result["namespaces"], strict=True):
-            click.echo(f"{source.name}: {_summary(source, entry)}")
+        for entry in result["namespaces"]:
+            click.echo(f"{entry['name']}: {_summary(entry)}")
             for problem in entry["problems"]:
-                click.echo(f"  {source.name}/{problem_text(problem)}")
+                click.echo(f"  {entry['name']}/{problem_text(problem)}")
         for problem in result["problems"]:
             click.echo(f"not a namespace: {problem_text(problem)}")
         if not scan.namespaces and not scan.problems:

@@ -79,6 +79,7 @@ def list_tools(ws: Workspace, namespace: object, status: dict[str, Any] | None =
     a problem in the tool's own lines (no docstring, a parameter without a type hint) is that tool's only;
     one elsewhere in the file (an import that failed) is every tool's of the file."""
     listed = []
+    served = set((status or {}).get("tools") or [])
     for path in ws.tool_files(namespace):
         try:
             source = _read(path)
@@ -89,9 +90,10 @@ def list_tools(ws: Workspace, namespace: object, status: dict[str, Any] | None =
         for name, description, _ in nodes:
             entry: dict[str, Any] = {"name": name, "description": description, "filename": path.name}
             if status is not None:
-                entry["served"] = name in set(status.get("tools") or [])
-                if problems.get(name) or problems.get(None):
-                    entry["problem"] = problems.get(name) or problems.get(None)
+                entry["served"] = name in served
+                problem = problems.get(name) or problems.get(None)
+                if problem:
+                    entry["problem"] = problem
             listed.append(entry)
     return listed
 
