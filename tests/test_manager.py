@@ -330,6 +330,7 @@ def test_the_watcher_makes_an_edit_live(make_gateway, store):
     gateway = make_gateway(EXAMPLES, env=env, args=MANAGER_ARGS)
     manager_url(gateway)
     gateway.wait_for(lambda: "tooldock manager: watching" in gateway.logs, 30, "the watcher")
+    assert "tooldock: watching" not in gateway.logs  # one watcher: the manager's (serve --manager passes it on)
     folder = gateway.tools_dir / "calc"
     folder.mkdir()
     started = time.monotonic()

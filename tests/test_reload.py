@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import signal
 
-from conftest import EXAMPLES, FIXTURES
+from conftest import EXAMPLES, FIXTURES, tooldock_cli
 
 MANAGER = "manager-token-abcdef"
 
@@ -63,6 +64,45 @@ def test_sighup_reloads(make_gateway):
     gw.proc.send_signal(signal.SIGHUP)
     gw.wait_for(lambda: gw.get("/health").json()["generation"] > generation, what="the SIGHUP reload")
     assert [t["name"] for t in gw.get("/tools", "limited").json()["tools"]] == ["nap", "probe"]
+    # the signal's sender reads the outcome on the gateway's stderr
+    gw.wait_for(lambda: "tooldock: SIGHUP: reloaded in" in gw.logs, 10, "the reload's line")
+    assert re.search(r"tooldock: SIGHUP: reloaded in \d+\.\d\ds: restarted limited\n", gw.logs), gw.logs[-2000:]
+
+
+def test_watch_makes_edits_live_and_says_what_each_reload_did(make_gateway):
+    """`serve --watch`: an edit by hand is live once saved, without a signal; a new folder, an edit, a
+    broken edit (the previous version keeps serving), a removed folder: each burst is one reload and one
+    line on stderr. Dot-files (editors' swap files) and __pycache__ are not edits."""
+    gw = make_gateway(EXAMPLES, args=("--watch",), env={"FS_WATCHER_DEBOUNCE_MS": "200"})
+    assert f"tooldock: watching {gw.tools_dir.resolve()} (debounce 200 ms)" in gw.logs
+    shutil.copytree(FIXTURES / "tools" / "limited", gw.tools_dir / "limited")
+    gw.wait_for(lambda: gw.call("limited", "nap", seconds=0).status_code == 200, 60, "the new namespace")
+    assert gw.call("limited", "nap", seconds=0).json() == {"result": "awake"}
+
+    (gw.tools_dir / "basic-tool" / ".hello.py.swp").write_text("an editor's swap file")
+    hello = gw.tools_dir / "basic-tool" / "hello.py"
+    good = hello.read_text()
+    hello.write_text(good.replace('f"Hello, {name}!"', 'f"Howdy, {name}!"'))
+    gw.wait_for(lambda: gw.call("basic-tool", "say_hello", name="Ada").json() == {"result": "Howdy, Ada!"},
+                30, "the edit")
+    gw.wait_for(lambda: "changed: basic-tool/hello.py: reloaded in" in gw.logs, 10, "the edit's line")
+
+    hello.write_text(good + "\ndef half_written(:\n")
+    gw.wait_for(lambda: "failed: basic-tool: invalid files (hello.py" in gw.logs, 30, "the broken edit's line")
+    assert gw.call("basic-tool", "say_hello", name="Ada").json() == {"result": "Howdy, Ada!"}
+    assert "previous version keeps serving" in gw.namespace("basic-tool")["reload_error"]
+
+    shutil.rmtree(gw.tools_dir / "multi-tool")
+    gw.wait_for(lambda: gw.get("/tools", "multi-tool").status_code == 404, 30, "the removal")
+    gw.wait_for(lambda: "removed multi-tool" in gw.logs, 10, "the removal's line")
+    assert ".swp" not in gw.logs and "__pycache__" not in gw.logs
+
+
+def test_watch_on_the_docker_backend_needs_the_manager(tmp_path):
+    """On the docker backend an edit means nothing until it is built into an image (the manager's job)."""
+    proc = tooldock_cli("serve", str(tmp_path), "--backend", "docker", "--watch", "--port", "0", check=False)
+    assert proc.returncode != 0
+    assert "--watch on the docker backend needs --manager" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_reload_of_a_vanished_tools_dir_keeps_serving(make_gateway):

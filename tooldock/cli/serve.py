@@ -81,6 +81,12 @@ def listen_options(port: int, port_env: str, host_env: str | None = None) -> Cal
     type=click.IntRange(0, 65535),
     help="--manager: the manager's port.",
 )
+@click.option(
+    "--watch/--no-watch",
+    default=None,
+    help="Reload after edits under TOOLS_DIR, one reload per burst of edits [default: ENABLE_FS_WATCHER, "
+    "else off]. On the docker backend the manager watches (edits are built into images): use with --manager.",
+)
 def serve(
     tools_dir: Path,
     host: str,
@@ -90,12 +96,14 @@ def serve(
     log_level: str,
     with_manager: bool,
     manager_port: int,
+    watch: bool | None,
 ) -> None:
     """Serve every namespace folder in TOOLS_DIR (default: ./tools).
 
     Each sub-folder is a namespace; each runs in its own worker process. Clients pick a namespace with
-    the X-Namespace header. Send SIGHUP (or POST /reload) to pick up changes. With --manager, an LLM can
-    write tools into TOOLS_DIR through the manager's MCP tools and make them live with reload_core.
+    the X-Namespace header. With --watch, edits are live once saved; otherwise send SIGHUP (or POST
+    /reload) to pick up changes. With --manager, an LLM can write tools into TOOLS_DIR through the
+    manager's MCP tools and make them live with reload_core.
     """
     from tooldock.runtime.app import create_app
     from tooldock.runtime.settings import Settings, SettingsError
@@ -111,6 +119,7 @@ def serve(
         settings = Settings.from_env()
     except SettingsError as exc:
         raise click.ClickException(str(exc)) from None
+    settings, manager_watches = who_watches(settings, watch, backend, with_manager)
     if settings.log_format == "json":
         from tooldock.runtime.logs import use_json_lines
 
@@ -134,12 +143,35 @@ def serve(
         app = create_app(tools_dir.resolve(), settings, host, url, backend, read_only, _secrets())
     except SettingsError as exc:  # the relay socket's settings, read with the rest of the app
         raise click.ClickException(str(exc)) from None
-    child = start_manager(tools_dir, host, manager_port, url, backend, log_level) if with_manager else None
+    child = (
+        start_manager(tools_dir, host, manager_port, url, backend, log_level, manager_watches) if with_manager else None
+    )
     try:
         run_app(app, sock, log_level, settings)
     finally:
         if child is not None:
             stop_manager(child)
+
+
+def who_watches(settings: Settings, watch: bool | None, backend: str, with_manager: bool) -> tuple[Settings, bool]:
+    """One watcher per tools directory: with --manager the manager's (its reload_core also rebuilds images
+    on the docker backend), else the gateway's own (process backend only: a docker gateway runs images, and
+    an edit means nothing to it until it is built). Returns the gateway's settings and whether the manager
+    watches."""
+    import dataclasses
+
+    wanted = settings.watch if watch is None else watch
+    if with_manager or not wanted:
+        return dataclasses.replace(settings, watch=False), wanted and with_manager
+    if backend == "docker":
+        if watch:  # asked on the command line; ENABLE_FS_WATCHER set for a manager elsewhere is not an error
+            raise click.ClickException(
+                "--watch on the docker backend needs --manager: edits are built into images by the manager's "
+                "reload_core (or run `tooldock manager --watch` beside this gateway)"
+            )
+        click.echo("tooldock: ENABLE_FS_WATCHER: not watching (docker backend without --manager)", err=True)
+        return dataclasses.replace(settings, watch=False), False
+    return dataclasses.replace(settings, watch=True), False
 
 
 def shared_tokens() -> None:
@@ -162,13 +194,13 @@ def shared_tokens() -> None:
 
 
 def start_manager(
-    tools_dir: Path, host: str, port: int, gateway_url: str, backend: str, log_level: str
+    tools_dir: Path, host: str, port: int, gateway_url: str, backend: str, log_level: str, watch: bool
 ) -> subprocess.Popen[bytes]:
     import sys
 
     local = gateway_url.replace("://0.0.0.0:", "://127.0.0.1:").replace("://[::]:", "://[::1]:")
     args = ["manager", str(tools_dir), "--host", host, "--port", str(port), "--gateway-url", local]
-    args += ["--backend", backend, "--log-level", log_level]
+    args += ["--backend", backend, "--log-level", log_level, "--watch" if watch else "--no-watch"]
     return subprocess.Popen([sys.executable, "-m", "tooldock.cli", *args], preexec_fn=_die_with_parent)
 
 

@@ -7,14 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-from tooldock.runtime.settings import Settings, SettingsError, env_bool, env_number
+from tooldock.runtime.settings import Settings, SettingsError, env_number
 
 # Every environment variable the manager reads besides the gateway's own (the README documents each).
 ENV_VARS = (
     "TOOLDOCK_GATEWAY_URL",
     "CORE_URL",
-    "ENABLE_FS_WATCHER",
-    "FS_WATCHER_DEBOUNCE_MS",
     "ANALYZE_REPO_TIMEOUT_SECONDS",
     "ANALYZE_REPO_MAX_MB",
     "READ_REPO_FILE_MAX_KB",
@@ -52,13 +50,14 @@ class ManagerSettings:
     ) -> ManagerSettings:
         env = dict(os.environ if env is None else env)
         raw = url or env.get("TOOLDOCK_GATEWAY_URL") or env.get("CORE_URL") or DEFAULT_GATEWAY_URL
+        runtime = Settings.from_env(env)
         return cls(
             tools_dir=tools_dir.resolve(),
-            runtime=Settings.from_env(env),
+            runtime=runtime,
             gateway_url=gateway_url(raw),
             backend=backend,
-            watch=env_bool(env, "ENABLE_FS_WATCHER", False),
-            debounce_ms=int(env_number(env, "FS_WATCHER_DEBOUNCE_MS", 1500, int)),
+            watch=runtime.watch,
+            debounce_ms=runtime.watch_debounce_ms,
             clone_timeout=env_number(env, "ANALYZE_REPO_TIMEOUT_SECONDS", 120.0),
             max_repo_bytes=int(env_number(env, "ANALYZE_REPO_MAX_MB", 200, int)) * 1024 * 1024,
             max_read_bytes=int(env_number(env, "READ_REPO_FILE_MAX_KB", 512, int)) * 1024,

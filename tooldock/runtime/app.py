@@ -3,10 +3,8 @@ errors."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import gc
-import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -23,7 +21,7 @@ import tooldock
 from tooldock.errors import BadRequest, ToolDockError
 from tooldock.keys import KeyStore
 from tooldock.runtime.access import key_of
-from tooldock.runtime.backend import Backend, Watching
+from tooldock.runtime.backend import Backend
 from tooldock.runtime.backends.process import ProcessBackend
 from tooldock.runtime.engine import Engine
 from tooldock.runtime.http.auth import BearerAuth
@@ -42,6 +40,7 @@ from tooldock.runtime.registry import Registry
 from tooldock.runtime.relay.config import RelayConfig
 from tooldock.runtime.relay.methods import RelayMethods
 from tooldock.runtime.relay.server import RelayServer
+from tooldock.runtime.reloads import Reloads
 from tooldock.runtime.secretmap import SecretMap
 from tooldock.runtime.settings import Settings
 
@@ -93,49 +92,6 @@ class HotRoutes:
                     await self.rest(scope, receive, send, namespace, name)
                     return
         await self.app(scope, receive, send)
-
-
-def _install_sighup(registry: Registry) -> None:
-    def report(task: asyncio.Task) -> None:
-        if not task.cancelled() and task.exception() is not None:
-            print(f"tooldock: reload failed: {task.exception()}", file=sys.stderr, flush=True)
-
-    def on_hup() -> None:
-        print("tooldock: SIGHUP: reloading namespaces", file=sys.stderr, flush=True)
-        pending.add(task := asyncio.ensure_future(registry.reload()))
-        task.add_done_callback(pending.discard)
-        task.add_done_callback(report)
-
-    pending: set[asyncio.Task] = set()
-
-    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, on_hup)
-
-
-def _watch(backend: Backend, registry: Registry) -> None:
-    """Backends that can tell when namespaces change (docker events) trigger reloads, coalesced."""
-    if not isinstance(backend, Watching):
-        return
-    pending: set[asyncio.Task] = set()
-    state = {"dirty": False}
-
-    async def settle() -> None:
-        while state["dirty"]:
-            state["dirty"] = False
-            await asyncio.sleep(0.2)
-            try:
-                await registry.reload()
-            except Exception as exc:  # reported, and the previous snapshot keeps serving
-                print(f"tooldock: reload failed: {exc}", file=sys.stderr, flush=True)
-
-    def changed() -> None:
-        state["dirty"] = True
-        if not pending:
-            task = asyncio.ensure_future(settle())
-            pending.add(task)
-            task.add_done_callback(pending.discard)
-
-    backend.watch(changed)
 
 
 def observe(engine: Engine, registry: Registry, hub: McpHub, settings: Settings) -> tuple[AuditLog, Metrics]:
@@ -223,6 +179,8 @@ def create_app(
         lambda: [([], float(relay_server.connections))],
     )
 
+    reloads = Reloads(registry)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         report = await registry.reload()
@@ -233,8 +191,10 @@ def create_app(
             file=sys.stderr,
             flush=True,
         )
-        _install_sighup(registry)
-        _watch(backend, registry)
+        reloads.on_sighup()
+        reloads.on_backend_changes(backend)
+        if settings.watch and backend.name == "process":
+            reloads.on_edits(tools_dir, settings.watch_debounce_ms)
         await relay_server.start()
         audit.start()
         tracing.setup()  # when OTEL_* asks for traces and the OpenTelemetry SDK is installed
@@ -250,6 +210,7 @@ def create_app(
             async with hub.run():
                 yield
         finally:
+            await reloads.close()
             await relay_server.close()
             await guard.close()
             await registry.close()

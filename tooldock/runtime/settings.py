@@ -46,6 +46,8 @@ ENV_VARS = (
     "METRICS_TOKEN_FILE",
     "TOOLDOCK_STATE_KEY_FILE",
     "TOOLDOCK_SWAGGER_UI_DIR",
+    "ENABLE_FS_WATCHER",
+    "FS_WATCHER_DEBOUNCE_MS",
 )
 # The settings that are secrets: each may instead be read from the file `<NAME>_FILE` names (as Docker and
 # compose mount secrets at /run/secrets/...), so the value is not in an environment `docker inspect` shows.
@@ -249,6 +251,8 @@ class Settings:
     state_keys: tuple[str, ...] = field(default_factory=lambda: (secrets.token_urlsafe(32),))
     state_ttl: float = 600.0
     swagger_ui_dir: Path | None = None  # Swagger UI's files, served by the gateway (None: from jsDelivr)
+    watch: bool = False  # reload after edits under the tools directory (serve --watch, or the manager's)
+    watch_debounce_ms: int = 1500  # quiet time that ends a burst of edits
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -299,6 +303,8 @@ class Settings:
             state_keys=_state_keys(env),
             state_ttl=env_number(env, "TOOLDOCK_STATE_TTL_SECONDS", 600.0),
             swagger_ui_dir=_swagger_ui_dir(env),
+            watch=env_bool(env, "ENABLE_FS_WATCHER", False),
+            watch_debounce_ms=int(env_number(env, "FS_WATCHER_DEBOUNCE_MS", 1500, int)),
         )
 
     @property

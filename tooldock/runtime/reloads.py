@@ -1,0 +1,103 @@
+"""What makes the gateway reload on its own, and the line each reload leaves on stderr: SIGHUP, edits under
+the tools directory (`serve --watch`, process backend) and, on the docker backend, containers coming and
+going. `POST /reload` answers its caller with the result instead."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+import time
+from collections.abc import Awaitable
+from pathlib import Path
+from typing import Any
+
+from tooldock.runtime.backend import Backend, Watching
+from tooldock.runtime.filewatch import bursts, shown
+from tooldock.runtime.registry import Registry
+
+
+def summary(result: dict[str, Any], seconds: float) -> str:
+    """A reload's result in one line: what restarted, what went away, what failed and why (a namespace that
+    failed keeps serving its previous version, when it had one)."""
+    parts = [f"restarted {', '.join(result.get('workers_restarted') or []) or 'nothing'}"]
+    if result.get("removed"):
+        parts.append(f"removed {', '.join(result['removed'])}")
+    failed = result.get("failed") or {}
+    parts += [f"failed: {name}: {reason}" for name, reason in sorted(failed.items())]
+    return f"reloaded in {seconds:.2f}s: " + "; ".join(parts)
+
+
+async def reload_and_report(registry: Registry, why: str) -> None:
+    """Reload, then say what happened; a reload that fails leaves the previous snapshot serving."""
+    started = time.perf_counter()
+    try:
+        result = await registry.reload()
+    except Exception as exc:  # reported, and the previous snapshot keeps serving
+        print(f"tooldock: {why}: reload failed: {exc}", file=sys.stderr, flush=True)
+        return
+    print(f"tooldock: {why}: {summary(result, time.perf_counter() - started)}", file=sys.stderr, flush=True)
+
+
+class Reloads:
+    """The gateway's own reload triggers, started with the app and stopped with it."""
+
+    def __init__(self, registry: Registry) -> None:
+        self.registry = registry
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def _spawn(self, work: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def on_sighup(self) -> None:
+        def hup() -> None:
+            print("tooldock: SIGHUP: reloading namespaces", file=sys.stderr, flush=True)
+            self._spawn(reload_and_report(self.registry, "SIGHUP"))
+
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, hup)
+
+    def on_backend_changes(self, backend: Backend) -> None:
+        """Backends that can tell when namespaces change (docker events) trigger reloads, coalesced."""
+        if not isinstance(backend, Watching):
+            return
+        state = {"dirty": False, "running": False}
+
+        async def settle() -> None:
+            try:
+                while state["dirty"]:
+                    state["dirty"] = False
+                    await asyncio.sleep(0.2)
+                    await reload_and_report(self.registry, "containers changed")
+            finally:
+                state["running"] = False
+
+        def changed() -> None:
+            state["dirty"] = True
+            if not state["running"]:
+                state["running"] = True
+                self._spawn(settle())
+
+        backend.watch(changed)
+
+    def on_edits(self, root: Path, debounce_ms: int) -> None:
+        """`serve --watch`: one reload per burst of edits under the tools directory (filewatch)."""
+        print(f"tooldock: watching {root} (debounce {debounce_ms} ms)", file=sys.stderr, flush=True)
+        self._spawn(self._follow(root, debounce_ms))
+
+    async def _follow(self, root: Path, debounce_ms: int) -> None:
+        try:
+            async for names in bursts(root, debounce_ms):
+                await reload_and_report(self.registry, f"changed: {shown(names)}")
+        except (OSError, RuntimeError) as exc:  # the folder went away or cannot be watched: say so, keep serving
+            print(f"tooldock: stopped watching {root}: {exc}; send SIGHUP to reload", file=sys.stderr, flush=True)
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
