@@ -29,13 +29,16 @@ def summary(result: dict[str, Any], seconds: float) -> str:
     return f"reloaded in {seconds:.2f}s: " + "; ".join(parts)
 
 
-async def reload_and_report(registry: Registry, why: str) -> None:
-    """Reload, then say what happened; a reload that fails leaves the previous snapshot serving."""
+async def reload_and_report(registry: Registry, why: str, quiet: bool = False) -> None:
+    """Reload, then say what happened (`quiet`: only when something did); a reload that fails leaves the
+    previous snapshot serving."""
     started = time.perf_counter()
     try:
         result = await registry.reload()
     except Exception as exc:  # reported, and the previous snapshot keeps serving
         print(f"tooldock: {why}: reload failed: {exc}", file=sys.stderr, flush=True)
+        return
+    if quiet and not (result.get("workers_restarted") or result.get("removed") or result.get("failed")):
         return
     print(f"tooldock: {why}: {summary(result, time.perf_counter() - started)}", file=sys.stderr, flush=True)
 
@@ -71,7 +74,8 @@ class Reloads:
                 while state["dirty"]:
                     state["dirty"] = False
                     await asyncio.sleep(0.2)
-                    await reload_and_report(self.registry, "containers changed")
+                    # a deploy makes several events (create, start, a health status): said once, when it counts
+                    await reload_and_report(self.registry, "containers changed", quiet=True)
             finally:
                 state["running"] = False
 
