@@ -343,6 +343,10 @@ def test_the_watcher_makes_an_edit_live(make_gateway, store):
     edit = time.monotonic() - started
     print(f"\nwatcher: new namespace live in {first:.2f}s, edit live in {edit:.2f}s (debounce {debounce} ms)")
     assert gateway.logs.count("tooldock manager: changed:") >= 2
+    secrets_set(store, "CALC_KEY", "calc-key-5e6f7a8b9c")  # the store is watched too: no reload_core needed
+    gateway.wait_for(lambda: "tooldock manager: changed: the secrets store; reloading" in gateway.logs, 30,
+                     "the store's reload")
+    assert "calc-key-5e6f7a8b9c" not in gateway.logs
 
 
 def test_the_manager_speaks_every_protocol_version(pair):

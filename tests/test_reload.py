@@ -74,7 +74,7 @@ def test_watch_makes_edits_live_and_says_what_each_reload_did(make_gateway):
     broken edit (the previous version keeps serving), a removed folder: each burst is one reload and one
     line on stderr. Dot-files (editors' swap files) and __pycache__ are not edits."""
     gw = make_gateway(EXAMPLES, args=("--watch",), env={"FS_WATCHER_DEBOUNCE_MS": "200"})
-    assert f"tooldock: watching {gw.tools_dir.resolve()} (debounce 200 ms)" in gw.logs
+    assert f"tooldock: watching {gw.tools_dir.resolve()}" in gw.logs and "(debounce 200 ms)" in gw.logs
     shutil.copytree(FIXTURES / "tools" / "limited", gw.tools_dir / "limited")
     gw.wait_for(lambda: gw.call("limited", "nap", seconds=0).status_code == 200, 60, "the new namespace")
     assert gw.call("limited", "nap", seconds=0).json() == {"result": "awake"}

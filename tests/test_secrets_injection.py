@@ -137,3 +137,18 @@ def test_the_async_tool_example_works_once_its_secret_is_set(make_gateway, store
     after = gw.call("async-tool", "get_weather", city="Berlin").json()["error"]
     assert "ConnectError" in after["message"] and "WEATHER_API_KEY" not in after["message"]
     assert gw.namespace("async-tool")["secrets_status"] == "ok"
+
+
+def test_with_watch_a_secret_set_is_live_without_a_reload(make_gateway, store):
+    """`serve --watch` also watches the secrets store: `tooldock secrets set` restarts the namespaces whose
+    values changed, with no signal; the log names the store's file, never a value."""
+    secrets_set(store, "VAULT_TOKEN", VAULT_TOKEN, "vault")
+    gw = make_gateway(FIXTURES / "secrets", env={**store, "FS_WATCHER_DEBOUNCE_MS": "200"}, args=("--watch",))
+    assert f"and {Path(store['TOOLDOCK_SECRETS_DIR']).resolve()} (debounce 200 ms)" in gw.logs
+    assert gw.call("vault", "token_hash").json()["result"] == sha(VAULT_TOKEN)
+    secrets_set(store, "VAULT_TOKEN", "vault-token-watched-77cc", "vault")
+    gw.wait_for(lambda: gw.call("vault", "token_hash").json()["result"] == sha("vault-token-watched-77cc"),
+                30, "the new value")
+    gw.wait_for(lambda: "changed: the secrets store: reloaded in" in gw.logs, 10, "the reload's line")
+    assert "restarted vault" in gw.logs
+    assert VAULT_TOKEN not in gw.logs and "vault-token-watched-77cc" not in gw.logs

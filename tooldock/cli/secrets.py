@@ -114,7 +114,10 @@ def set_(key: str, namespace: str | None) -> None:
         store.set(key, _read_value(key), namespace)
     except (SecretsError, OSError) as exc:
         raise _fail(exc) from None
-    click.echo(f"tooldock: {key} set ({_scope(namespace)}); reload the gateway to use it", err=True)
+    click.echo(
+        f"tooldock: {key} set ({_scope(namespace)}); reload the gateway to use it (one started with --watch does)",
+        err=True,
+    )
 
 
 @secrets.command()

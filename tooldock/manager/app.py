@@ -124,7 +124,7 @@ def create_manager_app(settings: ManagerSettings, cache: Path, host: str = "127.
         audit.start()
         watcher = None
         if settings.watch:
-            watcher = asyncio.ensure_future(watch(settings.tools_dir, manager.reloader, settings.debounce_ms))
+            watcher = await watch(settings.tools_dir, manager.reloader, settings.debounce_ms, manager.store.directory)
         try:
             async with hub.run():
                 yield

@@ -4,22 +4,28 @@ the changed namespaces before the gateway swaps them in."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 
 from tooldock.errors import ManagerError
 from tooldock.manager.reload import Reloader
-from tooldock.runtime.filewatch import bursts, shown
+from tooldock.runtime.filewatch import follow, shown
 from tooldock.runtime.reloads import summary
 
 
-async def watch(root: Path, reloader: Reloader, debounce_ms: int) -> None:
-    print(f"tooldock manager: watching {root} (debounce {debounce_ms} ms)", file=sys.stderr, flush=True)
-    async for names in bursts(root, debounce_ms):
+async def watch(root: Path, reloader: Reloader, debounce_ms: int, store: Path | None = None) -> asyncio.Task[None]:
+    """Start watching `root` and the secrets store's folder `store` (`tooldock secrets set`); returns the
+    watching task once edits are seen."""
+
+    async def reload(names: list[str]) -> None:
         print(f"tooldock manager: changed: {shown(names)}; reloading", file=sys.stderr, flush=True)
         try:
             result = await reloader.reload_core()
         except ManagerError as exc:
             print(f"tooldock manager: reload failed: {exc.message}", file=sys.stderr, flush=True)
-            continue
+            return
         print(f"tooldock manager: {summary(result, result.get('seconds') or 0.0)}", file=sys.stderr, flush=True)
+
+    also = {store: "the secrets store"} if store is not None else {}
+    return await follow("tooldock manager", root, debounce_ms, reload, also)

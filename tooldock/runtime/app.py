@@ -183,6 +183,8 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if settings.watch and backend.name == "process":  # first: an edit made while workers start is seen
+            await reloads.on_edits(tools_dir, settings.watch_debounce_ms, secrets.store.directory if secrets else None)
         report = await registry.reload()
         print(
             f"tooldock: serving {len(report['namespaces'])} namespace(s) from "
@@ -193,8 +195,6 @@ def create_app(
         )
         reloads.on_sighup()
         reloads.on_backend_changes(backend)
-        if settings.watch and backend.name == "process":
-            reloads.on_edits(tools_dir, settings.watch_debounce_ms)
         await relay_server.start()
         audit.start()
         tracing.setup()  # when OTEL_* asks for traces and the OpenTelemetry SDK is installed

@@ -6,7 +6,9 @@ in a burst that never pauses), so saving ten files is one reload. Changes made w
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 from watchfiles import Change, awatch
@@ -22,12 +24,46 @@ def relevant(change: Change, path: str) -> bool:
     return not Path(path).name.startswith(".")
 
 
-async def bursts(root: Path, debounce_ms: int) -> AsyncIterator[list[str]]:
-    """Each burst of relevant edits under `root`, as sorted paths relative to it."""
+async def bursts(root: Path, debounce_ms: int, also: dict[Path, str] | None = None) -> AsyncIterator[list[str]]:
+    """Each burst of relevant edits under `root` (as sorted paths relative to it) and under the folders of
+    `also` that exist, each named by its label (`{store_dir: "the secrets store"}`)."""
+    labels = {folder: label for folder, label in (also or {}).items() if folder.is_dir()}
     async for changes in awatch(
-        root, watch_filter=relevant, debounce=debounce_ms * 10, step=debounce_ms, recursive=True
+        root, *labels, watch_filter=relevant, debounce=debounce_ms * 10, step=debounce_ms, recursive=True
     ):
-        yield sorted({Path(p).relative_to(root).as_posix() for _, p in changes})
+        yield sorted({_named(Path(p), root, labels) for _, p in changes} - {"."})
+
+
+def _named(path: Path, root: Path, labels: dict[Path, str]) -> str:
+    if path.is_relative_to(root):
+        return path.relative_to(root).as_posix()
+    return next((label for folder, label in labels.items() if path.is_relative_to(folder)), str(path))
+
+
+async def follow(
+    who: str,
+    root: Path,
+    debounce_ms: int,
+    on_burst: Callable[[list[str]], Awaitable[None]],
+    also: dict[Path, str] | None = None,
+) -> asyncio.Task[None]:
+    """Call `on_burst` with each burst's names, one at a time, in a task; returns once the task's watches are
+    in place, so an edit made after this returns is seen (the task's first step creates them, through
+    watchfiles' RustNotify, before it first waits). `who` starts the log lines."""
+    labels = {folder: label for folder, label in (also or {}).items() if folder.is_dir()}
+
+    async def run() -> None:
+        try:
+            async for names in bursts(root, debounce_ms, labels):
+                await on_burst(names)
+        except (OSError, RuntimeError) as exc:  # the folder went away or cannot be watched: say so
+            print(f"{who}: stopped watching {root}: {exc}", file=sys.stderr, flush=True)
+
+    task = asyncio.ensure_future(run())
+    await asyncio.sleep(0)
+    watched = " and ".join(str(folder) for folder in (root, *labels))
+    print(f"{who}: watching {watched} (debounce {debounce_ms} ms)", file=sys.stderr, flush=True)
+    return task
 
 
 def shown(names: list[str]) -> str:

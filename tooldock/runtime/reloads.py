@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tooldock.runtime.backend import Backend, Watching
-from tooldock.runtime.filewatch import bursts, shown
+from tooldock.runtime.filewatch import follow, shown
 from tooldock.runtime.registry import Registry
 
 
@@ -87,17 +87,17 @@ class Reloads:
 
         backend.watch(changed)
 
-    def on_edits(self, root: Path, debounce_ms: int) -> None:
-        """`serve --watch`: one reload per burst of edits under the tools directory (filewatch)."""
-        print(f"tooldock: watching {root} (debounce {debounce_ms} ms)", file=sys.stderr, flush=True)
-        self._spawn(self._follow(root, debounce_ms))
+    async def on_edits(self, root: Path, debounce_ms: int, store: Path | None = None) -> None:
+        """`serve --watch`: one reload per burst of edits under the tools directory and the secrets store's
+        directory (`tooldock secrets set` then needs no signal). Returns once edits are seen."""
 
-    async def _follow(self, root: Path, debounce_ms: int) -> None:
-        try:
-            async for names in bursts(root, debounce_ms):
-                await reload_and_report(self.registry, f"changed: {shown(names)}")
-        except (OSError, RuntimeError) as exc:  # the folder went away or cannot be watched: say so, keep serving
-            print(f"tooldock: stopped watching {root}: {exc}; send SIGHUP to reload", file=sys.stderr, flush=True)
+        async def reload(names: list[str]) -> None:
+            await reload_and_report(self.registry, f"changed: {shown(names)}")
+
+        also = {store: "the secrets store"} if store is not None else {}
+        task = await follow("tooldock", root, debounce_ms, reload, also)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def close(self) -> None:
         for task in list(self._tasks):
