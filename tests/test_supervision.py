@@ -229,3 +229,42 @@ def test_a_timed_out_call_that_ends_soon_after_keeps_its_worker(make_gateway, tm
     now = gw.namespace("stuck")
     assert now["pid"] == before and now["restarts"] == 0 and now["last_error"] is None
     assert "is stuck" not in gw.logs
+
+
+def test_a_tool_calling_sys_exit_fails_its_call_and_the_worker_serves_on(make_gateway):
+    """sys.exit() in a tool (argparse on bad arguments, a CLI's main() wrapped as a tool) is the call's
+    failure, said as such, in sync, async and Context tools: the worker keeps serving, no restart."""
+    gw = make_gateway(FIXTURES / "exits")
+    worker = gw.namespace("exits")["pid"]
+    for tool in ("sync_exit", "async_exit", "context_exit"):
+        reply = gw.call("exits", tool, code=4)
+        assert reply.status_code == 500, reply.text
+        assert reply.json()["error"]["message"] == (
+            "the tool called sys.exit(4); a tool reports a failure by raising an exception")
+    parsed = gw.call("exits", "parse", args="--x 1")
+    assert "the tool called sys.exit(2)" in parsed.json()["error"]["message"]
+    assert "the following arguments are required: --n" in gw.logs  # argparse's own message, in the log
+    assert gw.call("exits", "parse", args="--n 5").json() == {"result": 5}
+    after = gw.namespace("exits")
+    assert after["pid"] == worker and after["restarts"] == 0 and after["state"] == "ready"
+    assert gw.call("exits", "pid").json() == {"result": worker}
+
+
+def test_a_worker_that_ends_without_a_word_is_reported_by_its_exit_code(make_gateway):
+    """os._exit() cannot be caught: the worker is restarted, and the reason says how it ended (not its
+    own "worker ready" line, the last it wrote)."""
+    gw = make_gateway(FIXTURES / "exits", env={"TOOLDOCK_RESTART_BACKOFF": "0.05"})
+    reply = gw.call("exits", "hard_exit")
+    assert reply.status_code == 500 and "exited during the call" in reply.json()["error"]["message"]
+    gw.wait_for(lambda: gw.namespace("exits")["restarts"] == 1, what="the restart")
+    reason = gw.namespace("exits")["last_error"]
+    assert reason == "worker exited unexpectedly (exit code 7): no output", reason
+
+
+def test_a_context_tool_given_bad_arguments_is_refused_as_a_plain_tool_is(make_gateway):
+    gw = make_gateway(FIXTURES / "exits")
+    for tool in ("sync_exit", "context_exit"):
+        reply = gw.call("exits", tool, code="four")
+        assert reply.status_code == 422, reply.text
+        error = reply.json()["error"]
+        assert error["code"] == "invalid_arguments" and "valid integer" in error["message"]

@@ -21,16 +21,23 @@ goes through fastmcp.
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Any
 
 from fastmcp import FastMCP
+from fastmcp.exceptions import ToolError, ValidationError
 from fastmcp.prompts.base import InputRequiredPromptResult, PromptResult
 from fastmcp.resources.base import InputRequiredResourceResult, ResourceResult
 from fastmcp.server.transforms.visibility import is_enabled
 from fastmcp.tools.base import InputRequiredToolResult, Tool, ToolResult
 from mcp.server.request_state import RequestStateBoundary
 
-from tooldock.worker.protocol import INPUT_REQUIRED
+from tooldock.worker.protocol import INPUT_REQUIRED, exit_message
+
+# Set by the caller of a Context tool to a list that `GuardServer.call_tool` appends to when the arguments
+# failed the tool's validation: fastmcp answers that, as any failure, with an `isError` result, and the
+# worker tells the gateway `invalid_arguments` (REST's 422), as it does for a plain tool.
+REFUSED_ARGUMENTS: ContextVar[list[str] | None] = ContextVar("tooldock_refused_arguments", default=None)
 
 
 def _carried(result: Any) -> dict[str, Any]:
@@ -57,7 +64,15 @@ class GuardServer(FastMCP[Any]):
         return found if found is not None else await super().get_tool(name, version)
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, **kwargs: Any) -> ToolResult:
-        result = await super().call_tool(name, arguments, **kwargs)
+        try:
+            result = await super().call_tool(name, arguments, **kwargs)
+        except ValidationError:
+            refused = REFUSED_ARGUMENTS.get()
+            if refused is not None:
+                refused.append(name)
+            raise
+        except SystemExit as exc:  # the call fails, not the worker (protocol.exit_message)
+            raise ToolError(exit_message(exc)) from None
         if isinstance(result, InputRequiredToolResult):
             # Flagged as an error only so that a client would skip output-schema validation; the bridge
             # clears the flag.

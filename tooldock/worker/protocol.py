@@ -108,6 +108,16 @@ def refusal(exc: BaseException) -> dict[str, Any]:
     return {"code": code if isinstance(code, int) else -32603, "message": str(exc) or type(exc).__name__}
 
 
+# The worker's line on stderr once it serves: "[ns] worker ready on SOCKET with N tool(s)".
+READY_LINE = "worker ready on"
+
+
+def exit_message(exc: SystemExit) -> str:
+    """A tool that called sys.exit() (argparse on bad arguments, a CLI's main() wrapped as a tool) fails its
+    call with this; the worker serves on."""
+    return f"the tool called sys.exit({exc.code!r}); a tool reports a failure by raising an exception"
+
+
 def round_fields(request: dict[str, Any]) -> dict[str, Any]:
     """The guard's fields of a worker request (`inputResponses`, `requestState`) that are well formed, as
     the MCP request's params carry them."""

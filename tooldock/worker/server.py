@@ -32,7 +32,9 @@ if TYPE_CHECKING:  # the bridge imports FastMCP's server and client stacks: only
 MAX_TRACEBACK = 8000  # characters of a failed call's traceback kept (the end, where the tool's own frames are)
 
 
-def _error_for(exc: Exception) -> tuple[str, str, dict[str, Any] | None]:
+def _error_for(exc: BaseException) -> tuple[str, str, dict[str, Any] | None]:
+    if isinstance(exc, SystemExit):
+        return "internal_error", protocol.exit_message(exc), {"exception": "SystemExit"}
     if isinstance(exc, (FastMCPValidationError, pydantic.ValidationError)):
         return "invalid_arguments", str(exc), None
     if isinstance(exc, ImportError):
@@ -150,7 +152,10 @@ class WorkerServer:
             return await self.call_context_tool(request, send, started)
         try:
             result = await tool.run(arguments)
-        except Exception as exc:  # user code: every failure becomes a protocol error, never a crash
+        # User code: every failure becomes a protocol error, never a crash. SystemExit too: a tool that calls
+        # sys.exit() (argparse on bad arguments, a CLI's main() wrapped as a tool) fails its call, and the
+        # worker serves on instead of exiting with every other call in flight.
+        except (Exception, SystemExit) as exc:
             code, message, details = _error_for(exc)
             print(f"[{self.namespace}] tool {name!r} failed{_for(request)}: {message}", file=sys.stderr, flush=True)
             if details is not None:  # the gateway passes it on only to callers who ask (the manager's test_tool)
@@ -167,6 +172,10 @@ class WorkerServer:
         rid, name = request.get("id"), str(request.get("tool"))
         relay = self.relay(request, send)
         level = request.get("logLevel") if isinstance(request.get("logLevel"), str) else None
+        from tooldock.worker.guard import REFUSED_ARGUMENTS  # loaded with the bridge, not by plain workers
+
+        refused: list[str] = []
+        REFUSED_ARGUMENTS.set(refused)
         try:
             body = await self.bridge.call_tool(
                 name, request.get("arguments") or {}, relay, bool(request.get("progress")), level
@@ -187,7 +196,8 @@ class WorkerServer:
         if body.get("isError"):
             text = protocol.error_text(body)
             print(f"[{self.namespace}] tool {name!r} failed{_for(request)}: {text}", file=sys.stderr, flush=True)
-            return protocol.error(rid, "internal_error", text or f"tool {name!r} failed")
+            code = "invalid_arguments" if refused else "internal_error"
+            return protocol.error(rid, code, text or f"tool {name!r} failed")
         return protocol.ok(rid, body, int((time.perf_counter() - started) * 1000))
 
     async def mcp_op(self, request: dict[str, Any], send: Any = None) -> dict[str, Any]:
@@ -273,7 +283,11 @@ async def serve(
     socket_path.unlink(missing_ok=True)
     server = await asyncio.get_running_loop().create_unix_server(lambda: GatewayConnection(worker), str(socket_path))
     os.chmod(socket_path, 0o600)
-    print(f"[{namespace}] worker ready on {socket_path} with {len(loaded.tools)} tool(s)", file=sys.stderr, flush=True)
+    print(
+        f"[{namespace}] {protocol.READY_LINE} {socket_path} with {len(loaded.tools)} tool(s)",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
         async with server:
             await worker.stopping.wait()

@@ -123,15 +123,25 @@ class ProcessWorker(SupervisedWorker):
 
     async def _terminate(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is None or proc.returncode is not None:
+        if proc is None:
             return
-        for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 3.0)):
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(sig)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(wait):
-                    await proc.wait()
-                    return
+        try:
+            await _end(proc)
+        finally:
+            # A worker that died can close its socket before it is reaped: its code is known only now.
+            self._ended_code = proc.returncode
+
+
+async def _end(proc: asyncio.subprocess.Process | Forked) -> None:
+    if proc.returncode is not None:
+        return
+    for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 3.0)):
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(sig)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(wait):
+                await proc.wait()
+                return
 
 
 class ProcessBackend:

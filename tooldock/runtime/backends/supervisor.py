@@ -78,6 +78,7 @@ class SupervisedWorker:
         self._idle = asyncio.Event()
         self._idle.set()
         self._output: collections.deque[str] = collections.deque(maxlen=20)
+        self._ended_code: int | None = None  # the exit code of the last process `_terminate` let go of
         self._task: asyncio.Task[None] | None = None
         self.on_stuck: Callable[[SupervisedWorker, str], None] | None = None  # set by the registry
         self._stuck = StuckCheck(self._ping, settings.stuck_after, self.stuck)
@@ -152,7 +153,7 @@ class SupervisedWorker:
                 await self._discard_stuck()
                 continue
             if ready_at is not None:
-                self.last_error = f"{self.kind} exited unexpectedly: {self._tail()}"
+                self.last_error = f"{self.kind} exited unexpectedly ({self._how_it_ended()}): {self._tail(ready=True)}"
             quick = ready_at is None or time.monotonic() - ready_at < STABLE_AFTER
             failures = failures + 1 if quick else 0
             if failures >= CRASH_LOOP_AFTER:
@@ -175,8 +176,18 @@ class SupervisedWorker:
         print(f"tooldock: [{self.namespace}] {message}", file=sys.stderr, flush=True)
         self._settled.set()
 
-    def _tail(self) -> str:
-        return " | ".join(list(self._output)[-3:]) or "no output"
+    def _tail(self, ready: bool = False) -> str:
+        """The last lines the worker wrote; `ready`: the reason for an end after it was ready, so not its own
+        "worker ready" line (its only line when it ended without a word, as `os._exit()` does)."""
+        lines = [line for line in self._output if not (ready and protocol.READY_LINE in line)]
+        return " | ".join(lines[-3:]) or "no output"
+
+    def _how_it_ended(self) -> str:
+        code = self._exit_code()
+        code = self._ended_code if code is None else code
+        if code is None:
+            return "exit code unknown"
+        return f"killed by signal {-code}" if code < 0 else f"exit code {code}"
 
     def _log_line(self, line: str) -> None:
         line = self._mask(line)
