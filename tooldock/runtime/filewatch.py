@@ -24,10 +24,9 @@ def relevant(change: Change, path: str) -> bool:
     return not Path(path).name.startswith(".")
 
 
-async def bursts(root: Path, debounce_ms: int, also: dict[Path, str] | None = None) -> AsyncIterator[list[str]]:
+async def bursts(root: Path, debounce_ms: int, labels: dict[Path, str]) -> AsyncIterator[list[str]]:
     """Each burst of relevant edits under `root` (as sorted paths relative to it) and under the folders of
-    `also` that exist, each named by its label (`{store_dir: "the secrets store"}`)."""
-    labels = {folder: label for folder, label in (also or {}).items() if folder.is_dir()}
+    `labels`, each named by its label (`{store_dir: "the secrets store"}`)."""
     async for changes in awatch(
         root, *labels, watch_filter=relevant, debounce=debounce_ms * 10, step=debounce_ms, recursive=True
     ):
@@ -49,7 +48,8 @@ async def follow(
 ) -> asyncio.Task[None]:
     """Call `on_burst` with each burst's names, one at a time, in a task; returns once the task's watches are
     in place, so an edit made after this returns is seen (the task's first step creates them, through
-    watchfiles' RustNotify, before it first waits). `who` starts the log lines."""
+    watchfiles' RustNotify, before it first waits). `who` starts the log lines. Folders of `also` that do
+    not exist are left out."""
     labels = {folder: label for folder, label in (also or {}).items() if folder.is_dir()}
 
     async def run() -> None:
