@@ -8,7 +8,6 @@ A backend supplies how a worker is launched, observed and stopped (`_prepare`, `
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import sys
 import time
@@ -18,6 +17,7 @@ from typing import Any
 
 from tooldock.errors import DependencyError, NamespaceUnavailable, WorkerRetired
 from tooldock.runtime.backend import WorkerState
+from tooldock.runtime.backends.output import WorkerOutput, how_it_ended
 from tooldock.runtime.backends.stuck import StuckCheck
 from tooldock.runtime.settings import Settings
 from tooldock.runtime.workerclient import SecretEnv, SecretsDelivered, WorkerConnection
@@ -77,7 +77,7 @@ class SupervisedWorker:
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
-        self._output: collections.deque[str] = collections.deque(maxlen=20)
+        self._output = WorkerOutput(namespace, self._mask)
         self._ended_code: int | None = None  # the exit code of the last process `_terminate` let go of
         self._task: asyncio.Task[None] | None = None
         self.on_stuck: Callable[[SupervisedWorker, str], None] | None = None  # set by the registry
@@ -123,7 +123,7 @@ class SupervisedWorker:
         while not self._stopping:
             ready_at = None
             try:
-                self._output.clear()
+                self._output.launched()
                 await self._launch()
                 await self._wait_ready()
                 ready_at = self._last_call = time.monotonic()  # idle time counts from readiness
@@ -153,7 +153,9 @@ class SupervisedWorker:
                 await self._discard_stuck()
                 continue
             if ready_at is not None:
-                self.last_error = f"{self.kind} exited unexpectedly ({self._how_it_ended()}): {self._tail(ready=True)}"
+                code = self._exit_code()
+                ended = how_it_ended(self._ended_code if code is None else code)
+                self.last_error = f"{self.kind} exited unexpectedly ({ended}): {self._output.tail(ready=True)}"
             quick = ready_at is None or time.monotonic() - ready_at < STABLE_AFTER
             failures = failures + 1 if quick else 0
             if failures >= CRASH_LOOP_AFTER:
@@ -176,27 +178,8 @@ class SupervisedWorker:
         print(f"tooldock: [{self.namespace}] {message}", file=sys.stderr, flush=True)
         self._settled.set()
 
-    def _tail(self, ready: bool = False) -> str:
-        """The last lines the worker wrote; `ready`: the reason for an end after it was ready, so not its own
-        "worker ready" line (its only line when it ended without a word, as `os._exit()` does)."""
-        lines = [line for line in self._output if not (ready and protocol.READY_LINE in line)]
-        return " | ".join(lines[-3:]) or "no output"
-
-    def _how_it_ended(self) -> str:
-        code = self._exit_code()
-        code = self._ended_code if code is None else code
-        if code is None:
-            return "exit code unknown"
-        return f"killed by signal {-code}" if code < 0 else f"exit code {code}"
-
     def _log_line(self, line: str) -> None:
-        line = self._mask(line)
-        self._output.append(line)
-        print(
-            line if line.startswith(f"[{self.namespace}]") else f"[{self.namespace}] {line}",
-            file=sys.stderr,
-            flush=True,
-        )
+        self._output.line(line)
 
     async def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.settings.worker_start_timeout
@@ -204,7 +187,7 @@ class SupervisedWorker:
             code = self._exit_code()
             if code is not None:
                 await asyncio.sleep(0.05)  # let the last output lines arrive
-                raise StartFailure(f"{self.kind} exited with code {code} before it was ready: {self._tail()}")
+                raise StartFailure(f"{self.kind} exited with code {code} before it was ready: {self._output.tail()}")
             if self.socket_path.exists():
                 try:
                     self._conn = await WorkerConnection.open(self.namespace, self.socket_path, self._deliverable())
@@ -214,7 +197,7 @@ class SupervisedWorker:
                 except (ConnectionRefusedError, FileNotFoundError, PermissionError):
                     pass
             if time.monotonic() > deadline:
-                raise StartFailure(f"{self.kind} did not open its socket in time: {self._tail()}")
+                raise StartFailure(f"{self.kind} did not open its socket in time: {self._output.tail()}")
             await asyncio.sleep(0.02)
         handshake = self._conn.handshake
         self.tools = list(handshake.get("tools") or [])
