@@ -141,7 +141,8 @@ def test_a_result_too_large_to_send_fails_its_call_alone(make_gateway, tmp_path)
     assert gw.call("huge", "big", n=3).json() == {"result": "xxx"}
 
 
-STUCK_TOOLS = '''import os
+STUCK_TOOLS = '''import asyncio
+import os
 import time
 
 from fastmcp.tools import tool
@@ -161,6 +162,13 @@ async def freeze(seconds: float) -> str:
     """A mistake: blocking code in an async tool stops the worker's event loop."""
     time.sleep(seconds)
     return "thawed"
+
+
+@tool
+async def block_later(seconds: float) -> str:
+    """A mistake with no call to show for it: blocking code in a background callback, after the answer."""
+    asyncio.get_running_loop().call_later(0.2, time.sleep, seconds)
+    return "scheduled"
 
 
 @tool
@@ -218,6 +226,35 @@ def test_a_worker_whose_event_loop_is_blocked_is_replaced(make_gateway, tmp_path
     assert gw.call("stuck", "pid").json() == {"result": gw.namespace("stuck")["pid"]}
     assert "blocks its event loop" in gw.namespace("stuck")["last_error"]
     assert gw.get("/health").json()["status"] == "ok"
+
+
+def test_an_idle_worker_whose_event_loop_is_blocked_is_found_by_the_liveness_ping(make_gateway, tmp_path):
+    """No call is in flight and none was cancelled, yet the worker cannot answer (a background callback
+    blocks its loop): the liveness ping finds it and a fresh worker serves before any caller waits on it."""
+    gw = _stuck_gateway(make_gateway, tmp_path, TOOLDOCK_LIVENESS_INTERVAL="1")
+    before = gw.namespace("stuck")["pid"]
+    assert gw.call("stuck", "block_later", seconds=3600).json() == {"result": "scheduled"}
+    gw.wait_for(lambda: gw.namespace("stuck")["pid"] != before, timeout=20, what="a fresh worker")
+    after = gw.namespace("stuck")
+    assert after["state"] == "ready" and after["restarts"] == 1
+    assert after["last_error"].startswith("replaced: it did not answer a liveness ping within 3s with no call")
+    assert gw.call("stuck", "pid").json() == {"result": after["pid"]}
+    gw.wait_for(lambda: _gone(before), timeout=20, what="the blocked worker to end")
+
+
+def test_a_short_block_or_liveness_off_keeps_the_worker(make_gateway, tmp_path):
+    """A loop blocked for less than the ping's 3 s answers late, not never: the worker stays. With
+    TOOLDOCK_LIVENESS_INTERVAL=off an idle blocked worker is left alone (as before the ping)."""
+    gw = _stuck_gateway(make_gateway, tmp_path, TOOLDOCK_LIVENESS_INTERVAL="0.5")
+    before = gw.namespace("stuck")["pid"]
+    assert gw.call("stuck", "block_later", seconds=1.5).status_code == 200
+    time.sleep(3)
+    assert gw.namespace("stuck")["pid"] == before and gw.namespace("stuck")["restarts"] == 0
+    off = _stuck_gateway(make_gateway, tmp_path / "off", TOOLDOCK_LIVENESS_INTERVAL="off")
+    pid = off.namespace("stuck")["pid"]
+    assert off.call("stuck", "block_later", seconds=6).status_code == 200
+    time.sleep(5)
+    assert off.namespace("stuck")["pid"] == pid and "liveness ping" not in off.logs
 
 
 def test_a_timed_out_call_that_ends_soon_after_keeps_its_worker(make_gateway, tmp_path):

@@ -22,6 +22,10 @@ ENV_VARS = (
     "TOOLDOCK_WORKER_START_TIMEOUT",
     "TOOLDOCK_DRAIN_TIMEOUT",
     "TOOLDOCK_RESTART_BACKOFF",
+    "TOOLDOCK_STUCK_AFTER",
+    "TOOLDOCK_LIVENESS_INTERVAL",
+    "TOOLDOCK_LEAN_MCP",
+    "TOOLDOCK_LEAN_REST",
     "TOOLDOCK_FORK_WORKERS",
     "TOOLDOCK_DNS_REBINDING_PROTECTION",
     "TOOLDOCK_SOCKET_DIR",
@@ -142,6 +146,12 @@ def env_number(env: dict[str, str], name: str, default: float, kind: type = floa
     return value
 
 
+def _seconds_or_off(env: dict[str, str], name: str, default: float) -> float | None:
+    if env.get(name, "").strip().lower() == "off":
+        return None
+    return env_number(env, name, default)
+
+
 def env_bool(env: dict[str, str], name: str, default: bool) -> bool:
     raw = env.get(name)
     if raw is None or raw == "":
@@ -228,6 +238,7 @@ class Settings:
     drain_timeout: float = 30.0
     restart_backoff: float = 0.5
     stuck_after: float = 5.0  # seconds a cancelled call may run on before its worker is replaced (stuck.py)
+    liveness_interval: float | None = 30.0  # seconds between pings of an idle worker (stuck.py); None: off
     fork_workers: bool = True  # process backend: fork workers from a warm interpreter per environment
     lean_mcp: bool = True  # MCP tools/call of plain tools, tools/list and ping answered without the SDK's machinery
     lean_rest: bool = True  # POST /tools/{name} answered before FastAPI's routing and layers
@@ -279,6 +290,7 @@ class Settings:
             drain_timeout=env_number(env, "TOOLDOCK_DRAIN_TIMEOUT", 30.0),
             restart_backoff=env_number(env, "TOOLDOCK_RESTART_BACKOFF", 0.5),
             stuck_after=env_number(env, "TOOLDOCK_STUCK_AFTER", 5.0),
+            liveness_interval=_seconds_or_off(env, "TOOLDOCK_LIVENESS_INTERVAL", 30.0),
             fork_workers=env_bool(env, "TOOLDOCK_FORK_WORKERS", True),
             lean_mcp=env_bool(env, "TOOLDOCK_LEAN_MCP", True),
             lean_rest=env_bool(env, "TOOLDOCK_LEAN_REST", True),

@@ -8,7 +8,10 @@ forever).
 
 So each cancelled call starts a check (one at a time per worker): `after` seconds later the gateway pings
 the worker. A worker that does not answer within PING_WAIT (its event loop is blocked), or that reports a
-call still running `after` seconds after its cancel (`abandoned` in the ping's answer), is stuck, and its
+call still running `after` seconds after its cancel (`abandoned` in the ping's answer), is stuck. So is an
+idle worker that does not answer the liveness ping sent every `interval` seconds while no call runs (its
+loop blocked with nothing in flight: a tool's background task calling blocking code, a deadlock), which
+no cancelled call would reveal before the next caller waited out its time limit. A stuck worker's
 supervisor replaces it (`SupervisedWorker.stuck`): on the process backend a fresh worker takes new calls at
 once while this one finishes what it can, as in a reload; on the docker backend the container is restarted.
 """
@@ -38,6 +41,26 @@ class StuckCheck:
     def cancel(self) -> None:
         if self._task is not None:
             self._task.cancel()
+
+    async def liveness(self, interval: float, idle: Callable[[], bool]) -> None:
+        """Every `interval` seconds while `idle()` (no call in flight), a ping; until the worker is stuck."""
+        while True:
+            await asyncio.sleep(interval)
+            if not idle() or (self._task is not None and not self._task.done()):
+                continue  # a call may be what keeps it busy (its time limit judges it), or a check is on its way
+            try:
+                async with asyncio.timeout(PING_WAIT):
+                    await self.ping()
+            except TimeoutError:
+                if not idle():  # a call that began meanwhile may be the one blocking: not judged here
+                    continue
+                await self.on_stuck(
+                    f"it did not answer a liveness ping within {PING_WAIT:g}s with no call in flight: its event loop "
+                    "is blocked (a tool's background task calling blocking code?)"
+                )
+                return
+            except Exception:  # not connected (restarting, asleep): its supervisor knows
+                continue
 
     async def _check(self) -> None:
         while True:

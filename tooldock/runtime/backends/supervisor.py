@@ -122,6 +122,7 @@ class SupervisedWorker:
         failures = 0
         while not self._stopping:
             ready_at = None
+            liveness: asyncio.Task[None] | None = None
             try:
                 self._output.launched()
                 await self._launch()
@@ -130,6 +131,9 @@ class SupervisedWorker:
                 self.state = "ready"
                 self._ready.set()
                 self._settled.set()
+                if self.settings.liveness_interval is not None:
+                    live = self._stuck.liveness(self.settings.liveness_interval, lambda: self._inflight == 0)
+                    liveness = asyncio.create_task(live, name=f"liveness-{self.namespace}")
                 if await self._wait_exit_or_idle():
                     await self._sleep()
                     continue
@@ -141,6 +145,8 @@ class SupervisedWorker:
             except Exception as exc:  # a backend error must never end supervision silently
                 self.last_error = f"{type(exc).__name__}: {exc}"
             finally:
+                if liveness is not None:
+                    liveness.cancel()
                 self._ready.clear()
                 await self._disconnect()
                 await self._terminate()
