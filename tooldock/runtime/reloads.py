@@ -95,9 +95,7 @@ class Reloads:
             await reload_and_report(self.registry, f"changed: {shown(names)}")
 
         also = {store: "the secrets store"} if store is not None else {}
-        task = await follow("tooldock", root, debounce_ms, reload, also)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._spawn(await follow("tooldock", root, debounce_ms, reload, also))  # a task: ensure_future keeps it
 
     async def close(self) -> None:
         for task in list(self._tasks):

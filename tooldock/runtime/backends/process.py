@@ -63,6 +63,7 @@ class ProcessWorker(SupervisedWorker):
         self.backend, self.source = backend, source
         self._interpreter: Path | None = None
         self._proc: asyncio.subprocess.Process | Forked | None = None
+        self._ended_code: int | None = None  # the last process's, once `_terminate` let go of it
         self._output_task: asyncio.Task[None] | None = None
 
     async def _prepare(self) -> None:
@@ -115,7 +116,7 @@ class ProcessWorker(SupervisedWorker):
             self._log_line(raw.decode(errors="replace").rstrip())
 
     def _exit_code(self) -> int | None:
-        return self._proc.returncode if self._proc is not None else None
+        return self._proc.returncode if self._proc is not None else self._ended_code
 
     async def _wait_exited(self) -> None:
         if self._proc is not None:

@@ -78,7 +78,6 @@ class SupervisedWorker:
         self._idle = asyncio.Event()
         self._idle.set()
         self._output = WorkerOutput(namespace, self._mask)
-        self._ended_code: int | None = None  # the exit code of the last process `_terminate` let go of
         self._task: asyncio.Task[None] | None = None
         self.on_stuck: Callable[[SupervisedWorker, str], None] | None = None  # set by the registry
         self._stuck = StuckCheck(self._ping, settings.stuck_after, self.stuck)
@@ -93,7 +92,8 @@ class SupervisedWorker:
         raise NotImplementedError
 
     def _exit_code(self) -> int | None:
-        """The worker's exit status if it has exited, else None."""
+        """The exit status of the worker's last process (or container) once it has exited, also after
+        `_terminate` let go of it; None while it runs (a new launch starts from None)."""
         raise NotImplementedError
 
     async def _wait_exited(self) -> None:
@@ -159,8 +159,7 @@ class SupervisedWorker:
                 await self._discard_stuck()
                 continue
             if ready_at is not None:
-                code = self._exit_code()
-                ended = how_it_ended(self._ended_code if code is None else code)
+                ended = how_it_ended(self._exit_code())
                 self.last_error = f"{self.kind} exited unexpectedly ({ended}): {self._output.tail(ready=True)}"
             quick = ready_at is None or time.monotonic() - ready_at < STABLE_AFTER
             failures = failures + 1 if quick else 0
