@@ -458,6 +458,19 @@ BAD_TOOLS = [
     ),
     pytest.param("x = 1\0\n", "Syntax error", None, "syntax_error", id="null-byte"),
     pytest.param("", "No @tool decorator found", None, "no_tools", id="empty"),
+    pytest.param(
+        'from tooldock import tool\n\n\n@tool\ndef f(a: int) -> int:\n    """Doc."""\n    return a\n',
+        "@tool is imported from the wrong place", 4, "wrong_import", id="tool-from-tooldock",
+    ),
+    pytest.param(
+        '@tool\ndef f(a: int) -> int:\n    """Doc."""\n    return a\n',
+        "@tool is not imported", 1, "undefined_decorator", id="tool-not-imported",
+    ),
+    pytest.param(
+        'from mcp.server.fastmcp import FastMCP\nmcp = FastMCP("x")\n\n\n@mcp.tool()\ndef f(a: int) -> int:\n'
+        '    """Doc."""\n    return a\n',
+        "MCP SDK server object instead of @tool", 1, "sdk_server", id="mcp-sdk-1x",
+    ),
 ]
 
 

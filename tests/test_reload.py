@@ -234,3 +234,22 @@ def test_a_reload_names_what_is_wrong_in_the_namespaces_it_started(make_gateway)
     # an empty new folder is not a failure; an unchanged namespace is not reported again
     again = gw.post("/reload", headers={"X-Manager-Token": MANAGER}).json()
     assert "imports" not in again["problems"] and "fresh" not in again["failed"]
+
+
+def test_start_up_and_watch_lines_name_the_files_a_namespace_leaves_out(make_gateway, tmp_path):
+    """A developer reads stderr: a file a namespace leaves out (here `@tool` imported from the wrong
+    package) is named at start-up and by the reload that started the namespace. Before, the lines read
+    "basic-tool (ready, 1 tools)" and "restarted fresh", silent about the file."""
+    src = tmp_path / "src"
+    shutil.copytree(EXAMPLES / "basic-tool", src / "basic-tool")
+    wrong = 'from tooldock import tool\n\n\n@tool\ndef wrong(x: int) -> int:\n    """W."""\n    return x\n'
+    (src / "basic-tool" / "wrong.py").write_text(wrong)
+    gw = make_gateway(src, args=("--watch",), env={"FS_WATCHER_DEBOUNCE_MS": "200"})
+    says = "wrong.py:4: 'tooldock' has no @tool decorator; use 'from fastmcp.tools import tool'"
+    assert "tooldock: serving 1 namespace(s) from " in gw.logs and f"\ntooldock: basic-tool: {says}\n" in gw.logs
+    (gw.tools_dir / "fresh").mkdir()
+    shutil.copy(EXAMPLES / "basic-tool" / "hello.py", gw.tools_dir / "fresh" / "hello.py")
+    (gw.tools_dir / "fresh" / "wrong.py").write_text(wrong)
+    gw.wait_for(lambda: "restarted fresh; fresh leaves out: " in gw.logs, 30, "the new namespace's line")
+    assert f"restarted fresh; fresh leaves out: {says}\n" in gw.logs
+    assert gw.call("fresh", "say_hello", name="Ada").json() == {"result": "Hello, Ada!"}

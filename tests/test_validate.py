@@ -1,5 +1,7 @@
 """Static validation of tool files: each rule, reported with file, line and a fix."""
 
+import pytest
+
 from tooldock.namespace.validate import validate_source
 
 GOOD = '''
@@ -78,3 +80,80 @@ def test_a_file_whose_only_tool_has_a_problem_serves_nothing_and_is_not_called_t
     report = validate_source("t.py", 'from fastmcp.tools import tool\n@tool\ndef f(x):\n    """D."""\n')
     assert not report.ok and report.skipped == ("f",)
     assert [p.code for p in report.problems] == ["missing_type_hint"]
+
+
+# Where the decorator comes from (namespace/origins.py): a file whose `@tool` is not fastmcp's serves nothing,
+# and used to be accepted until a worker imported it (or, for an SDK server object, never said why).
+BODY = "\n@tool\ndef f(x: int) -> int:\n    '''D.'''\n    return x\n"
+
+
+@pytest.mark.parametrize(
+    ("imports", "code", "says"),
+    [
+        ("from tooldock import tool\n", "wrong_import", "'tooldock' has no @tool decorator"),
+        ("from fastmcp import tool\n", "wrong_import", "'fastmcp' has no @tool decorator"),
+        ("from mcp.server.mcpserver import MCPServer as tool\n", "wrong_import", "'mcp.server.mcpserver.MCPServer'"),
+        ("import os\n", "undefined_decorator", "'tool' is not defined"),
+    ],
+)
+def test_a_tool_decorator_that_is_not_fastmcps_is_reported_with_the_import_to_use(imports, code, says):
+    report = validate_source("t.py", imports + BODY)
+    assert not report.ok and report.tools == ()
+    (problem,) = report.problems
+    assert problem.code == code and says in problem.message and problem.line == imports.count("\n") + 2
+    assert "from fastmcp.tools import tool" in problem.message
+
+
+@pytest.mark.parametrize(
+    "imports",
+    [
+        "from fastmcp.tools import tool\n",
+        "from fastmcp.tools.function_tool import tool\n",
+        "from _helpers import tool\n",  # the user's own: trusted (the worker says so if it makes no tool)
+        "from helpers import *\n",  # cannot be followed: trusted
+        "try:\n    from fastmcp.tools import tool\nexcept ImportError:\n    from tooldock import tool\n",
+    ],
+)
+def test_decorators_from_fastmcp_or_from_code_the_reading_cannot_judge_are_accepted(imports):
+    report = validate_source("t.py", imports + BODY)
+    assert report.ok and report.tools == ("f",) and report.problems == ()
+
+
+def test_a_resource_or_prompt_decorator_that_is_not_defined_is_reported():
+    report = validate_source("t.py", "@resource('data://x')\ndef r() -> str:\n    return 'x'\n")
+    (problem,) = report.problems
+    assert problem.code == "undefined_decorator" and "from fastmcp.resources import resource" in problem.message
+
+
+def test_the_mcp_sdk_1x_fastmcp_is_reported_where_it_is_imported():
+    src = "from mcp.server.fastmcp import FastMCP\n\nmcp = FastMCP('w')\n\n@mcp.tool()" + BODY.replace("\n@tool", "")
+    report = validate_source("t.py", src)
+    (problem,) = report.problems
+    assert problem.code == "sdk_server" and problem.line == 1 and "MCP SDK 1.x" in problem.message
+    # As a fallback inside `try:` it is left alone: the first import works in a worker.
+    src = "try:\n    from fastmcp import FastMCP\nexcept ImportError:\n    from mcp.server.fastmcp import FastMCP\n"
+    report = validate_source("t.py", src + "mcp = FastMCP('w')\n@mcp.tool" + BODY.replace("\n@tool", ""))
+    assert report.ok and report.tools == ("f",)
+
+
+@pytest.mark.parametrize(
+    ("server", "owner"),
+    [
+        ("from mcp.server.mcpserver import MCPServer\nmcp = MCPServer('w')\n", "mcp"),
+        ("from mcp.server import MCPServer\nmcp = MCPServer('w')\n", "mcp"),
+        ("import mcp.server\nserver = mcp.server.MCPServer('w')\n", "server"),
+    ],
+)
+def test_a_tool_registered_on_an_sdk_server_object_is_reported(server, owner):
+    """The SDK's `@mcp.tool()` registers the function on a server ToolDock does not run: it was never served,
+    with no word why."""
+    report = validate_source("t.py", server + f"@{owner}.tool()" + BODY.replace("\n@tool", ""))
+    assert not report.ok and report.skipped == ("f",)
+    (problem,) = report.problems
+    assert problem.code == "sdk_server" and f"{owner!r}, an MCP SDK MCPServer" in problem.message
+
+
+def test_a_fastmcp_server_objects_tools_are_accepted():
+    src = "from fastmcp import FastMCP\nmcp = FastMCP('w')\n@mcp.tool" + BODY.replace("\n@tool", "")
+    report = validate_source("t.py", src)
+    assert report.ok and report.tools == ("f",) and report.functions == (("f", 4),)

@@ -167,6 +167,39 @@ def test_a_tool_that_breaks_a_rule_is_left_out_and_the_rest_of_its_file_is_serve
         w.close()
 
 
+def test_a_tool_whose_decorator_makes_no_tool_is_reported_not_silently_left_out(tmp_path):
+    """A look-alike `@tool` (the file's own helper here; the static reading trusts it) that does not make a
+    fastmcp tool: the function was missing from the namespace with no word why."""
+    (tmp_path / "_helpers.py").write_text("def tool(fn):\n    return fn\n")
+    (tmp_path / "mixed.py").write_text(
+        "import fastmcp.tools\nfrom _helpers import tool\n\n\n"
+        "@fastmcp.tools.tool\ndef served(x: int) -> int:\n    'D.'\n    return x\n\n\n"
+        "@tool\ndef lookalike(x: int) -> int:\n    'D.'\n    return x\n"
+    )
+    w = WorkerProc(tmp_path, ["mixed.py"])
+    try:
+        assert [t["name"] for t in w.handshake["tools"]] == ["served"]
+        (failed,) = w.handshake["failed_files"]
+        assert failed["file"] == "mixed.py" and failed["line"] == 12 and failed["code"] == "not_a_tool"
+        assert failed["message"].startswith("tool 'lookalike': its decorator did not make it a fastmcp tool")
+    finally:
+        w.close()
+
+
+def test_a_missing_submodule_of_an_installed_package_does_not_ask_for_the_package(tmp_path):
+    """`import fastmcp.nope`: fastmcp is installed, so 'add the package to requirements.txt' (the advice for a
+    missing package) sent the author the wrong way."""
+    (tmp_path / "sub.py").write_text("import fastmcp.no_such_part\n")
+    shutil.copy(FIXTURES / "tools" / "broken-file" / "good.py", tmp_path / "good.py")
+    w = WorkerProc(tmp_path, ["sub.py", "good.py"])
+    try:
+        (failed,) = w.handshake["failed_files"]
+        assert failed["code"] == "import_error" and "requirements.txt pins" in failed["message"]
+        assert failed["message"].startswith("import failed: No module named 'fastmcp.no_such_part' (the installed 'fastmcp'")
+    finally:
+        w.close()
+
+
 def test_shutdown_exits_cleanly():
     w = WorkerProc(FIXTURES / "tools" / "limited")
     assert w.request(id="s", op="shutdown")["result"] == {"stopping": True}

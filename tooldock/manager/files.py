@@ -167,6 +167,9 @@ def check_tool_code(ws: Workspace, namespace: str, filename: str, code: str) -> 
         "missing_type_hint": "Missing type hints",
         "missing_docstring": "Missing docstring",
         "duplicate_tool": "Duplicate tool name",
+        "wrong_import": "@tool is imported from the wrong place",
+        "undefined_decorator": "@tool is not imported",
+        "sdk_server": "MCP SDK server object instead of @tool",
     }.get(first, "Invalid tool file")
     return {"written": False, "error": headline, "details": "\n".join(lines), "problems": problems}
 

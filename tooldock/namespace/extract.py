@@ -23,7 +23,8 @@ from fastmcp.tools import Tool
 from fastmcp.utilities.types import find_kwarg_by_type
 
 from tooldock.namespace.models import Problem
-from tooldock.namespace.validate import validate_source
+from tooldock.namespace.origins import TOOL_IMPORT
+from tooldock.namespace.validate import FileReport, validate_source
 
 # The fields of an MCP `Tool` that ToolDock pre-extracts and serves (seed 000, "Tools method compliance");
 # `execution.taskSupport` is fastmcp's `@tool(task=...)`, which the gateway's tasks extension reads.
@@ -88,6 +89,14 @@ def _line_of(exc: BaseException, path: Path) -> int | None:
 
 def _import_problem(path: Path, exc: BaseException) -> Problem:
     line = _line_of(exc, path)
+    if isinstance(exc, ModuleNotFoundError) and _installed_parent(exc.name):
+        return Problem(
+            path.name,
+            f"import failed: {exc} (the installed {str(exc.name).split('.')[0]!r} has no such module: check the "
+            "name, or the version requirements.txt pins)",
+            line,
+            "import_error",
+        )
     if isinstance(exc, ModuleNotFoundError):
         return Problem(
             path.name,
@@ -98,6 +107,18 @@ def _import_problem(path: Path, exc: BaseException) -> Problem:
     if isinstance(exc, SystemExit):  # the file called sys.exit(): its message is the reason it gave
         return Problem(path.name, f"import failed: the file called sys.exit({exc.code!r})", line, "import_error")
     return Problem(path.name, f"import failed: {type(exc).__name__}: {exc}", line, "import_error")
+
+
+def _installed_parent(name: str | None) -> bool:
+    """Whether `name` is a submodule of an installed package (`httpx.nope`): then requirements.txt does not
+    lack the package, the code asks it for something it does not have."""
+    root = (name or "").split(".")[0]
+    if not root or root == name:
+        return False
+    try:
+        return importlib.util.find_spec(root) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def load_namespace(folder: Path, filenames: Iterable[str]) -> LoadedNamespace:
@@ -114,13 +135,13 @@ def load_namespace(folder: Path, filenames: Iterable[str]) -> LoadedNamespace:
             loaded.failed.append(_import_problem(path, exc))
             continue
         try:
-            skipped = set(validate_source(filename, path.read_text(encoding="utf-8")).skipped)
+            report = validate_source(filename, path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError):  # the gateway's scan reported it; the import worked, so serve all
-            skipped = set()
+            report = FileReport((), ())
         try:
             # Duck-typed: see _OwnObjects. A tool the static checks reject (no docstring, a parameter without
             # a type hint) is left out as the gateway's scan says; the file's other tools are served.
-            components = extract_components(cast(ModuleType, _OwnObjects(module, skipped)))
+            components = extract_components(cast(ModuleType, _OwnObjects(module, set(report.skipped))))
         except Exception as exc:  # fastmcp rejects some signatures; report which
             loaded.failed.append(
                 Problem(path.name, f"invalid tool, resource or prompt: {exc}", _line_of(exc, path), "invalid_tool")
@@ -130,7 +151,29 @@ def load_namespace(folder: Path, filenames: Iterable[str]) -> LoadedNamespace:
             problem = _add(loaded, component)
             if problem:
                 loaded.failed.append(Problem(path.name, problem, None, "duplicate_tool"))
+        loaded.failed.extend(_not_made(path.name, report, components))
     return loaded
+
+
+def _not_made(filename: str, report: FileReport, components: list[Any]) -> list[Problem]:
+    """The file's `@tool` functions (as its syntax reads) that importing it did not make into tools: their
+    decorator is someone else's (a server object's that ToolDock does not run, a look-alike). Without this
+    they would be missing from the list with no word why."""
+    made = {getattr(c, "fn", None) for c in components if isinstance(c, Tool)}
+    names = {getattr(fn, "__name__", None) for fn in made}
+    if None in names:  # a tool whose function cannot be named: nothing to compare against
+        return []
+    return [
+        Problem(
+            filename,
+            f"tool {name!r}: its decorator did not make it a fastmcp tool, so it is not served; decorate it "
+            f"with '@tool' ({TOOL_IMPORT})",
+            line,
+            "not_a_tool",
+        )
+        for name, line in report.functions
+        if name not in names
+    ]
 
 
 class _OwnObjects:

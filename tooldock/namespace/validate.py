@@ -1,8 +1,9 @@
 """Static checks on one tool file, by reading its syntax tree; nothing is imported or executed.
 
 The rules (seed 000, `write_tool`): valid Python, at least one `@tool` function, a type hint on every
-parameter, a docstring on every tool. Problems come back as data so one bad file never stops the others,
-and one bad tool never stops the other tools of its file: it is listed in `skipped` and not served.
+parameter, a docstring on every tool; ToolDock adds a decorator that really is fastmcp's (`origins`).
+Problems come back as data so one bad file never stops the others, and one bad tool never stops the other
+tools of its file: it is listed in `skipped` and not served.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import ast
 from dataclasses import dataclass
 
 from tooldock.namespace.models import Problem
+from tooldock.namespace.origins import PROVIDERS, Origins, sdk_v1_import
 
 
 @dataclass(frozen=True)
@@ -19,6 +21,7 @@ class FileReport:
     problems: tuple[Problem, ...]
     others: int = 0  # @resource and @prompt functions: served over MCP, need no type-hint rules
     skipped: tuple[str, ...] = ()  # the module-level names of @tool functions with problems: not served
+    functions: tuple[tuple[str, int], ...] = ()  # the served tools' module-level names and lines
 
     @property
     def ok(self) -> bool:
@@ -86,18 +89,28 @@ def validate_source(filename: str, source: str) -> FileReport:
     except ValueError as exc:  # e.g. null bytes in the source
         return FileReport((), (Problem(filename, f"cannot parse file: {exc}", None, "syntax_error"),))
 
+    v1 = sdk_v1_import(filename, tree)
+    if v1 is not None:  # the file cannot import at all
+        return FileReport((), (v1,))
+    origins = Origins(tree)
     tools: list[str] = []
+    functions: list[tuple[str, int]] = []
     skipped: list[str] = []
     problems: list[Problem] = []
     others = 0
     for node in tree.body:  # only module-level functions are importable tools
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
+        for dec in node.decorator_list:  # `@tool` with no such decorator behind it: the file cannot import
+            wrong = _origin_problem(origins, filename, dec)
+            if wrong is not None:
+                return FileReport((), (wrong,))
         names = [n for n in (decorator_tool_name(d, node.name) for d in node.decorator_list) if n]
         if not names:
             others += any(_is_component(d) for d in node.decorator_list)
             continue
         own = _param_problems(filename, node)
+        own.extend(p for p in (_server_problem(origins, filename, node, d) for d in node.decorator_list) if p)
         if not ast.get_docstring(node):
             own.append(
                 Problem(
@@ -113,6 +126,7 @@ def validate_source(filename: str, source: str) -> FileReport:
             problems.extend(own)
         else:
             tools.append(names[0])
+            functions.append((node.name, node.lineno))
     if not tools and not others and not skipped:
         problems.append(
             Problem(
@@ -123,4 +137,20 @@ def validate_source(filename: str, source: str) -> FileReport:
                 "no_tools",
             )
         )
-    return FileReport(tuple(tools), tuple(problems), others, tuple(skipped))
+    return FileReport(tuple(tools), tuple(problems), others, tuple(skipped), tuple(functions))
+
+
+def _origin_problem(origins: Origins, filename: str, dec: ast.expr) -> Problem | None:
+    target = dec.func if isinstance(dec, ast.Call) else dec
+    if isinstance(target, ast.Name) and target.id in PROVIDERS:
+        return origins.decorator_problem(filename, target.id, dec.lineno)
+    return None
+
+
+def _server_problem(
+    origins: Origins, filename: str, fn: ast.FunctionDef | ast.AsyncFunctionDef, dec: ast.expr
+) -> Problem | None:
+    target = dec.func if isinstance(dec, ast.Call) else dec
+    if isinstance(target, ast.Attribute) and target.attr == "tool" and isinstance(target.value, ast.Name):
+        return origins.sdk_server_problem(filename, fn, target.value.id)
+    return None

@@ -40,7 +40,7 @@ from tooldock.runtime.registry import Registry
 from tooldock.runtime.relay.config import RelayConfig
 from tooldock.runtime.relay.methods import RelayMethods
 from tooldock.runtime.relay.server import RelayServer
-from tooldock.runtime.reloads import Reloads
+from tooldock.runtime.reloads import Reloads, serving
 from tooldock.runtime.secretmap import SecretMap
 from tooldock.runtime.settings import Settings
 
@@ -186,13 +186,8 @@ def create_app(
         if settings.watch and backend.name == "process":  # first: an edit made while workers start is seen
             await reloads.on_edits(tools_dir, settings.watch_debounce_ms, secrets.store.directory if secrets else None)
         report = await registry.reload()
-        print(
-            f"tooldock: serving {len(report['namespaces'])} namespace(s) from "
-            f"{tools_dir if backend.name == 'process' else 'docker containers'}: "
-            + ", ".join(f"{n} ({e.state}, {len(e.tools)} tools)" for n, e in registry.snapshot.entries.items()),
-            file=sys.stderr,
-            flush=True,
-        )
+        for line in serving(report, registry, tools_dir if backend.name == "process" else "docker containers"):
+            print(f"tooldock: {line}", file=sys.stderr, flush=True)
         reloads.on_sighup()
         reloads.on_backend_changes(backend)
         await relay_server.start()

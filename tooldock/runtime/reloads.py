@@ -26,7 +26,21 @@ def summary(result: dict[str, Any], seconds: float) -> str:
         parts.append(f"removed {', '.join(result['removed'])}")
     failed = result.get("failed") or {}
     parts += [f"failed: {name}: {reason}" for name, reason in sorted(failed.items())]
+    # A namespace that serves with a file or tool left out: without this, an edit that broke one file of
+    # several read "restarted ns" and nothing more.
+    problems = result.get("problems") or {}
+    parts += [f"{name} leaves out: {'; '.join(lines)}" for name, lines in sorted(problems.items())]
     return f"reloaded in {seconds:.2f}s: " + "; ".join(parts)
+
+
+def serving(result: dict[str, Any], registry: Registry, where: object) -> list[str]:
+    """The start-up lines: what serves, then what each namespace leaves out or why it failed."""
+    entries = registry.snapshot.entries
+    listed = ", ".join(f"{n} ({e.state}, {len(e.tools)} tools)" for n, e in entries.items())
+    lines = [f"serving {len(result['namespaces'])} namespace(s) from {where}" + (f": {listed}" if listed else "")]
+    lines += [f"{name}: failed: {reason}" for name, reason in sorted((result.get("failed") or {}).items())]
+    lines += [f"{name}: {line}" for name, found in sorted((result.get("problems") or {}).items()) for line in found]
+    return lines
 
 
 async def reload_and_report(registry: Registry, why: str, quiet: bool = False) -> None:
