@@ -107,6 +107,26 @@ def test_tool_exception_keeps_its_type_and_message(worker):
     assert set(details) == {"exception", "traceback"} and details["exception"] == "ValueError"
     # The traceback (for the manager's test_tool; the gateway drops it for other callers) ends in the tool.
     assert details["traceback"].startswith("Traceback") and details["traceback"].endswith("ValueError: kaput\n")
+    # It starts at the tool's own frame: the worker's, fastmcp's and pydantic's frames above it say nothing.
+    first_frame = details["traceback"].splitlines()[1]
+    assert first_frame.startswith('  File "') and "/testing/ops.py" in first_frame, details["traceback"]
+    assert "fastmcp" not in details["traceback"] and "tooldock/worker" not in details["traceback"]
+
+
+def test_a_tracebacks_frames_below_the_tool_are_kept(tmp_path):
+    """The library the tool called (json here) is where the error was raised: its frames stay."""
+    (tmp_path / "parse.py").write_text(
+        "import json\n\nfrom fastmcp.tools import tool\n\n\n@tool\ndef parse(text: str) -> dict:\n"
+        "    'Parse.'\n    return json.loads(text)\n"
+    )
+    w = WorkerProc(tmp_path, ["parse.py"])
+    try:
+        reply = w.request(id="j", op="tools.call", tool="parse", arguments={"text": "{nope"})
+        shown = reply["error"]["details"]["traceback"]
+        frames = [line for line in shown.splitlines() if line.startswith('  File "')]
+        assert str(tmp_path / "parse.py") in frames[0] and "json" in frames[-1] and len(frames) >= 3, shown
+    finally:
+        w.close()
 
 
 def test_requests_are_multiplexed_and_a_slow_tool_does_not_block_ping(worker):

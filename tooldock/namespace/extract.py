@@ -42,6 +42,7 @@ class LoadedNamespace:
     prompts: dict[str, Prompt] = field(default_factory=dict)
     # Tools that take a fastmcp `Context` (progress, logging, sampling, elicitation): run through the bridge.
     context_tools: set[str] = field(default_factory=set)
+    folder: Path | None = None  # where the files were imported from (resolved): the tools' own frames
 
     def surface(self) -> dict[str, list[dict[str, Any]]]:
         """Everything but the tools, as MCP lists it (the tools are `descriptors`); keyed by
@@ -126,7 +127,7 @@ def load_namespace(folder: Path, filenames: Iterable[str]) -> LoadedNamespace:
     folder = folder.resolve()
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
-    loaded = LoadedNamespace()
+    loaded = LoadedNamespace(folder=folder)
     for filename in filenames:
         path = folder / filename
         try:

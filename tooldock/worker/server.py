@@ -51,6 +51,19 @@ def _error_for(exc: BaseException) -> tuple[str, str, dict[str, Any] | None]:
     return "internal_error", f"{type(exc).__name__}: {exc}", {"exception": type(exc).__name__}
 
 
+def tool_traceback(exc: BaseException, folder: Path | None) -> str:
+    """A failed call's traceback from the tool's own first frame on. The frames above it (the worker, fastmcp,
+    pydantic, the thread hop: about ten) say nothing to the tool's author, or to an LLM fixing the tool
+    through the manager's test_tool; the frames below it (libraries the tool called) are kept."""
+    shown = traceback.TracebackException.from_exception(exc)
+    if folder is not None:
+        inside = f"{folder}{os.sep}"
+        first = next((i for i, frame in enumerate(shown.stack) if frame.filename.startswith(inside)), None)
+        if first:
+            shown.stack = traceback.StackSummary.from_list(shown.stack[first:])
+    return "".join(shown.format())[-MAX_TRACEBACK:]
+
+
 def _innermost(exc: BaseException) -> Exception:
     """The first real error inside anyio's exception groups (the in-memory session runs in task groups)."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
@@ -159,7 +172,7 @@ class WorkerServer:
             code, message, details = _error_for(exc)
             print(f"[{self.namespace}] tool {name!r} failed{_for(request)}: {message}", file=sys.stderr, flush=True)
             if details is not None:  # the gateway passes it on only to callers who ask (the manager's test_tool)
-                details["traceback"] = "".join(traceback.format_exception(exc))[-MAX_TRACEBACK:]
+                details["traceback"] = tool_traceback(exc, self.loaded.folder)
             return protocol.error(rid, code, message, details)
         body = {
             "content": [c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in result.content],
