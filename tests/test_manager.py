@@ -597,10 +597,20 @@ def test_serve_manager_takes_its_tokens_from_files(make_gateway, store, tmp_path
 
 def test_json_logs_cover_the_managers_lines_too(make_gateway, store):
     gateway = make_gateway(EXAMPLES, env={**store, "TOOLDOCK_LOG_FORMAT": "json"}, args=MANAGER_ARGS)
-    manager_url(gateway)
+    url = manager_url(gateway)
     gateway.wait_for(lambda: "tooldock manager: ready on" in gateway.logs, 30, "the manager's ready line")
+
+    async def flow(call):
+        return await call("health")
+
+    error, _ = run_manager(url, flow)  # an MCP session opened and closed: the SDK logs both at INFO
+    assert not error
     lines = [json.loads(line) for line in gateway.logs.splitlines() if line.strip()]  # every line is JSON
     assert any(e["message"].startswith("tooldock manager: ready on") for e in lines)
+    # The SDK's MCPServer sets up a RichHandler on the root logger: its lines came out as rich's wrapped
+    # columns, one JSON "message" per column row. Now the SDK's INFO lines are below the libraries' level.
+    assert not any(".py:" in e["message"] and "INFO" in e["message"] for e in lines), gateway.logs[-3000:]
+    assert "Created new transport" not in gateway.logs and "Terminating session" not in gateway.logs
 
 
 IMPORTS_MISSING = '''import no_such_module_here

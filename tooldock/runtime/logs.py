@@ -165,6 +165,11 @@ def log_config(level: str, fmt: str = "text", access: bool = False) -> dict[str,
             handler["filters"] = [*handler.get("filters", []), "one_line"]
     config["loggers"]["uvicorn.access"]["level"] = level.upper() if access else "CRITICAL"
     config["loggers"]["tooldock"] = {"handlers": ["default"], "level": level.upper(), "propagate": False}
+    # The MCP SDK's MCPServer (the manager's tools are one) calls logging.basicConfig with a RichHandler at
+    # INFO on the root logger: the SDK's line per MCP session opened and closed came out in rich's wrapped
+    # columns, and as one JSON line per column row under TOOLDOCK_LOG_FORMAT=json. Libraries' loggers go
+    # through ToolDock's handler instead (this replaces the root's handlers), at WARNING unless debugging.
+    config["root"] = {"handlers": ["default"], "level": "DEBUG" if level.lower() in ("debug", "trace") else "WARNING"}
     return config
 
 
