@@ -152,3 +152,18 @@ def test_with_watch_a_secret_set_is_live_without_a_reload(make_gateway, store):
     gw.wait_for(lambda: "changed: the secrets store: reloaded in" in gw.logs, 10, "the reload's line")
     assert "restarted vault" in gw.logs
     assert VAULT_TOKEN not in gw.logs and "vault-token-watched-77cc" not in gw.logs
+
+
+def test_with_watch_a_store_set_up_after_start_is_seen(make_gateway, tmp_path):
+    """The manager's prepare_secret tells the person to run `tooldock secrets init`, then `set`: on a fresh
+    machine that is after the gateway started, when the store's folder did not exist to be watched (a
+    SIGHUP was needed). `--watch` now makes the folder (0700) and watches it from the start."""
+    env = {"TOOLDOCK_SECRETS_DIR": str(tmp_path / "store"), "TOOLDOCK_AGE_KEY_FILE": str(tmp_path / "age.key")}
+    gw = make_gateway(FIXTURES / "secrets", env={**env, "FS_WATCHER_DEBOUNCE_MS": "200"}, args=("--watch",))
+    store = tmp_path / "store"
+    assert f"and {store.resolve()} (debounce 200 ms)" in gw.logs
+    assert store.is_dir() and (store.stat().st_mode & 0o777) == 0o700
+    tooldock_cli("secrets", "init", env=env)
+    secrets_set(env, "VAULT_TOKEN", VAULT_TOKEN, "vault")
+    gw.wait_for(lambda: gw.call("vault", "token_hash").json().get("result") == sha(VAULT_TOKEN), 30, "the value")
+    assert "changed: the secrets store: reloaded in" in gw.logs and VAULT_TOKEN not in gw.logs

@@ -11,7 +11,7 @@ from pathlib import Path
 from tooldock.errors import ManagerError
 from tooldock.manager.reload import Reloader
 from tooldock.runtime.filewatch import follow, shown
-from tooldock.runtime.reloads import summary
+from tooldock.runtime.reloads import store_to_watch, summary
 
 
 async def watch(root: Path, reloader: Reloader, debounce_ms: int, store: Path | None = None) -> asyncio.Task[None]:
@@ -27,5 +27,4 @@ async def watch(root: Path, reloader: Reloader, debounce_ms: int, store: Path | 
             return
         print(f"tooldock manager: {summary(result, result.get('seconds') or 0.0)}", file=sys.stderr, flush=True)
 
-    also = {store: "the secrets store"} if store is not None else {}
-    return await follow("tooldock manager", root, debounce_ms, reload, also)
+    return await follow("tooldock manager", root, debounce_ms, reload, store_to_watch(store))

@@ -16,6 +16,7 @@ from typing import Any
 from tooldock.runtime.backend import Backend, Watching
 from tooldock.runtime.filewatch import follow, shown
 from tooldock.runtime.registry import Registry
+from tooldock.secrets.files import private_dir
 
 
 def summary(result: dict[str, Any], seconds: float) -> str:
@@ -31,6 +32,20 @@ def summary(result: dict[str, Any], seconds: float) -> str:
     problems = result.get("problems") or {}
     parts += [f"{name} leaves out: {'; '.join(lines)}" for name, lines in sorted(problems.items())]
     return f"reloaded in {seconds:.2f}s: " + "; ".join(parts)
+
+
+def store_to_watch(store: Path | None) -> dict[Path, str]:
+    """The secrets store's folder, to watch beside the tools directory. A missing one is made (0700, as
+    `tooldock secrets` makes it), so a store set up after start is seen too: `tooldock secrets init`, then
+    `set`, as the manager's prepare_secret tells the person to (before, that needed a SIGHUP). One that cannot
+    be made is left out."""
+    if store is None:
+        return {}
+    try:
+        private_dir(store)
+    except OSError:
+        return {}
+    return {store: "the secrets store"}
 
 
 def serving(result: dict[str, Any], registry: Registry, where: object) -> list[str]:
@@ -108,8 +123,9 @@ class Reloads:
         async def reload(names: list[str]) -> None:
             await reload_and_report(self.registry, f"changed: {shown(names)}")
 
-        also = {store: "the secrets store"} if store is not None else {}
-        self._spawn(await follow("tooldock", root, debounce_ms, reload, also))  # a task: ensure_future keeps it
+        self._spawn(
+            await follow("tooldock", root, debounce_ms, reload, store_to_watch(store))
+        )  # ensure_future keeps it
 
     async def close(self) -> None:
         for task in list(self._tasks):
