@@ -56,3 +56,37 @@ def test_a_namespace_folder_given_for_tools_dir_is_an_error_that_names_its_paren
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert f"no namespace folders in {EXAMPLES / 'basic-tool'}: it is a namespace folder itself" in proc.stderr
     assert f"check its parent ({EXAMPLES})" in proc.stderr
+
+
+def test_import_finds_what_only_importing_the_files_can(tmp_path):
+    """`check --import` imports each namespace's files in its environment, as a worker would: a module that
+    is not installed, a decorator that makes no tool and a requirement that does not install pass the static
+    check and fail this one, each named; a clean namespace passes both."""
+    from conftest import STATE_DIR
+
+    tools = tmp_path / "tools"
+    shutil.copytree(EXAMPLES / "basic-tool", tools / "basic-tool")
+    broken = tools / "broken"
+    broken.mkdir()
+    (broken / "needs.py").write_text(
+        "import no_such_module_here\nfrom fastmcp.tools import tool\n\n\n@tool\ndef f() -> int:\n    'F.'\n    return 1\n")
+    (broken / "_helpers.py").write_text("def tool(fn):\n    return fn\n")
+    (broken / "mixed.py").write_text(
+        "import fastmcp.tools\nfrom _helpers import tool\n\n\n@fastmcp.tools.tool\ndef served(x: int) -> int:\n"
+        "    'S.'\n    return x\n\n\n@tool\ndef lookalike(x: int) -> int:\n    'L.'\n    return x\n")
+    shutil.copytree(EXAMPLES / "basic-tool", tools / "deps")
+    (tools / "deps" / "requirements.txt").write_text("tooldock-no-such-package-xyz==1.0\n")
+    env = {"TOOLDOCK_STATE_DIR": str(STATE_DIR)}  # the suite's cached worker environments
+    assert json.loads(tooldock_cli("check", "--json", str(tools), env=env).stdout)["ok"] is True
+
+    proc = tooldock_cli("check", "--import", "--json", str(tools), env=env, check=False)
+    assert proc.returncode == 1, proc.stderr
+    assert "importing 3 namespace(s) in their environments" in proc.stderr
+    found = {n["name"]: n for n in json.loads(proc.stdout)["namespaces"]}
+    assert found["basic-tool"] == {"name": "basic-tool", "problems": [], "tools": ["say_hello"]}
+    assert found["broken"]["tools"] == ["served"]
+    assert [(p["file"], p["line"], p["code"]) for p in found["broken"]["problems"]] == [
+        ("mixed.py", 12, "not_a_tool"), ("needs.py", 1, "dependency_error")]
+    (deps,) = found["deps"]["problems"]
+    assert deps["file"] == "requirements.txt" and deps["code"] == "dependency_error"
+    assert "cannot install the dependencies of namespace 'deps'" in deps["message"] and found["deps"]["tools"] == []

@@ -2,8 +2,9 @@
 
 The same static scan the gateway runs at each reload (namespace names, tool files, docstrings, type hints,
 duplicate names, `tooldock.yaml`, `tools.toml`), so a pre-commit hook or a CI job can refuse a folder
-before a gateway sees it. Nothing is imported or installed: an import that fails, or a requirement that
-does not resolve, shows only when a worker starts (`serve`) or an image is built (`build`).
+before a gateway sees it. Nothing is imported or installed unless `--import` asks: then each namespace's
+files are imported in its own environment, as a worker would (an import that fails, a requirement that
+does not install).
 """
 
 from __future__ import annotations
@@ -47,15 +48,45 @@ def _is_namespace(folder: Path) -> bool:
     return any(folder.glob("*.py")) or (folder / TOOLS_FILE).is_file()
 
 
+def _with_imports(result: dict[str, Any], scan: ScanResult) -> None:
+    """Import each namespace's files in its environment (runtime.backends.importcheck) and add what that
+    finds to the report: the tools really served, and the files or tools that failed."""
+    import asyncio
+
+    from tooldock.runtime.backends.importcheck import import_all
+    from tooldock.runtime.settings import Settings, SettingsError
+
+    try:
+        state_dir = Settings.from_env().state_dir
+    except SettingsError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"importing {len(scan.namespaces)} namespace(s) in their environments ...", err=True)
+    imported = asyncio.run(import_all(list(scan.namespaces), state_dir))
+    for entry in result["namespaces"]:
+        found = imported.get(entry["name"])
+        if found is not None:
+            entry["tools"] = found.tools
+            entry["problems"] += found.problems
+    result["problem_count"] = len(result["problems"]) + sum(len(n["problems"]) for n in result["namespaces"])
+    result["ok"] = result["problem_count"] == 0
+
+
 @click.command()
 @tools_dir_argument
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object on stdout.")
-def check(tools_dir: Path, as_json: bool) -> None:
+@click.option(
+    "--import",
+    "imports",
+    is_flag=True,
+    help="Also import each namespace's files in its own environment (made with uv, as serve makes it), "
+    "reporting imports that fail and requirements that do not install.",
+)
+def check(tools_dir: Path, as_json: bool, imports: bool) -> None:
     """Check TOOLS_DIR (default: ./tools) as serve would scan it, without starting anything.
 
     Lists each namespace's tools and every problem (file:line: what to fix). Exits 1 when there is a
-    problem (a tool, file or folder `serve` would leave out), 0 otherwise. Imports and requirements are
-    not checked: they show when a worker starts or an image is built.
+    problem (a tool, file or folder `serve` would leave out), 0 otherwise. Without --import nothing is
+    imported or installed: a failing import or requirement shows when a worker starts or an image is built.
     """
     from tooldock.namespace.scanner import scan_tools_dir
 
@@ -69,6 +100,8 @@ def check(tools_dir: Path, as_json: bool) -> None:
             f"in it); check its parent ({tools_dir.absolute().parent})"
         )
     result = report(scan)
+    if imports:
+        _with_imports(result, scan)
     if as_json:
         click.echo(json.dumps(result, sort_keys=True))
     else:

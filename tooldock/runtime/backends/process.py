@@ -29,7 +29,19 @@ from tooldock.runtime.workerclient import SecretEnv
 PASSTHROUGH_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "SSL_CERT_FILE", "SSL_CERT_DIR")
 
 
-def _worker_lib(state_dir: Path) -> Path:
+def worker_env(source: NamespaceSource, lib: Path, secrets: dict[str, str]) -> dict[str, str]:
+    """A worker's environment: a few of the gateway's variables (never its tokens), the namespace's `env`,
+    the secret values it declares, and PYTHONPATH holding only ToolDock (`worker_lib`)."""
+    env = {k: os.environ[k] for k in PASSTHROUGH_ENV if k in os.environ}
+    env.update(dict(source.config.env))
+    env.update(secrets)  # only the names the namespace declares (secretmap), over its defaults
+    if source.config.secrets:  # names only: the worker masks their values in what it prints
+        env["TOOLDOCK_SECRET_NAMES"] = ",".join(source.config.secrets)
+    env.update(PYTHONPATH=str(lib), PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1")
+    return env
+
+
+def worker_lib(state_dir: Path) -> Path:
     """A directory holding only a link to the `tooldock` package, for the worker's PYTHONPATH.
 
     Pointing PYTHONPATH at the gateway's site-packages would put the gateway's dependencies in front of
@@ -73,12 +85,7 @@ class ProcessWorker(SupervisedWorker):
         )
 
     async def _launch(self) -> None:
-        env = {k: os.environ[k] for k in PASSTHROUGH_ENV if k in os.environ}
-        env.update(dict(self.source.config.env))
-        env.update(self.secrets.values)  # only the names the namespace declares (secretmap), over its defaults
-        if self.source.config.secrets:  # names only: the worker masks their values in what it prints
-            env["TOOLDOCK_SECRET_NAMES"] = ",".join(self.source.config.secrets)
-        env.update(PYTHONPATH=str(self.backend.lib), PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1")
+        env = worker_env(self.source, self.backend.lib, self.secrets.values)
         args = ["--namespace", self.namespace, "--dir", str(self.source.path), "--socket", str(self.socket_path)]
         for tool_file in self.source.files:
             args += ["--file", tool_file.filename]
@@ -151,7 +158,7 @@ class ProcessBackend:
     def __init__(self, settings: Settings, tools_dir: Path) -> None:
         self.settings, self.tools_dir = settings, tools_dir
         self.envs = Environments(settings.state_dir / "envs")
-        self.lib = _worker_lib(settings.state_dir)
+        self.lib = worker_lib(settings.state_dir)
         # Socket paths are limited to ~107 bytes: keep them in a short private directory.
         self.socket_dir = Path(tempfile.mkdtemp(prefix="tooldock-"))
         self._generations = itertools.count(1)
