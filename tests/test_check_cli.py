@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 
-from conftest import EXAMPLES, FIXTURES, tooldock_cli
+import pytest
+
+from conftest import EXAMPLES, FIXTURES, TOOLDOCK, tooldock_cli
 
 
 def test_a_clean_directory_lists_its_tools_and_passes():
@@ -51,11 +54,16 @@ def test_a_missing_directory_is_a_clear_error():
     assert "tools directory '/nonexistent-tools-dir' does not exist or is not a directory" in proc.stderr
 
 
-def test_a_namespace_folder_given_for_tools_dir_is_an_error_that_names_its_parent():
-    proc = tooldock_cli("check", str(EXAMPLES / "basic-tool"), check=False)
+@pytest.mark.parametrize("command", ["check", "serve", "manager"])
+def test_a_namespace_folder_given_for_tools_dir_is_an_error_that_names_its_parent(command):
+    """`serve examples/basic-tool` served nothing, silently (the scan looks for sub-folders)."""
+    args = [command, str(EXAMPLES / "basic-tool"), *(["--port", "0"] if command != "check" else [])]
+    # a bounded wait: without the check, serve and manager would start and serve nothing until stopped
+    proc = subprocess.run([TOOLDOCK, *args], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
-    assert f"no namespace folders in {EXAMPLES / 'basic-tool'}: it is a namespace folder itself" in proc.stderr
-    assert f"check its parent ({EXAMPLES})" in proc.stderr
+    assert f"{EXAMPLES / 'basic-tool'} is a namespace folder itself (tool files or a tools.toml in it)" in proc.stderr
+    assert f"give its parent: tooldock {command} {EXAMPLES}" in proc.stderr
+    assert "ready on" not in proc.stderr
 
 
 def test_import_finds_what_only_importing_the_files_can(tmp_path):

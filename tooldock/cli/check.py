@@ -15,9 +15,9 @@ from typing import Any
 
 import click
 
+from tooldock.cli.common import refuse_namespace_folder
 from tooldock.cli.serve import tools_dir_argument
 from tooldock.namespace.models import ScanResult, problem_text
-from tooldock.namespace.toolsfile import TOOLS_FILE
 
 
 def report(scan: ScanResult) -> dict[str, Any]:
@@ -42,10 +42,6 @@ def _summary(entry: dict[str, Any]) -> str:
         return f"{len(servers)} upstream server(s)" + (f" ({', '.join(servers)})" if servers else "")
     tools = entry["tools"]
     return f"{len(tools)} tool(s)" + (f" ({', '.join(tools)})" if tools else "")
-
-
-def _is_namespace(folder: Path) -> bool:
-    return any(folder.glob("*.py")) or (folder / TOOLS_FILE).is_file()
 
 
 def _with_imports(result: dict[str, Any], scan: ScanResult) -> None:
@@ -94,11 +90,8 @@ def check(tools_dir: Path, as_json: bool, imports: bool) -> None:
         scan = scan_tools_dir(tools_dir)
     except OSError as exc:
         raise click.ClickException(str(exc)) from None
-    if not scan.namespaces and not scan.problems and _is_namespace(tools_dir):
-        raise click.ClickException(
-            f"no namespace folders in {tools_dir}: it is a namespace folder itself (tool files or a tools.toml "
-            f"in it); check its parent ({tools_dir.absolute().parent})"
-        )
+    if not scan.namespaces and not scan.problems:
+        refuse_namespace_folder(tools_dir, "check")
     result = report(scan)
     if imports:
         _with_imports(result, scan)

@@ -29,3 +29,19 @@ def settings() -> Settings:
         return Settings.from_env()
     except SettingsError as exc:
         raise click.ClickException(str(exc)) from None
+
+
+def refuse_namespace_folder(tools_dir: Path, command: str) -> None:
+    """A namespace folder given where a directory of namespaces is expected (`serve examples/basic-tool`):
+    tool files or a tools.toml directly in it and no sub-folder. It would serve nothing, silently; say which
+    directory to give instead."""
+    from tooldock.namespace.toolsfile import TOOLS_FILE
+
+    if not tools_dir.is_dir() or not (any(tools_dir.glob("*.py")) or (tools_dir / TOOLS_FILE).is_file()):
+        return
+    if any(p.is_dir() and not p.name.startswith(("_", ".")) for p in tools_dir.iterdir()):
+        return
+    raise click.ClickException(
+        f"{tools_dir} is a namespace folder itself (tool files or a tools.toml in it), not a directory of "
+        f"namespace folders; give its parent: tooldock {command} {tools_dir.absolute().parent}"
+    )

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from tooldock.cli.common import cache_dir
+from tooldock.cli.common import cache_dir, refuse_namespace_folder
 from tooldock.cli.serve import listen, listen_options, log_level_option, run_app, tools_dir_argument
 
 
@@ -53,6 +53,7 @@ def manager(
             f"tools directory '{tools_dir}' does not exist; create it (one sub-folder per namespace) "
             "or pass the directory the gateway serves: tooldock manager DIR"
         )
+    refuse_namespace_folder(tools_dir, "manager")
     try:
         settings = ManagerSettings.from_env(tools_dir, gateway_url, backend)
     except SettingsError as exc:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from tooldock.cli.common import refuse_namespace_folder
 from tooldock.errors import BuilderError, SecretsError
 
 if TYPE_CHECKING:
@@ -115,6 +116,8 @@ def serve(
             f"tools directory '{tools_dir}' does not exist; create it with one sub-folder per namespace "
             "(see examples/), or pass another directory: tooldock serve DIR"
         )
+    if backend == "process" or with_manager:
+        refuse_namespace_folder(tools_dir, "serve")
     try:
         settings = Settings.from_env()
     except SettingsError as exc:
