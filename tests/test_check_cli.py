@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 
@@ -98,3 +99,21 @@ def test_import_finds_what_only_importing_the_files_can(tmp_path):
     (deps,) = found["deps"]["problems"]
     assert deps["file"] == "requirements.txt" and deps["code"] == "dependency_error"
     assert "cannot install the dependencies of namespace 'deps'" in deps["message"] and found["deps"]["tools"] == []
+
+
+def test_serve_on_a_port_in_use_says_so_and_nothing_else(tmp_path):
+    """The port is bound first: before, a generated bearer token (never used) was printed above the error."""
+    import socket
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    try:
+        port = taken.getsockname()[1]
+        env = {k: v for k, v in os.environ.items() if k != "TOOLDOCK_BEARER_TOKEN"}
+        proc = subprocess.run([TOOLDOCK, "serve", str(EXAMPLES), "--port", str(port)], capture_output=True,
+                              text=True, timeout=60, env=env)
+    finally:
+        taken.close()
+    assert proc.returncode == 1
+    assert proc.stderr == f"Error: cannot listen on 127.0.0.1:{port}: Address already in use\n"

@@ -127,6 +127,7 @@ def serve(
         from tooldock.runtime.logs import use_json_lines
 
         use_json_lines()
+    sock, url = listen(host, port)  # first: a port in use is the only line, not after a token never used
     if settings.token_generated:
         click.echo(
             "tooldock: TOOLDOCK_BEARER_TOKEN is not set; this run's bearer token is:\n"
@@ -134,7 +135,6 @@ def serve(
             "Set TOOLDOCK_BEARER_TOKEN to choose your own.",
             err=True,
         )
-    sock, url = listen(host, port)
     if backend == "docker":
         from tooldock.builder.daemon import engine
 
