@@ -317,3 +317,27 @@ def test_a_context_tool_result_is_passed_on_as_a_plain_tools_is(tmp_path):
             assert reply["result"]["structuredContent"] == {"result": "seven"}
     finally:
         worker.close()
+
+
+def test_a_context_tools_failure_carries_its_traceback_and_bad_arguments_are_refused(tmp_path):
+    """fastmcp answers a Context tool's exception with an `isError` result; the worker still gives what a
+    plain tool's failure gives: the exception's type and its traceback from the tool's own frame (for the
+    manager's test_tool). Before, a Context tool's failure had no details at all."""
+    (tmp_path / "ctxfail.py").write_text(
+        "from fastmcp import Context\nfrom fastmcp.tools import tool\n\n\n"
+        "@tool\nasync def explode(n: int, ctx: Context) -> int:\n    'Explodes.'\n"
+        "    await ctx.report_progress(1, 1)\n    return 1 // n\n"
+    )
+    w = WorkerProc(tmp_path, ["ctxfail.py"])
+    try:
+        error = w.request(id="z", op="tools.call", tool="explode", arguments={"n": 0})["error"]
+        assert error["code"] == "internal_error" and "division" in error["message"]
+        assert error["details"]["exception"] == "ZeroDivisionError"
+        shown = error["details"]["traceback"]
+        assert shown.splitlines()[1].startswith(f'  File "{tmp_path / "ctxfail.py"}"'), shown
+        assert shown.endswith("ZeroDivisionError: integer division or modulo by zero\n")
+        assert "fastmcp" not in shown
+        refused = w.request(id="x", op="tools.call", tool="explode", arguments={"n": "many"})["error"]
+        assert refused["code"] == "invalid_arguments" and "details" not in refused
+    finally:
+        w.close()

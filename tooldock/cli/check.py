@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from tooldock.cli.common import refuse_namespace_folder
+from tooldock.cli.common import refuse_namespace_folder, settings
 from tooldock.cli.serve import tools_dir_argument
 from tooldock.namespace.models import ScanResult, problem_text
 
@@ -31,9 +31,12 @@ def report(scan: ScanResult) -> dict[str, Any]:
         else:
             entry["tools"] = list(source.tool_names)
         namespaces.append(entry)
-    problems = [p.to_dict() for p in scan.problems]
-    count = len(problems) + sum(len(n["problems"]) for n in namespaces)
-    return {"ok": count == 0, "problem_count": count, "namespaces": namespaces, "problems": problems}
+    return _tallied({"namespaces": namespaces, "problems": [p.to_dict() for p in scan.problems]})
+
+
+def _tallied(result: dict[str, Any]) -> dict[str, Any]:
+    count = len(result["problems"]) + sum(len(n["problems"]) for n in result["namespaces"])
+    return {**result, "ok": count == 0, "problem_count": count}
 
 
 def _summary(entry: dict[str, Any]) -> str:
@@ -44,18 +47,14 @@ def _summary(entry: dict[str, Any]) -> str:
     return f"{len(tools)} tool(s)" + (f" ({', '.join(tools)})" if tools else "")
 
 
-def _with_imports(result: dict[str, Any], scan: ScanResult) -> None:
+def _with_imports(result: dict[str, Any], scan: ScanResult) -> dict[str, Any]:
     """Import each namespace's files in its environment (runtime.backends.importcheck) and add what that
     finds to the report: the tools really served, and the files or tools that failed."""
     import asyncio
 
     from tooldock.runtime.backends.importcheck import import_all
-    from tooldock.runtime.settings import Settings, SettingsError
 
-    try:
-        state_dir = Settings.from_env().state_dir
-    except SettingsError as exc:
-        raise click.ClickException(str(exc)) from None
+    state_dir = settings().state_dir
     click.echo(f"importing {len(scan.namespaces)} namespace(s) in their environments ...", err=True)
     imported = asyncio.run(import_all(list(scan.namespaces), state_dir))
     for entry in result["namespaces"]:
@@ -63,8 +62,7 @@ def _with_imports(result: dict[str, Any], scan: ScanResult) -> None:
         if found is not None:
             entry["tools"] = found.tools
             entry["problems"] += found.problems
-    result["problem_count"] = len(result["problems"]) + sum(len(n["problems"]) for n in result["namespaces"])
-    result["ok"] = result["problem_count"] == 0
+    return _tallied(result)
 
 
 @click.command()
@@ -94,7 +92,7 @@ def check(tools_dir: Path, as_json: bool, imports: bool) -> None:
         refuse_namespace_folder(tools_dir, "check")
     result = report(scan)
     if imports:
-        _with_imports(result, scan)
+        result = _with_imports(result, scan)
     if as_json:
         click.echo(json.dumps(result, sort_keys=True))
     else:

@@ -25,7 +25,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from fastmcp import FastMCP
-from fastmcp.exceptions import ToolError, ValidationError
+from fastmcp.exceptions import ToolError
 from fastmcp.prompts.base import InputRequiredPromptResult, PromptResult
 from fastmcp.resources.base import InputRequiredResourceResult, ResourceResult
 from fastmcp.server.transforms.visibility import is_enabled
@@ -34,10 +34,11 @@ from mcp.server.request_state import RequestStateBoundary
 
 from tooldock.worker.protocol import INPUT_REQUIRED, exit_message
 
-# Set by the caller of a Context tool to a list that `GuardServer.call_tool` appends to when the arguments
-# failed the tool's validation: fastmcp answers that, as any failure, with an `isError` result, and the
-# worker tells the gateway `invalid_arguments` (REST's 422), as it does for a plain tool.
-REFUSED_ARGUMENTS: ContextVar[list[str] | None] = ContextVar("tooldock_refused_arguments", default=None)
+# Set by the caller of a Context tool to a list that `GuardServer.call_tool` appends to when the call
+# fails: fastmcp answers every failure with an `isError` result, and the worker still tells the gateway what
+# a plain tool's failure tells it. A `ValidationError` (the arguments failed the tool's validation) is
+# `invalid_arguments`, REST's 422; any other exception gives the traceback the manager's test_tool shows.
+CALL_FAILURES: ContextVar[list[BaseException] | None] = ContextVar("tooldock_call_failures", default=None)
 
 
 def _carried(result: Any) -> dict[str, Any]:
@@ -66,13 +67,13 @@ class GuardServer(FastMCP[Any]):
     async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, **kwargs: Any) -> ToolResult:
         try:
             result = await super().call_tool(name, arguments, **kwargs)
-        except ValidationError:
-            refused = REFUSED_ARGUMENTS.get()
-            if refused is not None:
-                refused.append(name)
-            raise
         except SystemExit as exc:  # the call fails, not the worker (protocol.exit_message)
             raise ToolError(exit_message(exc)) from None
+        except Exception as exc:
+            failures = CALL_FAILURES.get()
+            if failures is not None:
+                failures.append(exc)
+            raise
         if isinstance(result, InputRequiredToolResult):
             # Flagged as an error only so that a client would skip output-schema validation; the bridge
             # clears the flag.

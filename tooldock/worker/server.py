@@ -64,6 +64,11 @@ def tool_traceback(exc: BaseException, folder: Path | None) -> str:
     return "".join(shown.format())[-MAX_TRACEBACK:]
 
 
+def _cause(exc: BaseException) -> BaseException:
+    """The tool's own exception inside fastmcp's `ToolError("Error calling tool ...")` around it."""
+    return exc.__cause__ if isinstance(exc, ToolError) and exc.__cause__ is not None else exc
+
+
 def _innermost(exc: BaseException) -> Exception:
     """The first real error inside anyio's exception groups (the in-memory session runs in task groups)."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
@@ -185,10 +190,10 @@ class WorkerServer:
         rid, name = request.get("id"), str(request.get("tool"))
         relay = self.relay(request, send)
         level = request.get("logLevel") if isinstance(request.get("logLevel"), str) else None
-        from tooldock.worker.guard import REFUSED_ARGUMENTS  # loaded with the bridge, not by plain workers
+        from tooldock.worker.guard import CALL_FAILURES  # loaded with the bridge, not by plain workers
 
-        refused: list[str] = []
-        REFUSED_ARGUMENTS.set(refused)
+        failures: list[BaseException] = []
+        CALL_FAILURES.set(failures)
         try:
             body = await self.bridge.call_tool(
                 name, request.get("arguments") or {}, relay, bool(request.get("progress")), level
@@ -209,8 +214,13 @@ class WorkerServer:
         if body.get("isError"):
             text = protocol.error_text(body)
             print(f"[{self.namespace}] tool {name!r} failed{_for(request)}: {text}", file=sys.stderr, flush=True)
-            code = "invalid_arguments" if refused else "internal_error"
-            return protocol.error(rid, code, text or f"tool {name!r} failed")
+            if any(isinstance(f, FastMCPValidationError) for f in failures):
+                return protocol.error(rid, "invalid_arguments", text or f"tool {name!r} failed")
+            details = None
+            if failures:  # the tool raised: its traceback, as a plain tool's failure gives (the gateway drops it)
+                failed = _cause(failures[-1])
+                details = {"exception": type(failed).__name__, "traceback": tool_traceback(failed, self.loaded.folder)}
+            return protocol.error(rid, "internal_error", text or f"tool {name!r} failed", details)
         return protocol.ok(rid, body, int((time.perf_counter() - started) * 1000))
 
     async def mcp_op(self, request: dict[str, Any], send: Any = None) -> dict[str, Any]:
