@@ -123,9 +123,8 @@ class Reloads:
         async def reload(names: list[str]) -> None:
             await reload_and_report(self.registry, f"changed: {shown(names)}")
 
-        self._spawn(
-            await follow("tooldock", root, debounce_ms, reload, store_to_watch(store))
-        )  # ensure_future keeps it
+        watching = await follow("tooldock", root, debounce_ms, reload, store_to_watch(store))
+        self._spawn(watching)  # already a task: kept with the others, cancelled on close
 
     async def close(self) -> None:
         for task in list(self._tasks):
