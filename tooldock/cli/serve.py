@@ -111,12 +111,12 @@ def serve(
 
     if with_manager:
         shared_tokens()
-    if (backend == "process" or with_manager) and not tools_dir.is_dir():
-        raise click.ClickException(
-            f"tools directory '{tools_dir}' does not exist; create it with one sub-folder per namespace "
-            "(see examples/), or pass another directory: tooldock serve DIR"
-        )
-    if backend == "process" or with_manager:
+    if backend == "process" or with_manager:  # the docker backend alone serves containers, not the folder
+        if not tools_dir.is_dir():
+            raise click.ClickException(
+                f"tools directory '{tools_dir}' does not exist; create it with one sub-folder per namespace "
+                "(see examples/), or pass another directory: tooldock serve DIR"
+            )
         refuse_namespace_folder(tools_dir, "serve")
     try:
         settings = Settings.from_env()

@@ -18,19 +18,14 @@ import ast
 
 from tooldock.namespace.models import Problem
 
-TOOL_IMPORT = "from fastmcp.tools import tool"
-
-# fastmcp's standalone decorators, by the modules that export them.
+# fastmcp's standalone decorators, by the modules that export them (the first: the import to suggest).
 PROVIDERS = {
     "tool": ("fastmcp.tools", "fastmcp.tools.function_tool"),
     "resource": ("fastmcp.resources", "fastmcp.resources.function_resource"),
     "prompt": ("fastmcp.prompts", "fastmcp.prompts.function_prompt"),
 }
-IMPORT_OF = {
-    "tool": TOOL_IMPORT,
-    "resource": "from fastmcp.resources import resource",
-    "prompt": "from fastmcp.prompts import prompt",
-}
+IMPORT_OF = {name: f"from {modules[0]} import {name}" for name, modules in PROVIDERS.items()}
+TOOL_IMPORT = IMPORT_OF["tool"]
 JUDGED = ("fastmcp", "mcp", "tooldock")  # packages whose exports are known here; other imports are trusted
 SDK_V1 = "mcp.server.fastmcp"
 SDK_SERVER_CLASSES = [(m, "MCPServer") for m in ("mcp.server", "mcp.server.mcpserver", "mcp.server.mcpserver.server")]

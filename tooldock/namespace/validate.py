@@ -30,9 +30,14 @@ class FileReport:
         return bool(self.tools or self.others)
 
 
+def _target(dec: ast.expr) -> ast.expr:
+    """What a decorator names: `tool` in `@tool(...)`, `x.tool` in `@x.tool`."""
+    return dec.func if isinstance(dec, ast.Call) else dec
+
+
 def _decorator_name(dec: ast.expr) -> str:
     """`tool` for `@tool`, `@x.tool`, `@tool(...)` or `@x.tool(...)`; likewise for any decorator."""
-    target = dec.func if isinstance(dec, ast.Call) else dec
+    target = _target(dec)
     return target.id if isinstance(target, ast.Name) else target.attr if isinstance(target, ast.Attribute) else ""
 
 
@@ -141,7 +146,7 @@ def validate_source(filename: str, source: str) -> FileReport:
 
 
 def _origin_problem(origins: Origins, filename: str, dec: ast.expr) -> Problem | None:
-    target = dec.func if isinstance(dec, ast.Call) else dec
+    target = _target(dec)
     if isinstance(target, ast.Name) and target.id in PROVIDERS:
         return origins.decorator_problem(filename, target.id, dec.lineno)
     return None
@@ -150,7 +155,7 @@ def _origin_problem(origins: Origins, filename: str, dec: ast.expr) -> Problem |
 def _server_problem(
     origins: Origins, filename: str, fn: ast.FunctionDef | ast.AsyncFunctionDef, dec: ast.expr
 ) -> Problem | None:
-    target = dec.func if isinstance(dec, ast.Call) else dec
+    target = _target(dec)
     if isinstance(target, ast.Attribute) and target.attr == "tool" and isinstance(target.value, ast.Name):
         return origins.sdk_server_problem(filename, fn, target.value.id)
     return None

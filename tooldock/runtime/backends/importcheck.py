@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tooldock.errors import DependencyError
-from tooldock.namespace.models import NamespaceSource
+from tooldock.namespace.models import NamespaceSource, Problem
 from tooldock.runtime.backends.environments import Environments
 from tooldock.runtime.backends.process import worker_env, worker_lib
 
@@ -34,7 +34,7 @@ class Imported:
 
 
 def _problem(file: str, message: str, code: str) -> dict[str, Any]:
-    return {"file": file, "line": None, "code": code, "message": message}
+    return Problem(file, message, None, code).to_dict()
 
 
 async def import_namespace(source: NamespaceSource, envs: Environments, lib: Path) -> Imported:
