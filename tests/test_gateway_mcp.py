@@ -50,6 +50,8 @@ def test_tool_failures_are_is_error_results(gateway):
     bad_args = run_mcp(gateway, "multi-tool", body)
     assert bad_args.is_error is True
     assert bad_args.structured_content["error"]["code"] == "invalid_arguments"
+    said = "invalid_arguments: argument 'a': Input should be a valid number, unable to parse string as a number"
+    assert bad_args.content[0].text == said + " (got 'two')"
 
     async def boom(session):
         return await session.call_tool("boom", {"message": "kaput"})

@@ -62,6 +62,26 @@ def test_unresolvable_requirement_fails_that_namespace_only(make_gateway, tmp_pa
     assert gw.get("/health").json()["unhealthy"] == {"needs-missing": "failed"}
     refused = gw.call("needs-missing", "still_works")
     assert refused.status_code == 503 and "tooldock-no-such-package-xyz" in refused.json()["error"]["message"]
+    # said once at start-up, in the start-up lines (not also by the worker's supervisor)
+    assert gw.logs.count("cannot install the dependencies of namespace 'needs-missing'") == 1, gw.logs
+
+
+def test_a_requirement_that_breaks_a_serving_namespace_keeps_its_previous_version(make_gateway, tmp_path):
+    """An edit of requirements.txt that does not install is a failed reload, said as such: the version
+    before it keeps serving, and the reload's answer (and line) says so, once."""
+    folder = tmp_path / "src" / "deps"
+    folder.mkdir(parents=True)
+    (folder / "t.py").write_text((FIXTURES / "tools" / "broken-file" / "good.py").read_text())
+    gw = make_gateway(tmp_path / "src", env={"MANAGER_INTERNAL_TOKEN": "manager-token-for-tests"})
+    assert gw.namespace("deps")["state"] == "ready"
+    (gw.tools_dir / "deps" / "requirements.txt").write_text("tooldock-no-such-package-xyz==1.0\n")
+    body = gw.post("/reload", headers={"X-Manager-Token": "manager-token-for-tests"}).json()
+    reason = body["failed"]["deps"]
+    assert "tooldock-no-such-package-xyz" in reason and reason.endswith("; the previous version keeps serving")
+    ns = gw.namespace("deps")
+    assert ns["state"] == "ready" and ns["reload_error"] == reason
+    assert gw.call("deps", "still_works", x=2).json() == {"result": 4}
+    assert "cannot install the dependencies" not in gw.logs  # the answer said it; the log has no copy of its own
 
 
 def test_generated_token_is_printed_once_and_works(make_gateway):
@@ -304,4 +324,6 @@ def test_a_context_tool_given_bad_arguments_is_refused_as_a_plain_tool_is(make_g
         reply = gw.call("exits", tool, code="four")
         assert reply.status_code == 422, reply.text
         error = reply.json()["error"]
-        assert error["code"] == "invalid_arguments" and "valid integer" in error["message"]
+        assert error["code"] == "invalid_arguments", error
+        assert error["message"].startswith("argument 'code': Input should be a valid integer"), error
+        assert error["message"].endswith("(got 'four')") and "pydantic.dev" not in error["message"], error

@@ -24,6 +24,8 @@ from tooldock.runtime.secretmap import NamespaceSecrets, SecretMap
 from tooldock.runtime.settings import Settings
 from tooldock.upstream.worker import UpstreamWorker
 
+KEEPS_SERVING = "the previous version keeps serving"
+
 
 @dataclass(frozen=True)
 class NamespaceEntry:
@@ -72,7 +74,7 @@ def _new_problems(old: NamespaceSource, new: NamespaceSource) -> str:
     if not fresh:
         return ""
     listed = "; ".join(problem_text(p.to_dict()) for p in fresh)
-    return f"invalid files ({listed}); the previous version keeps serving"
+    return f"invalid files ({listed}); {KEEPS_SERVING}"
 
 
 def _problems_of_new_versions(
@@ -174,6 +176,7 @@ class Registry:
                 if worker is not None and worker.state != "ready":
                     failed[name] = worker.status().get("last_error") or worker.state
                     if previous is not None and previous.state == "ready":
+                        failed[name] = f"{failed[name]}; {KEEPS_SERVING}"
                         # The old version keeps serving; the new one is reported and discarded.
                         entries[name] = NamespaceEntry(previous.source, previous.worker, failed[name], previous.secrets)
                         retire.append(worker)

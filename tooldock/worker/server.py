@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import reprlib
 import sys
 import time
 import traceback
@@ -32,11 +33,27 @@ if TYPE_CHECKING:  # the bridge imports FastMCP's server and client stacks: only
 MAX_TRACEBACK = 8000  # characters of a failed call's traceback kept (the end, where the tool's own frames are)
 
 
+def argument_errors(exc: BaseException) -> str:
+    """Arguments that do not fit a tool's parameters, one `argument 'where': what (got value)` each.
+    pydantic's own text puts a documentation link under every error and its internal names beside it
+    (`call[forecast]`, `[type=string_type, input_value=3, input_type=int]`): noise for the person or LLM who
+    has to fix the call. fastmcp raises its ValidationError from pydantic's, whose errors say what was wrong."""
+    cause = exc if isinstance(exc, pydantic.ValidationError) else exc.__cause__
+    if not isinstance(cause, pydantic.ValidationError):
+        return str(exc)
+    found = []
+    for error in cause.errors(include_url=False, include_context=False):
+        where = f"argument {'.'.join(str(part) for part in error['loc'])!r}" if error["loc"] else "the arguments"
+        given = "" if error["type"] in ("missing", "missing_argument") else f" (got {reprlib.repr(error['input'])})"
+        found.append(f"{where}: {error['msg']}{given}")
+    return "; ".join(found)
+
+
 def _error_for(exc: BaseException) -> tuple[str, str, dict[str, Any] | None]:
     if isinstance(exc, SystemExit):
         return "internal_error", protocol.exit_message(exc), {"exception": "SystemExit"}
     if isinstance(exc, (FastMCPValidationError, pydantic.ValidationError)):
-        return "invalid_arguments", str(exc), None
+        return "invalid_arguments", argument_errors(exc), None
     if isinstance(exc, ImportError):
         return "dependency_error", f"{type(exc).__name__}: {exc}", {"exception": type(exc).__name__}
     if isinstance(exc, TimeoutError):
@@ -214,8 +231,9 @@ class WorkerServer:
         if body.get("isError"):
             text = protocol.error_text(body)
             print(f"[{self.namespace}] tool {name!r} failed{_for(request)}: {text}", file=sys.stderr, flush=True)
-            if any(isinstance(f, FastMCPValidationError) for f in failures):
-                return protocol.error(rid, "invalid_arguments", text or f"tool {name!r} failed")
+            invalid = [f for f in failures if isinstance(f, FastMCPValidationError)]
+            if invalid:
+                return protocol.error(rid, "invalid_arguments", argument_errors(invalid[-1]))
             details = None
             if failures:  # the tool raised: its traceback, as a plain tool's failure gives (the gateway drops it)
                 failed = _cause(failures[-1])

@@ -70,6 +70,7 @@ class SupervisedWorker:
         self._conn: WorkerConnection | None = None
         self._ready = asyncio.Event()
         self._settled = asyncio.Event()
+        self._starting = False  # while start() waits: a failure then is the reload's to report, not ours
         self._stopping = False  # no more restarts
         self._retiring = False  # stop() was called: the worker is going away for good (not just released)
         self._inflight = 0
@@ -107,9 +108,13 @@ class SupervisedWorker:
 
     async def start(self, timeout: float) -> None:
         self._task = asyncio.create_task(self._supervise(), name=f"supervise-{self.namespace}")
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(timeout):
-                await self._settled.wait()
+        self._starting = True
+        try:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await self._settled.wait()
+        finally:
+            self._starting = False
         if not self._settled.is_set():
             self.last_error = f"{self.kind} did not become ready within {timeout:g}s"
 
@@ -180,7 +185,8 @@ class SupervisedWorker:
     def _fail(self, state: WorkerState, message: str) -> None:
         message = self._mask(message)
         self.state, self.last_error = state, message
-        print(f"tooldock: [{self.namespace}] {message}", file=sys.stderr, flush=True)
+        if not self._starting:  # during start() the reload's line (or the start-up lines) say it, once
+            print(f"tooldock: [{self.namespace}] {message}", file=sys.stderr, flush=True)
         self._settled.set()
 
     def _log_line(self, line: str) -> None:
