@@ -57,6 +57,19 @@ def test_bad_configs(data, fragment):
         parse_config(data)
 
 
+def test_every_mistake_in_a_config_is_said_at_once():
+    """Not one per reload: an LLM (or a person) fixing the file sees all it has to fix."""
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"bogus": 1, "network": "host", "limits": {"timeout": -5, "concurrency": "lots",
+                                                                  "memory": "lots"}, "tools": ["x"]})
+    said = str(caught.value).split("; ")
+    assert said[0].startswith("unknown key(s): bogus (known keys: audit, author,"), said
+    assert said[1:] == ["'network' must be 'none' or 'egress'", "'limits.memory' must look like '256m' or '1g'",
+                        "'limits.timeout' must be a positive number (at most 1e+09)",
+                        "'limits.concurrency' must be a positive number (at most 1e+09)",
+                        "'tools' must be a mapping like {allow: ['get_*'], deny: ['delete_*']}"], said
+
+
 def test_settings_defaults_generate_a_token():
     settings = Settings.from_env({})
     assert settings.token_generated and len(settings.bearer_token) >= 32

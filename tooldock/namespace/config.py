@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -68,17 +69,29 @@ def _limits(raw: Any) -> Limits:
     unknown = set(raw) - {"timeout", "concurrency", "memory", "cpus", "rate", "burst"}
     if unknown:
         raise ConfigError(f"unknown key(s) under 'limits': {', '.join(sorted(map(str, unknown)))}")
+    found: list[str] = []
+
+    def number(key: str, kind: type) -> Any:
+        try:
+            return _positive(raw.get(key), key, kind)
+        except ConfigError as exc:
+            found.append(str(exc))
+            return None
+
     memory = raw.get("memory")
     if memory is not None and not _MEMORY_RE.match(str(memory)):
-        raise ConfigError("'limits.memory' must look like '256m' or '1g'")
-    return Limits(
-        timeout=_positive(raw.get("timeout"), "timeout", float),
-        concurrency=_positive(raw.get("concurrency"), "concurrency", int),
+        found.append("'limits.memory' must look like '256m' or '1g'")
+    limits = Limits(
+        timeout=number("timeout", float),
+        concurrency=number("concurrency", int),
         memory=str(memory) if memory is not None else None,
-        cpus=_positive(raw.get("cpus"), "cpus", float),
-        rate=_positive(raw.get("rate"), "rate", float),
-        burst=_positive(raw.get("burst"), "burst", int),
+        cpus=number("cpus", float),
+        rate=number("rate", float),
+        burst=number("burst", int),
     )
+    if found:
+        raise ConfigError("; ".join(found))
+    return limits
 
 
 def _globs(raw: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -113,20 +126,15 @@ def _tasks(raw: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return lists[0], lists[1]
 
 
-def parse_config(data: Any) -> NamespaceConfig:
-    if data is None:
-        return NamespaceConfig()
-    if not isinstance(data, dict):
-        raise ConfigError("the file must be a YAML mapping (key: value lines)")
-    unknown = set(data) - KNOWN_KEYS
-    if unknown:
-        raise ConfigError(
-            f"unknown key(s): {', '.join(sorted(map(str, unknown)))}; known keys are " + ", ".join(sorted(KNOWN_KEYS))
-        )
-    secrets = data.get("secrets") or []
+def _secrets(raw: Any) -> tuple[str, ...]:
+    secrets = raw or []
     if not isinstance(secrets, list) or not all(isinstance(s, str) and _ENV_KEY_RE.match(s) for s in secrets):
         raise ConfigError("'secrets' must be a list of variable names like GITHUB_TOKEN")
-    env = data.get("env") or {}
+    return tuple(secrets)
+
+
+def _env(raw: Any) -> tuple[tuple[str, str], ...]:
+    env = raw or {}
     if not isinstance(env, dict):
         raise ConfigError("'env' must be a mapping of NAME: value")
     for key, value in env.items():
@@ -134,36 +142,72 @@ def parse_config(data: Any) -> NamespaceConfig:
             raise ConfigError(f"'env' key {key!r} is not a valid environment variable name")
         if isinstance(value, (dict, list)) or value is None:
             raise ConfigError(f"'env.{key}' must be a string, number or boolean")
-    network = data.get("network", "none")
-    if network not in ("none", "egress"):
+    return tuple(sorted((k, str(v)) for k, v in env.items()))
+
+
+def _network(raw: Any) -> str:
+    if raw not in ("none", "egress"):
         raise ConfigError("'network' must be 'none' or 'egress'")
-    python = data.get("python")
-    if python is not None and not _PYTHON_RE.match(str(python)):
+    return str(raw)
+
+
+def _python(raw: Any) -> str | None:
+    if raw is not None and not _PYTHON_RE.match(str(raw)):
         raise ConfigError("'python' must be a version like '3.12'")
-    idle = data.get("idle_timeout")
-    if idle is not None and not _finite_positive(idle):
+    return str(raw) if raw is not None else None
+
+
+def _idle(raw: Any) -> float | None:
+    if raw is not None and not _finite_positive(raw):
         raise ConfigError(f"'idle_timeout' must be a positive number of seconds (at most {MAX_NUMBER:.0e})")
-    audit = data.get("audit") or {}
+    return float(raw) if raw is not None else None
+
+
+def _audit(raw: Any) -> bool:
+    audit = raw or {}
     if not isinstance(audit, dict) or set(audit) - {"arguments"} or not isinstance(audit.get("arguments", False), bool):
         raise ConfigError("'audit' must be a mapping like {arguments: true} (log call arguments, secrets masked)")
-    allow, deny = _globs(data.get("tools"))
-    optional, required = _tasks(data.get("tasks"))
-    return NamespaceConfig(
-        tasks_optional=optional,
-        tasks_required=required,
-        tools_allow=allow,
-        tools_deny=deny,
-        idle_timeout=float(idle) if idle is not None else None,
-        audit_arguments=bool(audit.get("arguments", False)),
-        description=_str(data, "description"),
-        version=_str(data, "version"),
-        author=_str(data, "author"),
-        secrets=tuple(secrets),
-        env=tuple(sorted((k, str(v)) for k, v in env.items())),
-        network=network,
-        limits=_limits(data.get("limits")),
-        python=str(python) if python is not None else None,
-    )
+    return bool(audit.get("arguments", False))
+
+
+def parse_config(data: Any) -> NamespaceConfig:
+    """Every key checked; all that is wrong is said at once (`; ` between), so a person or an LLM fixing
+    the file does not find its mistakes one reload at a time."""
+    if data is None:
+        return NamespaceConfig()
+    if not isinstance(data, dict):
+        raise ConfigError("the file must be a YAML mapping (key: value lines)")
+    found: list[str] = []
+    unknown = set(data) - KNOWN_KEYS
+    if unknown:
+        found.append(
+            f"unknown key(s): {', '.join(sorted(map(str, unknown)))} (known keys: {', '.join(sorted(KNOWN_KEYS))})"
+        )
+
+    def read(check: Callable[[Any], Any], key: str, default: Any, missing: Any = None) -> Any:
+        try:
+            return check(data.get(key, missing))
+        except ConfigError as exc:
+            found.append(str(exc))
+            return default
+
+    fields = {
+        "description": read(lambda _: _str(data, "description"), "description", ""),
+        "version": read(lambda _: _str(data, "version"), "version", ""),
+        "author": read(lambda _: _str(data, "author"), "author", ""),
+        "secrets": read(_secrets, "secrets", ()),
+        "env": read(_env, "env", ()),
+        "network": read(_network, "network", "none", missing="none"),
+        "limits": read(_limits, "limits", Limits()),
+        "python": read(_python, "python", None),
+        "idle_timeout": read(_idle, "idle_timeout", None),
+        "audit_arguments": read(_audit, "audit", False),
+    }
+    fields["tools_allow"], fields["tools_deny"] = read(_globs, "tools", ((), ()))
+    fields["tasks_optional"], fields["tasks_required"] = read(_tasks, "tasks", ((), ()))
+    if found:
+        raise ConfigError("; ".join(found))
+    return NamespaceConfig(**fields)
 
 
 def config_to_dict(cfg: NamespaceConfig) -> dict[str, Any]:
