@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,6 +29,14 @@ TOKEN = "test-token-0123456789"
 # Worker environments are cached across test runs (and shared by all tests of a run): building them is
 # the slow part, and the cache key covers everything that goes into them.
 STATE_DIR = Path(os.environ.get("TOOLDOCK_TEST_STATE_DIR", ROOT / ".tooldock-test-state"))
+
+# The user's own secrets store, age identity and API keys (~/.config/tooldock) are never read or touched by
+# the suite: every gateway and CLI run it starts gets a store of the run's own (a test that needs one sets
+# it up there or in a folder of its own).
+_OWN_CONFIG = Path(tempfile.mkdtemp(prefix="tooldock-test-config-"))
+for _name, _folder in (("TOOLDOCK_SECRETS_DIR", "secrets"), ("TOOLDOCK_AGE_KEY_FILE", "age.key"),
+                       ("TOOLDOCK_KEYS_DIR", "keys")):
+    os.environ.setdefault(_name, str(_OWN_CONFIG / _folder))
 
 
 class Gateway:

@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -146,6 +147,11 @@ def test_with_watch_a_secret_set_is_live_without_a_reload(make_gateway, store):
     gw = make_gateway(FIXTURES / "secrets", env={**store, "FS_WATCHER_DEBOUNCE_MS": "200"}, args=("--watch",))
     assert f"and {Path(store['TOOLDOCK_SECRETS_DIR']).resolve()} (debounce 200 ms)" in gw.logs
     assert gw.call("vault", "token_hash").json()["result"] == sha(VAULT_TOKEN)
+    # The folder's own attributes are no change to its secrets: another gateway starting on the same store
+    # used to chmod it, and every running gateway with --watch reloaded for nothing.
+    os.chmod(store["TOOLDOCK_SECRETS_DIR"], 0o700)
+    time.sleep(1.5)
+    assert "changed: the secrets store" not in gw.logs
     secrets_set(store, "VAULT_TOKEN", "vault-token-watched-77cc", "vault")
     gw.wait_for(lambda: gw.call("vault", "token_hash").json()["result"] == sha("vault-token-watched-77cc"),
                 30, "the new value")

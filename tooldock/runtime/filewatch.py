@@ -30,12 +30,18 @@ async def bursts(root: Path, debounce_ms: int, labels: dict[Path, str]) -> Async
     async for changes in awatch(
         root, *labels, watch_filter=relevant, debounce=debounce_ms * 10, step=debounce_ms, recursive=True
     ):
-        yield sorted({_named(Path(p), root, labels) for _, p in changes} - {"."})
+        names = sorted({name for _, p in changes if (name := _named(Path(p), root, labels)) not in (".", None)})
+        if names:
+            yield names
 
 
-def _named(path: Path, root: Path, labels: dict[Path, str]) -> str:
+def _named(path: Path, root: Path, labels: dict[Path, str]) -> str | None:
+    """What a changed path is called in the log; None for a watched folder itself (its own attributes, such as
+    a chmod another process makes: nothing in it changed)."""
     if path.is_relative_to(root):
         return path.relative_to(root).as_posix()
+    if path in labels:
+        return None
     return next((label for folder, label in labels.items() if path.is_relative_to(folder)), str(path))
 
 

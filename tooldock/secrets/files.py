@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +16,8 @@ from tooldock.errors import InvalidSecretInput
 
 def private_dir(path: Path) -> None:
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(path, 0o700)
+    if stat.S_IMODE(path.stat().st_mode) != 0o700:  # a chmod is an event to whoever watches the folder
+        os.chmod(path, 0o700)
 
 
 def write_private(path: Path, data: bytes, exclusive: bool = False) -> None:
