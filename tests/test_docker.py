@@ -109,6 +109,9 @@ def test_unreachable_registry_and_engine_are_clear_errors(source, tmp_path):
     proc = tooldock_cli("build", str(source), "--output", str(tmp_path / "oci2"), "--load", check=False,
                         env={"DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"})
     assert proc.returncode == 1 and "cannot reach the Docker engine" in proc.stderr
+    assert "write the image with --tar or --push instead" in " ".join(proc.stderr.split())  # rich wraps lines
+    stop = tooldock_cli("ps", check=False, env={"DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"})
+    assert stop.returncode == 1 and "start dockerd or set DOCKER_HOST" in stop.stderr and "--tar" not in stop.stderr
     bad = tooldock_cli("build", str(source), "--push", "not a registry", check=False)
     assert bad.returncode == 2 and "REGISTRY/PREFIX" in bad.stderr
 

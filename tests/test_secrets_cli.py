@@ -124,6 +124,13 @@ def test_writes_before_init_say_to_run_init_and_reads_are_empty(env):
     assert "tooldock secrets init" in run(env, "set", "K", input="v", ok=False).stderr
     assert json.loads(run(env, "list", "--json").stdout) == []
     assert json.loads(run(env, "recipients", "list", "--json").stdout) == []
+    table = run(env, "list")  # nothing on stdout; on stderr, why
+    assert table.stdout == "" and "there is no store yet (tooldock secrets init makes it)" in table.stderr
+
+
+def test_an_empty_store_lists_nothing_and_says_so(initialized):
+    table = run(initialized, "list")
+    assert table.stdout == "" and table.stderr.startswith("tooldock: no secrets in ") and "no store" not in table.stderr
 
 
 def test_a_key_that_does_not_open_the_store_is_named(initialized, tmp_path):

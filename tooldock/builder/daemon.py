@@ -39,9 +39,7 @@ def engine() -> DockerClient:
         client.ping()
         return client
     except Exception as exc:  # docker-py raises several types for "no engine"
-        raise DaemonError(
-            f"cannot reach the Docker engine ({exc}); start dockerd or set DOCKER_HOST, or use --tar/--push"
-        ) from None
+        raise DaemonError(f"cannot reach the Docker engine ({exc}); start dockerd or set DOCKER_HOST") from None
 
 
 def load(store: BlobStore, image: Image, repository: str, ref: str) -> list[str]:

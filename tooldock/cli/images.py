@@ -93,6 +93,7 @@ def build(
 
     from tooldock.builder.archive import write_archive
     from tooldock.builder.build import Builder, BuildOptions
+    from tooldock.builder.daemon import DaemonError
     from tooldock.builder.daemon import load as load_image
     from tooldock.builder.gateway import build_gateway
     from tooldock.builder.registry import RegistryError, parse_target, push
@@ -133,7 +134,10 @@ def build(
             extra: dict[str, object] = {}
             if load:
                 with console.status(f"loading {result.namespace} into Docker"):
-                    loaded = load_image(builder.store, result.image, result.repository, result.ref)
+                    try:
+                        loaded = load_image(builder.store, result.image, result.repository, result.ref)
+                    except DaemonError as exc:  # the image is built: only the loading needs an engine
+                        raise DaemonError(f"{exc}; or write the image with --tar or --push instead") from None
                 extra["loaded"] = loaded
                 console.print(f"  loaded as {', '.join(loaded)}")
             if push_to is not None:

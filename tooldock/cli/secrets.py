@@ -180,6 +180,9 @@ def list_(namespace: str | None, tools_dir: Path, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(rows))
         return
+    if not rows:  # said on stderr, so an empty listing is still empty on stdout
+        start = "" if store.exists() else ": there is no store yet (tooldock secrets init makes it)"
+        click.echo(f"tooldock: no secrets in {store.directory}{start}", err=True)
     for row in rows:
         click.echo(f"{row['key']:<32} {row['scope']:<24} {row['status']}")
 
