@@ -121,6 +121,15 @@ def test_mistakes_are_reported_with_what_to_do(tmp_path, text, expected):
     assert expected in problem.message
 
 
+def test_every_mistake_is_said_at_once(tmp_path):
+    """A file with a mistake in two servers and one at the top: the three at once, not one per reload."""
+    text = ('restart = "yes"\n[[servers]]\nnamespace = "a"\n\n[[servers]]\nnamespace = "b"\ncommand = "x"\n'
+            'colour = 1\n')
+    said = parse(tmp_path, text)[1].message
+    assert said.startswith("restart must be true or false; servers[0] needs exactly one of command"), said
+    assert "; servers[1]: unknown key(s) colour (known keys: namespace, command, url," in said, said
+
+
 def test_too_many_servers(tmp_path):
     text = "".join(f'[[servers]]\nnamespace = "s{i}"\ncommand = "x"\n' for i in range(65))
     assert "at most 64 servers" in parse(tmp_path, text)[1].message

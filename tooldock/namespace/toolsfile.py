@@ -134,7 +134,7 @@ def _server(raw: Any, index: int) -> UpstreamServer:
         raise ToolsFileError(f"{where} must be a [[servers]] table")
     unknown = sorted(set(raw) - set(SERVER_KEYS))
     if unknown:
-        raise ToolsFileError(f"{where}: unknown key(s) {', '.join(unknown)}; known keys are {', '.join(SERVER_KEYS)}")
+        raise ToolsFileError(f"{where}: unknown key(s) {', '.join(unknown)} (known keys: {', '.join(SERVER_KEYS)})")
     prefix = raw.get("namespace")
     if not isinstance(prefix, str):
         raise ToolsFileError(f'{where}.namespace is required: the prefix of its names, e.g. namespace = "github"')
@@ -213,27 +213,39 @@ def _server(raw: Any, index: int) -> UpstreamServer:
 
 
 def parse_tools_file(data: dict[str, Any]) -> UpstreamConfig:
+    """Every top-level key and every server checked; all that is wrong is said at once (`; ` between), a
+    server's first mistake each."""
+    found: list[str] = []
     unknown = sorted(set(data) - set(TOP_KEYS))
     if unknown:
-        raise ToolsFileError(f"unknown key(s) {', '.join(unknown)}; known keys are {', '.join(TOP_KEYS)}")
+        found.append(f"unknown key(s) {', '.join(unknown)} (known keys: {', '.join(TOP_KEYS)})")
     toolsets = data.get("active_toolsets", [])
     if not isinstance(toolsets, list) or not all(isinstance(g, str) and g for g in toolsets):
-        raise ToolsFileError('active_toolsets must be a list of glob patterns, e.g. ["github_*", "time_get_*"]')
+        found.append('active_toolsets must be a list of glob patterns, e.g. ["github_*", "time_get_*"]')
     restart = data.get("restart", True)
     if not isinstance(restart, bool):
-        raise ToolsFileError("restart must be true or false")
+        found.append("restart must be true or false")
     timeout = data.get("startup_timeout", DEFAULT_STARTUP_TIMEOUT)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 600:
-        raise ToolsFileError("startup_timeout must be a number of seconds between 0 and 600")
+        found.append("startup_timeout must be a number of seconds between 0 and 600")
     servers = data.get("servers")
+    parsed: list[UpstreamServer] = []
     if not isinstance(servers, list) or not servers:
-        raise ToolsFileError(
+        found.append(
             'no servers: add at least one [[servers]] table with namespace = "..." and command = "..." or url = "..."'
         )
-    if len(servers) > MAX_SERVERS:
-        raise ToolsFileError(f"at most {MAX_SERVERS} servers per namespace, got {len(servers)}")
+    elif len(servers) > MAX_SERVERS:
+        found.append(f"at most {MAX_SERVERS} servers per namespace, got {len(servers)}")
+    else:
+        for index, raw in enumerate(servers):
+            try:
+                parsed.append(_server(raw, index))
+            except ToolsFileError as exc:
+                found.append(str(exc))
+    if found:
+        raise ToolsFileError("; ".join(found))
     return UpstreamConfig(
-        servers=tuple(_server(raw, i) for i, raw in enumerate(servers)),
+        servers=tuple(parsed),
         active_toolsets=tuple(toolsets),
         restart=restart,
         startup_timeout=float(timeout),
