@@ -138,6 +138,7 @@ def test_a_key_revoked_while_connected_fails_the_next_call(served):
     (before, after), stderr = run_relay(sock, key, body)
     assert not before.is_error and text(before) == "before"
     assert after.is_error and "invalid or expired API key (-32001)" in text(after) and "revoked" in text(after)
+    assert text(after).count("invalid or expired API key") == 1, text(after)  # the gateway's reason, said once
     assert key not in text(after) and key not in stderr
 
 

@@ -31,6 +31,8 @@ class RelayError(Exception):
 
     def __str__(self) -> str:
         reason = self.data.get("reason") if isinstance(self.data, dict) else None
+        if isinstance(reason, str) and reason.startswith(f"{self.message}: "):
+            reason = reason[len(self.message) + 2 :]  # the gateway's reason repeats its message: said once
         return f"{self.message} ({self.code}){f': {reason}' if reason else ''}"
 
 
