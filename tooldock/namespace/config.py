@@ -94,36 +94,31 @@ def _limits(raw: Any) -> Limits:
     return limits
 
 
-def _globs(raw: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _glob_lists(raw: Any, key: str, kinds: dict[str, str]) -> tuple[tuple[str, ...], ...]:
+    """`key: {kind: [globs], ...}`: a list of tool-name globs for each kind (`kinds` maps each to an example)."""
+    if raw is None:
+        return tuple(() for _ in kinds)
+    if not isinstance(raw, dict) or set(raw) - set(kinds):
+        example = ", ".join(f"{kind}: {sample}" for kind, sample in kinds.items())
+        raise ConfigError(f"'{key}' must be a mapping like {{{example}}}")
+    lists = []
+    for which, sample in kinds.items():
+        globs = raw.get(which) or []
+        if not isinstance(globs, list) or not all(isinstance(g, str) and g and len(g) <= 200 for g in globs):
+            raise ConfigError(f"'{key}.{which}' must be a list of tool-name globs, e.g. {sample}")
+        lists.append(tuple(globs))
+    return tuple(lists)
+
+
+def _globs(raw: Any) -> tuple[tuple[str, ...], ...]:
     """`tools: {allow: [globs], deny: [globs]}`: which of its tools a namespace exposes."""
-    if raw is None:
-        return (), ()
-    if not isinstance(raw, dict) or set(raw) - {"allow", "deny"}:
-        raise ConfigError("'tools' must be a mapping like {allow: ['get_*'], deny: ['delete_*']}")
-    lists = []
-    for which in ("allow", "deny"):
-        globs = raw.get(which) or []
-        if not isinstance(globs, list) or not all(isinstance(g, str) and g and len(g) <= 200 for g in globs):
-            raise ConfigError(f"'tools.{which}' must be a list of tool-name globs, e.g. ['get_*']")
-        lists.append(tuple(globs))
-    return lists[0], lists[1]
+    return _glob_lists(raw, "tools", {"allow": "['get_*']", "deny": "['delete_*']"})
 
 
-def _tasks(raw: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _tasks(raw: Any) -> tuple[tuple[str, ...], ...]:
     """`tasks: {optional: [globs], required: [globs]}`: which tools run as MCP tasks (a list: optional)."""
-    if raw is None:
-        return (), ()
-    if isinstance(raw, list):
-        raw = {"optional": raw}
-    if not isinstance(raw, dict) or set(raw) - {"optional", "required"}:
-        raise ConfigError("'tasks' must be a mapping like {optional: ['report_*'], required: ['rebuild_index']}")
-    lists = []
-    for which in ("optional", "required"):
-        globs = raw.get(which) or []
-        if not isinstance(globs, list) or not all(isinstance(g, str) and g and len(g) <= 200 for g in globs):
-            raise ConfigError(f"'tasks.{which}' must be a list of tool-name globs, e.g. ['report_*']")
-        lists.append(tuple(globs))
-    return lists[0], lists[1]
+    raw = {"optional": raw} if isinstance(raw, list) else raw
+    return _glob_lists(raw, "tasks", {"optional": "['report_*']", "required": "['rebuild_index']"})
 
 
 def _secrets(raw: Any) -> tuple[str, ...]:
