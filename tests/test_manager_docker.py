@@ -290,3 +290,25 @@ def test_reload_core_redeploys_nothing_for_an_unchanged_namespace_running_or_asl
     assert asleep["images_built"] == {} and asleep["failed"] == {}, asleep
     assert statuses() == [(f"tooldock-{ns}-2", "exited")]  # not woken, no new generation
     assert pair.greet(ns) == "v1: hello Ada"  # the next call wakes it
+
+
+def test_delete_namespace_keeps_serving_until_reload_core_removes_its_containers(docker_pair: Pair) -> None:
+    """Seed 000: the namespace disappears after the next reload. On docker its containers went at once
+    (the gateway lost the namespace mid-conversation, before the LLM's reload_core); now reload_core removes
+    them, and only those of namespaces delete_namespace deleted."""
+    pair, ns = docker_pair, "mgrgone"
+    *_, (_, first) = pair.manager(
+        ("create_namespace", {"name": ns}),
+        ("write_tool", {"namespace": ns, "filename": "greet.py", "code": greeter("v1")}),
+        ("reload_core", {}),
+    )
+    assert first["failed"] == {} and first["containers_removed"] == {}, first
+    ((_, deleted),) = pair.manager(("delete_namespace", {"name": ns}))
+    assert deleted == {"deleted": True, "name": ns}
+    assert pair.greet(ns) == "v1: hello Ada" and [w["status"] for w in pair.workers(ns)] == ["running"]
+    ((_, reloaded),) = pair.manager(("reload_core", {}))
+    assert reloaded["containers_removed"] == {ns: [f"tooldock-{ns}-1"]}, reloaded
+    assert ns in reloaded["removed"] and reloaded["failed"] == {}, reloaded
+    assert pair.workers(ns) == [] and pair.greet(ns) == 404
+    ((_, again),) = pair.manager(("reload_core", {}))
+    assert again["containers_removed"] == {} and again["removed"] == [], again

@@ -6,7 +6,8 @@ events, hot-swaps to the new generation once its worker answers, and drains the 
 "Changed" is decided by the image itself: builds are reproducible, so a folder whose image id equals the one
 its newest container runs has nothing new (running, or stopped by `idle_timeout`: a sleeping namespace is not
 woken up and redeployed by a reload that changed nothing). A namespace whose build or start fails keeps its
-old container serving; the reason is reported under `build_failed`, and the other namespaces go on.
+old container serving; the reason is reported under `build_failed`, and the other namespaces go on. The
+containers of a namespace `delete_namespace` deleted are removed (`containers_removed`).
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ def wait_removed(client: Any, names: list[str], timeout: float = 15.0) -> None:
 class DockerRebuild:
     def __init__(self, workspace: Workspace, settings: Settings, cache: Path, base: str | None = None) -> None:
         self.workspace, self.settings = workspace, settings
+        self.deleted: set[str] = set()  # delete_namespace's namespaces: their containers go at the next reload
         self.builder = Builder(BuildOptions(output=settings.state_dir / "manager-oci", cache=cache, base=base), _say)
 
     async def __call__(self) -> dict[str, Any]:
@@ -74,9 +76,27 @@ class DockerRebuild:
         """`install_requirements` on docker: lock and install into the image's dependency layer (cached)."""
         await asyncio.to_thread(self.builder.prepare, folder)
 
-    async def remove(self, namespace: str) -> list[str]:
-        """`delete_namespace` on docker: its worker containers go too."""
-        return await asyncio.to_thread(lambda: stop_workers(engine(), namespace, self.settings.sockets))
+    def forget(self, namespace: str) -> None:
+        """`delete_namespace` on docker: its worker containers are removed by the next `reload_core`, when the
+        namespace disappears from the gateway (seed 000), not at once. Only these: a container deployed by other
+        means, with no folder here, is never removed by a reload."""
+        self.deleted.add(namespace)
+
+    def _remove_deleted(self, client: Any, failed: dict[str, str]) -> dict[str, list[str]]:
+        from docker.errors import DockerException
+
+        removed: dict[str, list[str]] = {}
+        for name in sorted(self.deleted):
+            if (self.workspace.root / name).is_dir():  # made again since: built and deployed as any other
+                self.deleted.discard(name)
+                continue
+            try:
+                if worker_containers(client, name):  # none: deleted before any reload deployed it
+                    removed[name] = stop_workers(client, name, self.settings.sockets)
+                self.deleted.discard(name)
+            except DockerException as exc:  # tried again at the next reload
+                failed[name] = f"deleted, but its containers could not be removed: {exc}"
+        return removed
 
     def sync(self) -> dict[str, Any]:
         from docker.errors import DockerException
@@ -88,6 +108,7 @@ class DockerRebuild:
             raise DaemonError(f"cannot list the worker containers: {exc}") from None
         built: dict[str, str] = {}
         failed: dict[str, str] = {}
+        removed = self._remove_deleted(client, failed)
         for name in self.workspace.namespaces():
             folder = self.workspace.root / name
             try:
@@ -108,4 +129,4 @@ class DockerRebuild:
                 if KEEPS_SERVING not in message:
                     message = f"{message}; {KEEPS_SERVING}"
                 failed[name] = message
-        return {"images_built": built, "build_failed": failed}
+        return {"images_built": built, "build_failed": failed, "containers_removed": removed}

@@ -14,7 +14,8 @@ from typing import Any
 
 from tooldock.manager.gateway import GatewayClient
 
-# Builds and deploys changed namespaces: {"images_built": {ns: digest}, "build_failed": {ns: reason}}.
+# Builds and deploys changed namespaces, removes deleted ones' containers:
+# {"images_built": {ns: digest}, "build_failed": {ns: reason}, "containers_removed": {ns: [container]}}.
 Rebuild = Callable[[], Awaitable[dict[str, Any]]]
 
 
@@ -50,4 +51,5 @@ class Reloader:
         result = {**report, "failed": failed, "seconds": round(time.perf_counter() - started, 3)}
         if self.rebuild is not None:
             result["images_built"] = built.get("images_built") or {}
+            result["containers_removed"] = built.get("containers_removed") or {}
         return result

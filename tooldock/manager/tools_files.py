@@ -93,8 +93,8 @@ def register(server: MCPServer, m: Manager) -> None:
     @edge
     async def delete_namespace(name: str) -> JsonObject:
         """Permanently delete a namespace and all its tool files. This cannot be undone. The namespace
-        disappears from the gateway after the next reload (on the docker backend its containers are removed
-        now).
+        disappears from the gateway after the next reload (on the docker backend, that reload also removes
+        its containers).
 
         Args:
             name: Namespace to delete. Cannot be "_system".
@@ -103,7 +103,7 @@ def register(server: MCPServer, m: Manager) -> None:
         async with m.writes:
             result = files.delete_namespace(ws, name)
         if m.docker is not None:
-            result["containers_removed"] = await m.docker.remove(result["name"])
+            m.docker.forget(result["name"])
         return result
 
     @server.tool()
