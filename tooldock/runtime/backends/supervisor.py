@@ -70,7 +70,7 @@ class SupervisedWorker:
         self._conn: WorkerConnection | None = None
         self._ready = asyncio.Event()
         self._settled = asyncio.Event()
-        self._starting = False  # while start() waits: a failure then is the reload's to report, not ours
+        self._started = False  # start() has returned: a failure before is the reload's to report, not ours
         self._stopping = False  # no more restarts
         self._retiring = False  # stop() was called: the worker is going away for good (not just released)
         self._inflight = 0
@@ -108,13 +108,10 @@ class SupervisedWorker:
 
     async def start(self, timeout: float) -> None:
         self._task = asyncio.create_task(self._supervise(), name=f"supervise-{self.namespace}")
-        self._starting = True
-        try:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(timeout):
-                    await self._settled.wait()
-        finally:
-            self._starting = False
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await self._settled.wait()
+        self._started = True
         if not self._settled.is_set():
             self.last_error = f"{self.kind} did not become ready within {timeout:g}s"
 
@@ -185,7 +182,7 @@ class SupervisedWorker:
     def _fail(self, state: WorkerState, message: str) -> None:
         message = self._mask(message)
         self.state, self.last_error = state, message
-        if not self._starting:  # during start() the reload's line (or the start-up lines) say it, once
+        if self._started:  # during start() the reload's line (or the start-up lines) say it, once
             print(f"tooldock: [{self.namespace}] {message}", file=sys.stderr, flush=True)
         self._settled.set()
 
@@ -203,10 +200,8 @@ class SupervisedWorker:
                 try:
                     self._conn = await WorkerConnection.open(self.namespace, self.socket_path, self._deliverable())
                     break
-                except SecretsDelivered:
-                    pass  # it imports its tools now, then serves on a fresh socket: connect again
-                except (ConnectionRefusedError, FileNotFoundError, PermissionError):
-                    pass
+                except (SecretsDelivered, ConnectionRefusedError, FileNotFoundError, PermissionError):
+                    pass  # not yet (SecretsDelivered: it imports its tools now, then serves on a fresh socket)
             if time.monotonic() > deadline:
                 raise StartFailure(f"{self.kind} did not open its socket in time: {self._output.tail()}")
             await asyncio.sleep(0.02)
@@ -384,8 +379,7 @@ class SupervisedWorker:
             self.socket_path.unlink(missing_ok=True)
 
     def _owns_socket(self) -> bool:
-        """Whether the socket file is this worker's to remove when it stops (a container's may be served by a
-        newer worker by then)."""
+        """Whether the socket file is this worker's to remove when it stops (a newer container's, maybe)."""
         return True
 
     async def release(self) -> None:
