@@ -514,6 +514,58 @@ def test_concurrent_write_tool_on_one_file_from_threads(lay):
     assert sorted(p.name for p in (lay.tools / "calc").iterdir()) == ["arith.py", "other.py", "requirements.txt"]
 
 
+# -- credentials written into the code ---------------------------------------------------------------------
+
+FAKE_GITHUB = "ghp_" + "Zq8sX2vLm4Nw7Tb1Rc9Yd3Fh6Jk0Pa5Ue2Gi"  # the shape of a GitHub token; not one
+FAKE_KEY = "sk-live-" + "9f8e7d6c5b4a39281706f5e4d3c2b1a0"
+
+
+def credential_tool(line: str) -> str:
+    return (f"import httpx\nfrom fastmcp.tools import tool\n\n{line}\n\n\n@tool\ndef f(a: int) -> int:\n"
+            '    """Doc."""\n    return a\n')
+
+
+@pytest.mark.parametrize(("line", "at", "name"), [
+    (f'API_KEY = "{FAKE_KEY}"', 4, "API_KEY"),
+    (f'HEADERS = {{"Authorization": "token {FAKE_GITHUB}"}}', 4, "HEADERS"),
+    (f'client = httpx.Client(headers={{"X-Token": "{FAKE_GITHUB}"}})', 4, "CLIENT"),
+    ('BASE = "https://admin:Sup3rS3cretPassw0rd@db.example.com/api"', 4, "BASE_PASSWORD"),
+    (f'def auth() -> str:\n    return "{FAKE_GITHUB}"', 5, "GITHUB_TOKEN"),
+])
+def test_a_credential_written_into_the_code_is_refused_and_never_repeated(lay, line, at, name):
+    """An LLM given a key in the chat writes it into the tool: the file (and every image built from it) would
+    hold it. Refused, with the line and what to write instead; the value is in no part of the answer."""
+    before = lay.snap()
+    result = files.write_tool(lay.ws, "calc", "new_tool.py", credential_tool(line))
+    assert result["written"] is False and result["error"] == "A secret is written into the code", result
+    problem = result["problems"][0]
+    assert problem["code"] == "hardcoded_secret" and problem["line"] == at, problem
+    assert f"os.environ[{name!r}]" in problem["message"] and f"prepare_secret(key={name!r}, namespace='calc')" in \
+        problem["message"], problem
+    said = json.dumps(result)
+    assert FAKE_GITHUB not in said and FAKE_KEY not in said and "Sup3rS3cretPassw0rd" not in said
+    assert lay.snap() == before
+
+
+@pytest.mark.parametrize("line", [
+    'API_KEY = os.environ["API_KEY"]',
+    'TOKEN = os.environ.get("GITHUB_TOKEN", "")',
+    'API_KEY = "YOUR_API_KEY_HERE"',
+    'PASSWORD_FIELD = "password"',
+    'PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="',
+    'DIGEST = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"',
+    'URL = "https://api.github.com/repos/{owner}/{repo}/issues"',
+    'def login(password: str = "") -> None: ...',
+    'KEY_HEADER = "x-api-key"',
+    f'PUBLIC_KEY = "{FAKE_KEY}"  # pragma: allowlist secret',  # the way to say a value is meant to be there
+])
+def test_code_that_reads_its_secrets_or_holds_data_is_written(lay, line):
+    """No false alarms on what tools commonly hold: secrets read from the environment, placeholders, embedded
+    data, hashes, URLs without credentials, parameters named like secrets."""
+    result = files.write_tool(lay.ws, "calc", "new_tool.py", "import os\n" + credential_tool(line))
+    assert result == {"written": True, "filename": "new_tool.py", "tools_found": ["f"]}, result
+
+
 # -- requirements -------------------------------------------------------------------------------------------
 
 BAD_PACKAGES = [

@@ -12,6 +12,7 @@ import tempfile
 from typing import Any
 
 from tooldock.errors import AlreadyExists, InvalidInput, Missing
+from tooldock.manager.credentials import written_credentials
 from tooldock.manager.workspace import Workspace, atomic_write, decode_code
 from tooldock.namespace.models import problem_text
 from tooldock.namespace.scanner import MAX_TOOL_FILE_BYTES
@@ -157,6 +158,7 @@ def check_tool_code(ws: Workspace, namespace: str, filename: str, code: str) -> 
             for name in report.tools
             if name in others
         ]
+    problems = written_credentials(filename, code, namespace) + problems  # the first to fix: never written
     if not problems:
         return None
     lines = [f"line {p['line']}: {p['message']}" if p["line"] else p["message"] for p in problems]
@@ -170,6 +172,7 @@ def check_tool_code(ws: Workspace, namespace: str, filename: str, code: str) -> 
         "wrong_import": "@tool is imported from the wrong place",
         "undefined_decorator": "@tool is not imported",
         "sdk_server": "MCP SDK server object instead of @tool",
+        "hardcoded_secret": "A secret is written into the code",
     }.get(first, "Invalid tool file")
     return {"written": False, "error": headline, "details": "\n".join(lines), "problems": problems}
 

@@ -150,11 +150,13 @@ def register(server: MCPServer, m: Manager) -> None:
           3. Must have type hints on all parameters (no *args / **kwargs)
           4. Must have a docstring on each @tool function
           5. Tool names must be unique in the namespace (not defined in another of its files)
+          6. No credential written into the code (a token, a password, a key's value)
         If validation fails, the file is NOT written and the errors are returned with their line numbers.
         Files are written atomically: the gateway never sees half a file.
 
         IMPORTANT: Follow this exact pattern for every tool:
         {TOOL_PATTERN}
+        Never write a secret's value into the code (a file holding one is refused, the value not repeated).
         Read secrets from the environment (os.environ["GITHUB_TOKEN"]); a worker receives only the secrets its
         namespace declares, and prepare_secret(key, namespace) declares one (see check_secrets). Third-party
         packages go in requirements.txt: see add_requirement.
