@@ -19,6 +19,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from tooldock.secrets.validate import KEY_RE  # a suggested name must be one prepare_secret takes
+
 PLUGINS = (
     "ArtifactoryDetector",
     "AWSKeyDetector",
@@ -55,7 +57,6 @@ KINDS = {"Secret Keyword": "a literal value for a secret's name", "Basic Auth Cr
 _PLACEHOLDER_WORDS = ("your", "here", "xxx", "changeme", "change_me", "example", "placeholder", "dummy", "todo")
 _WORDS = re.compile(r"^[a-z]+([-_][a-z]+)*$")
 _SECRET_ENDINGS = ("PASSWORD", "SECRET", "TOKEN", "KEY")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _settings = threading.Lock()  # detect-secrets keeps its settings in one global: one scan at a time
 
 
@@ -83,7 +84,7 @@ def _placeholder(value: str) -> bool:
     placeholder to fill in (`"YOUR_API_KEY_HERE"`, `"<token>"`, `"xxxx"`)."""
     lowered = value.lower()
     return (
-        (bool(_ENV_NAME.match(value)) and value.upper() == value)
+        (bool(KEY_RE.match(value)) and value.upper() == value)
         or bool(_WORDS.match(value))
         or any(word in lowered for word in _PLACEHOLDER_WORDS)
         or len(set(lowered) - set("<>{}-_. ")) <= 1
@@ -105,7 +106,7 @@ def _assigned(code: str) -> dict[int, str]:
         else:
             continue
         for target in targets:
-            if isinstance(target, ast.Name) and _ENV_NAME.match(target.id):
+            if isinstance(target, ast.Name) and KEY_RE.match(target.id):
                 for line in range(node.lineno, (node.end_lineno or node.lineno) + 1):
                     names.setdefault(line, target.id.upper())
     return names

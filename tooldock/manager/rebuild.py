@@ -26,14 +26,12 @@ from tooldock.manager.workspace import Workspace
 from tooldock.runtime.backends.containers import newest_per_namespace, worker_containers
 from tooldock.runtime.backends.deploy import deploy_image
 from tooldock.runtime.backends.deploy import stop as stop_workers
+from tooldock.runtime.registry import KEEPS_SERVING
 from tooldock.runtime.settings import Settings
 
 
 def _say(message: str) -> None:
     print(f"tooldock manager: {message}", file=sys.stderr, flush=True)
-
-
-KEEPS_SERVING = "the previous version keeps serving"
 
 
 def deployed_images(client: Any) -> dict[str, str]:

@@ -229,11 +229,11 @@ class WorkerServer:
             message = f"tool {name!r} asks the client for input; this call has no MCP client to ask: call it over MCP"
             return protocol.error(rid, "internal_error", message)
         if body.get("isError"):
-            text = protocol.error_text(body)
+            invalid = next((f for f in reversed(failures) if isinstance(f, FastMCPValidationError)), None)
+            text = argument_errors(invalid) if invalid is not None else protocol.error_text(body)
             print(f"[{self.namespace}] tool {name!r} failed{_for(request)}: {text}", file=sys.stderr, flush=True)
-            invalid = [f for f in failures if isinstance(f, FastMCPValidationError)]
-            if invalid:
-                return protocol.error(rid, "invalid_arguments", argument_errors(invalid[-1]))
+            if invalid is not None:  # logged and answered as a plain tool's bad arguments are
+                return protocol.error(rid, "invalid_arguments", text)
             details = None
             if failures:  # the tool raised: its traceback, as a plain tool's failure gives (the gateway drops it)
                 failed = _cause(failures[-1])
