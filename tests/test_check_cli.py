@@ -49,6 +49,47 @@ def test_upstream_folders_list_their_servers_and_a_bad_tools_toml_is_a_problem(t
     assert proc.returncode == 1 and proc.stdout.startswith("up: 0 upstream server(s)\n  up/tools.toml")
 
 
+FAKE_GITHUB = "ghp_" + "Zq8sX2vLm4Nw7Tb1Rc9Yd3Fh6Jk0Pa5Ue2Gi"  # the shape of a GitHub token; not one
+FAKE_KEY = "sk-live-" + "9f8e7d6c5b4a39281706f5e4d3c2b1a0"
+FAKE_PASSWORD = "Sup3rS3cret" + "Passw0rd"
+
+
+def test_credentials_written_into_a_namespace_fail_the_check_and_its_build_never_showing_them(tmp_path):
+    """A key written into a tool, its tooldock.yaml or a configuration file beside it would be in every image
+    built from the folder (and `env:` values in `docker inspect`): check reports each, build refuses, and
+    neither repeats a value. Reading the value from the environment, or a line marked as meant, passes."""
+    leaky = tmp_path / "tools" / "leaky"
+    leaky.mkdir(parents=True)
+    tool = '\n\n@tool\ndef f(a: int) -> int:\n    """Doc."""\n    return a\n'
+    (leaky / "t.py").write_text(f'import os\n\nfrom fastmcp.tools import tool\n\nAPI_KEY = "{FAKE_KEY}"\n{tool}')
+    (leaky / "tooldock.yaml").write_text(f"env:\n  GITHUB_TOKEN: {FAKE_GITHUB}\n")
+    (leaky / "settings.toml").write_text(f'db_url = "postgres://admin:{FAKE_PASSWORD}@db.example.com/x"\n')
+    proc = tooldock_cli("check", str(tmp_path / "tools"), check=False)
+    assert proc.returncode == 1 and "3 problem(s)" in proc.stderr, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[1].startswith("  leaky/settings.toml:1: a credential (a password in a URL) is written into the file")
+    assert "declare it in tooldock.yaml (secrets: [DB_URL_PASSWORD]), have the tool read " \
+        "os.environ['DB_URL_PASSWORD']" in lines[1]
+    assert lines[2].startswith("  leaky/t.py:5: a credential (a literal value for a secret's name)")
+    assert "Read it from the environment instead, os.environ['API_KEY']" in lines[2]
+    assert "`tooldock secrets set API_KEY --namespace leaky`" in lines[2]
+    assert lines[3].startswith("  leaky/tooldock.yaml:2: a credential (a GitHub Token)") and "[GITHUB_TOKEN]" in lines[3]
+    report = json.loads(tooldock_cli("check", "--json", str(tmp_path / "tools"), check=False).stdout)
+    assert [(p["file"], p["line"], p["code"]) for p in report["namespaces"][0]["problems"]] == [
+        ("settings.toml", 1, "hardcoded_secret"), ("t.py", 5, "hardcoded_secret"),
+        ("tooldock.yaml", 2, "hardcoded_secret")]
+    built = tooldock_cli("build", str(leaky), "--output", str(tmp_path / "out"), check=False)
+    assert built.returncode == 1 and "namespace 'leaky' holds credentials, not built:" in built.stderr, built.stderr
+    assert "leaky/t.py:5: a credential" in built.stderr and not (tmp_path / "out" / "leaky").exists()
+    said = proc.stdout + proc.stderr + built.stdout + built.stderr + json.dumps(report)
+    assert FAKE_GITHUB not in said and FAKE_KEY not in said and FAKE_PASSWORD not in said
+    # Read from the environment, or marked as meant to be there: nothing to report.
+    (leaky / "t.py").write_text(f'import os\n\nfrom fastmcp.tools import tool\n\nAPI_KEY = os.environ["API_KEY"]\n{tool}')
+    (leaky / "tooldock.yaml").write_text("secrets: [GITHUB_TOKEN]\n")
+    (leaky / "settings.toml").write_text(f'public = "{FAKE_KEY}"  # pragma: allowlist secret\n')
+    assert tooldock_cli("check", str(tmp_path / "tools")).returncode == 0
+
+
 def test_a_missing_directory_is_a_clear_error():
     proc = tooldock_cli("check", "/nonexistent-tools-dir", check=False)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr

@@ -12,7 +12,7 @@ import hashlib
 import json
 import platform
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,8 @@ from tooldock.builder.registry import RegistryError, looks_like_registry_ref, pu
 from tooldock.builder.schema import extract, interpreter_for
 from tooldock.builder.tarball import Entry, Layer, entries_from_dir, iso_time, source_date_epoch, write_entries
 from tooldock.errors import BuilderError
-from tooldock.namespace.models import NamespaceSource
+from tooldock.namespace.credentials import credential_problems
+from tooldock.namespace.models import NamespaceSource, Problem
 from tooldock.namespace.names import NamespaceNameError, validate_namespace_name
 from tooldock.namespace.scanner import scan_namespace
 
@@ -156,11 +157,17 @@ def validate(folder: Path) -> NamespaceSource:
         raise BuildError(f"{folder}: {exc}") from None
     source = scan_namespace(folder)
     if source.problems:
-        lines = "\n".join(f"  {folder.name}/{p.file}:{p.line or '-'}: {p.message}" for p in source.problems)
-        raise BuildError(f"namespace {source.name!r} is invalid:\n{lines}")
+        raise BuildError(f"namespace {source.name!r} is invalid:\n{_lines(folder, source.problems)}")
+    written = credential_problems(source)  # an image holds every file of the folder, and is pushed and shared
+    if written:
+        raise BuildError(f"namespace {source.name!r} holds credentials, not built:\n{_lines(folder, written)}")
     if not source.files:
         raise BuildError(f"namespace {source.name!r} has no tool files; add a .py file with @tool functions")
     return source
+
+
+def _lines(folder: Path, problems: Iterable[Problem]) -> str:
+    return "\n".join(f"  {folder.name}/{p.file}:{p.line or '-'}: {p.message}" for p in problems)
 
 
 class Builder:

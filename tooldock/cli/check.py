@@ -1,10 +1,10 @@
 """`tooldock check`: what `serve` would find in a tools directory, without starting anything.
 
 The same static scan the gateway runs at each reload (namespace names, tool files, docstrings, type hints,
-duplicate names, `tooldock.yaml`, `tools.toml`), so a pre-commit hook or a CI job can refuse a folder
-before a gateway sees it. Nothing is imported or installed unless `--import` asks: then each namespace's
-files are imported in its own environment, as a worker would (an import that fails, a requirement that
-does not install).
+duplicate names, `tooldock.yaml`, `tools.toml`) and the builder's search for credentials written into the
+files, so a pre-commit hook or a CI job can refuse a folder before a gateway sees it. Nothing is imported
+or installed unless `--import` asks: then each namespace's files are imported in its own environment, as a
+worker would (an import that fails, a requirement that does not install).
 """
 
 from __future__ import annotations
@@ -17,14 +17,17 @@ import click
 
 from tooldock.cli.common import refuse_namespace_folder, settings
 from tooldock.cli.serve import tools_dir_argument
+from tooldock.namespace.credentials import credential_problems
 from tooldock.namespace.models import ScanResult, problem_text
 
 
 def report(scan: ScanResult) -> dict[str, Any]:
-    """The scan as data: each namespace with its tools (or upstream servers) and problems."""
+    """The scan as data: each namespace with its tools (or upstream servers) and problems, credentials written
+    into its files included (serve runs them; build refuses them)."""
     namespaces = []
     for source in scan.namespaces:
-        entry: dict[str, Any] = {"name": source.name, "problems": [p.to_dict() for p in source.problems]}
+        problems = [*source.problems, *credential_problems(source)]
+        entry: dict[str, Any] = {"name": source.name, "problems": [p.to_dict() for p in problems]}
         if source.is_upstream:
             servers = source.upstream.servers if source.upstream is not None else ()
             entry["servers"] = [s.namespace or "(unprefixed)" for s in servers]
@@ -79,7 +82,8 @@ def check(tools_dir: Path, as_json: bool, imports: bool) -> None:
     """Check TOOLS_DIR (default: ./tools) as serve would scan it, without starting anything.
 
     Lists each namespace's tools and every problem (file:line: what to fix). Exits 1 when there is a
-    problem (a tool, file or folder `serve` would leave out), 0 otherwise. Without --import nothing is
+    problem (a tool, file or folder `serve` would leave out, or a credential written into a file, which
+    `build` refuses to put into an image), 0 otherwise. Without --import nothing is
     imported or installed: a failing import or requirement shows when a worker starts or an image is built.
     """
     from tooldock.namespace.scanner import scan_tools_dir

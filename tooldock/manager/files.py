@@ -12,8 +12,8 @@ import tempfile
 from typing import Any
 
 from tooldock.errors import AlreadyExists, InvalidInput, Missing
-from tooldock.manager.credentials import written_credentials
 from tooldock.manager.workspace import Workspace, atomic_write, decode_code
+from tooldock.namespace.credentials import WRITTEN, written_credentials
 from tooldock.namespace.models import problem_text
 from tooldock.namespace.scanner import MAX_TOOL_FILE_BYTES
 from tooldock.namespace.validate import decorator_tool_name, validate_source
@@ -158,7 +158,7 @@ def check_tool_code(ws: Workspace, namespace: str, filename: str, code: str) -> 
             for name in report.tools
             if name in others
         ]
-    problems = written_credentials(filename, code, namespace) + problems  # the first to fix: never written
+    problems = _credentials(filename, code, namespace) + problems  # the first to fix: never written
     if not problems:
         return None
     lines = [f"line {p['line']}: {p['message']}" if p["line"] else p["message"] for p in problems]
@@ -194,3 +194,21 @@ def delete_tool(ws: Workspace, namespace: object, filename: object) -> dict[str,
         raise Missing(f"no file {path.name!r} in namespace {path.parent.name!r}; see list_tools")
     path.unlink()
     return {"deleted": True, "filename": path.name}
+
+
+def _credentials(filename: str, code: str, namespace: str) -> list[dict[str, Any]]:
+    """`hardcoded_secret` problems, told to an LLM: read the value from the environment, then prepare_secret
+    (the value never passes through the chat again). Never the value itself."""
+    return [
+        {
+            "file": filename,
+            "line": found.line,
+            "code": "hardcoded_secret",
+            "message": (
+                f"{WRITTEN.format(kind=found.kind)}. Read it from the environment instead, os.environ[{found.name!r}], "
+                f"then call prepare_secret(key={found.name!r}, namespace={namespace!r}), which declares it, and ask "
+                "the user to set its value with the command it gives (never paste a secret into the chat)"
+            ),
+        }
+        for found in written_credentials(code)
+    ]

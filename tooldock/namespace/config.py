@@ -10,9 +10,9 @@ from typing import Any
 import yaml
 
 from tooldock.namespace.models import Limits, NamespaceConfig, Problem
+from tooldock.namespace.names import ENV_NAME_RE
 
 CONFIG_FILE = "tooldock.yaml"
-_ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _MEMORY_RE = re.compile(r"^[0-9]+[kmgKMG]?$")
 _PYTHON_RE = re.compile(r"^3\.[0-9]{1,2}$")
 KNOWN_KEYS = {
@@ -123,7 +123,7 @@ def _tasks(raw: Any) -> tuple[tuple[str, ...], ...]:
 
 def _secrets(raw: Any) -> tuple[str, ...]:
     secrets = raw or []
-    if not isinstance(secrets, list) or not all(isinstance(s, str) and _ENV_KEY_RE.match(s) for s in secrets):
+    if not isinstance(secrets, list) or not all(isinstance(s, str) and ENV_NAME_RE.match(s) for s in secrets):
         raise ConfigError("'secrets' must be a list of variable names like GITHUB_TOKEN")
     return tuple(secrets)
 
@@ -133,7 +133,7 @@ def _env(raw: Any) -> tuple[tuple[str, str], ...]:
     if not isinstance(env, dict):
         raise ConfigError("'env' must be a mapping of NAME: value")
     for key, value in env.items():
-        if not isinstance(key, str) or not _ENV_KEY_RE.match(key):
+        if not isinstance(key, str) or not ENV_NAME_RE.match(key):
             raise ConfigError(f"'env' key {key!r} is not a valid environment variable name")
         if isinstance(value, (dict, list)) or value is None:
             raise ConfigError(f"'env.{key}' must be a string, number or boolean")

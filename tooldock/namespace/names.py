@@ -10,6 +10,7 @@ MAX_NAMESPACE_LEN = 63  # a DNS label: namespaces become image names and socket 
 RESERVED = frozenset({"_system"})
 MAX_FILENAME_BYTES = 200  # file systems allow 255, and writes go through a longer temporary name
 TOOL_FILE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*\.py$")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # an environment variable's (and a secret's) name
 
 
 class NamespaceNameError(ValueError):

@@ -6,16 +6,15 @@ wrong, never a value.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
 from tooldock.errors import EditFailed, InvalidSecretInput, StoreCorrupt
-from tooldock.namespace.names import NamespaceNameError, validate_namespace_name
+from tooldock.namespace.names import ENV_NAME_RE, NamespaceNameError, validate_namespace_name
 from tooldock.secrets.cipher import go_float
 from tooldock.secrets.sopsfile import UNENCRYPTED_SUFFIX
 
-KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+KEY_RE = ENV_NAME_RE  # a secret reaches its tool as an environment variable
 MAX_KEY_LEN = 128
 MAX_VALUE_BYTES = 64 * 1024
 

@@ -1,13 +1,14 @@
-"""Credentials written into a tool file's code. An LLM given a key in the chat writes it into the tool
-(`API_KEY = "sk-..."`); the file, and every image built from it, would then hold the value, which the
-secrets store exists to keep out of both. `write_tool` refuses such a file and says how to read the value
-from the environment instead, declared and set through `prepare_secret` (the value never passes through the
-chat again).
+"""Credentials written into a tool file's code. Someone given a key (or an LLM given one in the chat) writes it
+into the tool (`API_KEY = "sk-..."`); the file, and every image built from it, would then hold the value,
+which the secrets store exists to keep out of both. The manager's `write_tool` refuses such a file, the
+builder refuses to build it into an image, and `tooldock check` reports it, each saying how to read the value
+from the environment instead. A value meant to be there (a public key) is marked `# pragma: allowlist secret`.
 
 detect-secrets (Yelp) finds them: its detectors for known token formats (GitHub, GitLab, AWS, Slack, Stripe,
 OpenAI, npm, PyPI, private keys, JWTs, ...), for secret-named assignments of literal values (`password = "..."`,
 `API_KEY = "..."`, with its filters for placeholders such as "YOUR_API_KEY_HERE") and for credentials in URLs.
 Its high-entropy detectors are left out: they flag embedded data (a base64 PNG, a hash) as often as keys.
+It is imported on first use only (workers carry this package, and never call it).
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ import re
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any
+from typing import NamedTuple
 
-from tooldock.secrets.validate import KEY_RE  # a suggested name must be one prepare_secret takes
+from tooldock.namespace.models import NamespaceSource, Problem
+from tooldock.namespace.names import ENV_NAME_RE
 
 PLUGINS = (
     "ArtifactoryDetector",
@@ -60,12 +62,12 @@ _SECRET_ENDINGS = ("PASSWORD", "SECRET", "TOKEN", "KEY")
 _settings = threading.Lock()  # detect-secrets keeps its settings in one global: one scan at a time
 
 
-def _found(code: str) -> list[tuple[int, str]]:
+def _found(code: str, filename: str) -> list[tuple[int, str]]:
     from detect_secrets import SecretsCollection
     from detect_secrets.settings import transient_settings
 
     with tempfile.TemporaryDirectory(prefix="tooldock-credentials-") as tmp:
-        path = Path(tmp) / "tool.py"  # its detectors pick their patterns by the file's type
+        path = Path(tmp) / Path(filename).name  # its detectors pick their patterns by the file's type
         path.write_text(code, encoding="utf-8")
         with _settings, transient_settings({"plugins_used": [{"name": name} for name in PLUGINS]}) as settings:
             # It skips every line that assigns a call's result (`password = get_password()`), so a token in
@@ -84,7 +86,7 @@ def _placeholder(value: str) -> bool:
     placeholder to fill in (`"YOUR_API_KEY_HERE"`, `"<token>"`, `"xxxx"`)."""
     lowered = value.lower()
     return (
-        (bool(KEY_RE.match(value)) and value.upper() == value)
+        (bool(ENV_NAME_RE.match(value)) and value.upper() == value)
         or bool(_WORDS.match(value))
         or any(word in lowered for word in _PLACEHOLDER_WORDS)
         or len(set(lowered) - set("<>{}-_. ")) <= 1
@@ -106,32 +108,81 @@ def _assigned(code: str) -> dict[int, str]:
         else:
             continue
         for target in targets:
-            if isinstance(target, ast.Name) and KEY_RE.match(target.id):
+            if isinstance(target, ast.Name) and ENV_NAME_RE.match(target.id):
                 for line in range(node.lineno, (node.end_lineno or node.lineno) + 1):
                     names.setdefault(line, target.id.upper())
     return names
 
 
-def written_credentials(filename: str, code: str, namespace: str) -> list[dict[str, Any]]:
-    """A `hardcoded_secret` problem for each line holding a credential; the value itself is never repeated."""
-    assigned = _assigned(code)
-    problems = []
-    for line, kind in _found(code):
+class Credential(NamedTuple):
+    line: int
+    kind: str  # what was found, said plainly ("a GitHub Token", "a password in a URL")
+    name: str  # the environment variable to read it from instead: the assigned name, or the token kind's
+
+
+_KEY = re.compile(r"""^\s*["']?([A-Za-z_][A-Za-z0-9_]*)["']?\s*[:=]""")  # `key: value`, `key = value`, `"key": ...`
+
+
+def _keys(text: str) -> dict[int, str]:
+    """Each line's key in a configuration file (YAML, TOML, JSON, .ini)."""
+    return {n: m.group(1).upper() for n, line in enumerate(text.splitlines(), 1) if (m := _KEY.match(line))}
+
+
+def written_credentials(code: str, filename: str = "tool.py") -> list[Credential]:
+    """Each line of `code` holding a credential, and the name to read it from instead; never the value."""
+    assigned = _assigned(code) if filename.endswith(".py") else _keys(code)
+    found = []
+    for line, kind in _found(code, filename):
         name = assigned.get(line) or NAMES.get(kind, "API_KEY")
         if kind == "Basic Auth Credentials" and not name.endswith(_SECRET_ENDINGS):  # a URL's password
             name = f"{name}_PASSWORD"
-        kind = KINDS.get(kind, kind)
-        problems.append(
-            {
-                "file": filename,
-                "line": line,
-                "code": "hardcoded_secret",
-                "message": (
-                    f"a credential ({kind}) is written into the code: the file and every image built from it "
-                    f"would hold its value. Read it from the environment instead, os.environ[{name!r}], then call "
-                    f"prepare_secret(key={name!r}, namespace={namespace!r}), which declares it, and ask the user "
-                    f"to set its value with the command it gives (never paste a secret into the chat)"
-                ),
-            }
-        )
+        found.append(Credential(line, KINDS.get(kind, f"a {kind}"), name))
+    return found
+
+
+WRITTEN = "a credential ({kind}) is written into the file: it and every image built from it would hold its value"
+MAX_SCANNED_BYTES = 1024 * 1024  # larger files are data, not code or configuration
+
+
+def _shipped(folder: Path) -> list[Path]:
+    """The files of a namespace folder an image would hold (the builder leaves out dot files, bytecode and
+    sockets), text ones only."""
+    files = []
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(folder)
+        if any(part.startswith(".") or part == "__pycache__" for part in rel.parts) or path.suffix in (".pyc", ".sock"):
+            continue
+        if path.is_file() and not path.is_symlink() and path.stat().st_size <= MAX_SCANNED_BYTES:
+            files.append(path)
+    return files
+
+
+def credential_problems(source: NamespaceSource) -> list[Problem]:
+    """`hardcoded_secret` problems for every file of a namespace folder, saying how to read each value from
+    the environment instead."""
+    problems = []
+    for path in _shipped(source.path):
+        try:
+            code = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue  # binary data
+        rel = path.relative_to(source.path).as_posix()
+        for found in written_credentials(code, path.name):
+            name, read = found.name, f"os.environ[{found.name!r}]"
+            instead = (
+                f"Read it from the environment instead, {read}, declare it in tooldock.yaml (secrets: [{name}])"
+                if path.suffix == ".py"
+                else f"Keep it out of the folder: declare it in tooldock.yaml (secrets: [{name}]), have the tool "
+                f"read {read}"
+            )
+            problems.append(
+                Problem(
+                    rel,
+                    f"{WRITTEN.format(kind=found.kind)}. {instead} and set its value with `tooldock secrets set "
+                    f"{name} --namespace {source.name}`; or end the line with '# pragma: allowlist secret' if the "
+                    "value is meant to be there (a public key)",
+                    found.line,
+                    "hardcoded_secret",
+                )
+            )
     return problems
