@@ -780,7 +780,7 @@ class SleepyGateway:
     def __init__(self, delay: float = 0.05) -> None:
         self.delay, self.runs, self.in_flight, self.most = delay, 0, 0, 0
 
-    async def reload(self) -> dict[str, Any]:
+    async def reload(self, retry_failed: bool = True) -> dict[str, Any]:
         self.runs += 1
         run_number = self.runs
         self.in_flight += 1
@@ -799,10 +799,12 @@ class GatedGateway:
         self.runs, self.fail = 0, fail or set()
         self.began: defaultdict[int, asyncio.Event] = defaultdict(asyncio.Event)
         self.release: defaultdict[int, asyncio.Event] = defaultdict(asyncio.Event)
+        self.retried: dict[int, bool] = {}
 
-    async def reload(self) -> dict[str, Any]:
+    async def reload(self, retry_failed: bool = True) -> dict[str, Any]:
         self.runs += 1
         number = self.runs
+        self.retried[number] = retry_failed
         self.began[number].set()
         await self.release[number].wait()
         if number in self.fail:
@@ -852,6 +854,30 @@ def test_a_caller_arriving_during_a_reload_gets_the_next_one():
     assert gateway.runs == 4 and e["run"] == 4 and "shared" not in e
 
 
+def test_a_watcher_reload_retries_failed_namespaces_only_when_a_caller_it_answers_asked():
+    """The file watcher asks for no retry of failed namespaces; an LLM's reload_core answered by the same
+    run does, so that run retries them."""
+
+    async def scenario() -> GatedGateway:
+        gateway = GatedGateway()
+        reloader = Reloader(gateway)  # type: ignore[arg-type]
+        a = asyncio.ensure_future(reloader.reload_core(retry_failed=False))
+        await gateway.began[1].wait()
+        b = asyncio.ensure_future(reloader.reload_core(retry_failed=False))
+        c = asyncio.ensure_future(reloader.reload_core())  # waits with b: one run answers both
+        await asyncio.sleep(0.01)
+        gateway.release[1].set()
+        await gateway.began[2].wait()
+        gateway.release[2].set()
+        await asyncio.gather(a, b, c)
+        gateway.release[3].set()
+        await reloader.reload_core(retry_failed=False)
+        return gateway
+
+    gateway = run(scenario())
+    assert gateway.retried == {1: False, 2: True, 3: False}
+
+
 def test_a_failed_reload_does_not_answer_the_callers_waiting_for_it():
     async def scenario() -> tuple[GatedGateway, list[Any]]:
         gateway = GatedGateway(fail={1})
@@ -868,6 +894,47 @@ def test_a_failed_reload_does_not_answer_the_callers_waiting_for_it():
     gateway, (a, b, c) = run(scenario())
     assert isinstance(a, GatewayError) and "not reachable" in a.message
     assert b["run"] == 2 and c["run"] == 2 and c["shared"] is True and gateway.runs == 2
+
+
+class Unreachable:
+    """A Docker client whose engine does not answer."""
+
+    class containers:  # noqa: N801 (docker-py's attribute)
+        @staticmethod
+        def list(**_: Any) -> list[Any]:
+            from docker.errors import DockerException
+
+            raise DockerException("engine down")
+
+
+def test_namespaces_deleted_on_docker_are_remembered_across_a_manager_restart(tmp_path, capsys):
+    """delete_namespace on docker leaves its containers to the next reload_core; a manager restarted before
+    that read nothing and left them running for good. The list is kept in the state directory, per tools
+    directory, written atomically; a namespace made again drops out of it."""
+    from tooldock.manager.rebuild import DockerRebuild
+    from tooldock.runtime.settings import Settings
+
+    settings = Settings(bearer_token="t", state_dir=tmp_path / "state")
+    tools, other = tmp_path / "tools", tmp_path / "other-tools"
+    tools.mkdir(), other.mkdir()
+
+    def manager(root: Path) -> DockerRebuild:
+        return DockerRebuild(Workspace(root), settings, tmp_path / "cache")
+
+    first = manager(tools)
+    first.forget("gone")
+    first.forget("again")
+    assert manager(tools).deleted == {"gone", "again"}  # a restarted manager still removes them
+    assert manager(other).deleted == set()  # another tools directory's manager does not
+    assert stat.S_IMODE(first.pending.stat().st_mode) == 0o600
+    assert [p.name for p in first.pending.parent.iterdir()] == ["manager-deleted.json"]  # no temporary left
+    (tools / "again").mkdir()
+    restarted, failed = manager(tools), {}
+    assert restarted._remove_deleted(Unreachable(), failed) == {}
+    assert "could not be removed: engine down" in failed["gone"] and "again" not in failed
+    assert restarted.deleted == {"gone"} and manager(tools).deleted == {"gone"}  # tried again next time
+    first.pending.write_text("{not json")
+    assert manager(tools).deleted == set() and "is unreadable" in capsys.readouterr().err
 
 
 # -- through the real manager (MCP SDK client against `tooldock serve --manager`) --------------------------

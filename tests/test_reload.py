@@ -236,6 +236,36 @@ def test_a_reload_names_what_is_wrong_in_the_namespaces_it_started(make_gateway)
     assert "imports" not in again["problems"] and "fresh" not in again["failed"]
 
 
+def test_watch_leaves_a_failed_namespace_alone_until_it_changes_or_a_reload_asks(make_gateway, tmp_path):
+    """A namespace that failed (here its worker dies while importing) would fail again as it did: an edit
+    elsewhere does not start it again (before, every saved edit re-ran it, and repeated its failure, or a
+    failing uv run for a requirement that does not install). An edit to it, or POST /reload, retries it."""
+    src = tmp_path / "src"
+    shutil.copytree(EXAMPLES / "basic-tool", src / "basic-tool")
+    shutil.copytree(FIXTURES / "crashy" / "crashy", src / "crashy")
+    gw = make_gateway(src, args=("--watch",), env={"FS_WATCHER_DEBOUNCE_MS": "200", "TOOLDOCK_RESTART_BACKOFF": "0.05",
+                                                   "MANAGER_INTERNAL_TOKEN": MANAGER})
+    assert "tooldock: crashy: failed: crash loop" in gw.logs and gw.namespace("crashy")["state"] == "crash_loop"
+    hello = gw.tools_dir / "basic-tool" / "hello.py"
+    hello.write_text(hello.read_text().replace('f"Hello, {name}!"', 'f"Howdy, {name}!"'))
+    gw.wait_for(lambda: "changed: basic-tool/hello.py: reloaded in" in gw.logs, 30, "the edit's line")
+    line = gw.logs.split("changed: basic-tool/hello.py: ")[1].splitlines()[0]
+    assert line.endswith("restarted basic-tool; still failed, unchanged: crashy") and "crash loop" not in line, line
+    assert gw.logs.count("crash loop: ") == 1  # said once, at start-up
+    assert gw.call("basic-tool", "say_hello", name="Ada").json() == {"result": "Howdy, Ada!"}
+
+    body = gw.post("/reload", headers={"X-Manager-Token": MANAGER}).json()  # asked for: tried again
+    assert "crash loop" in body["failed"]["crashy"] and "not_retried" not in body, body
+    unasked = gw.post("/reload", params={"retry_failed": "false"}, headers={"X-Manager-Token": MANAGER}).json()
+    assert unasked["not_retried"] == ["crashy"] and unasked["failed"] == {}, unasked
+    gw.conforms("/reload", "post", unasked)
+
+    dies = gw.tools_dir / "crashy" / "dies.py"
+    dies.write_text(dies.read_text().replace("os._exit(3)  # the worker dies while importing: a crash loop\n", ""))
+    gw.wait_for(lambda: "changed: crashy/dies.py: reloaded in" in gw.logs, 30, "the fix's line")
+    assert gw.call("crashy", "never", x=3).json() == {"result": 3}
+
+
 def test_start_up_and_watch_lines_name_the_files_a_namespace_leaves_out(make_gateway, tmp_path):
     """A developer reads stderr: a file a namespace leaves out (here `@tool` imported from the wrong
     package) is named at start-up and by the reload that started the namespace. Before, the lines read

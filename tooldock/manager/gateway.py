@@ -62,7 +62,7 @@ class GatewayClient:
         except ValueError:
             return {"error": {"message": response.text[:500]}}
 
-    async def reload(self) -> dict[str, Any]:
+    async def reload(self, retry_failed: bool = True) -> dict[str, Any]:
         if self._manager_token is None:
             raise GatewayError(
                 "MANAGER_INTERNAL_TOKEN is not set: give the gateway and the manager the same value "
@@ -71,6 +71,7 @@ class GatewayClient:
         response = await self._send(
             "POST",
             "/reload",
+            params={} if retry_failed else {"retry_failed": "false"},
             headers=self._headers(**{"X-Manager-Token": self._manager_token}),
             timeout=RELOAD_TIMEOUT,
         )

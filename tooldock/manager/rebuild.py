@@ -7,17 +7,20 @@ events, hot-swaps to the new generation once its worker answers, and drains the 
 its newest container runs has nothing new (running, or stopped by `idle_timeout`: a sleeping namespace is not
 woken up and redeployed by a reload that changed nothing). A namespace whose build or start fails keeps its
 old container serving; the reason is reported under `build_failed`, and the other namespaces go on. The
-containers of a namespace `delete_namespace` deleted are removed (`containers_removed`).
+containers of a namespace `delete_namespace` deleted are removed (`containers_removed`); which namespaces
+those are is kept in the state directory until then, for a manager restarted in between.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from tooldock.atomic import atomic_write
 from tooldock.builder.build import Builder, BuildOptions
 from tooldock.builder.daemon import DaemonError, engine
 from tooldock.builder.daemon import load as load_image
@@ -64,8 +67,32 @@ def wait_removed(client: Any, names: list[str], timeout: float = 15.0) -> None:
 class DockerRebuild:
     def __init__(self, workspace: Workspace, settings: Settings, cache: Path, base: str | None = None) -> None:
         self.workspace, self.settings = workspace, settings
-        self.deleted: set[str] = set()  # delete_namespace's namespaces: their containers go at the next reload
+        # delete_namespace's namespaces: their containers go at the next reload. Kept on disk, so a manager
+        # restarted in between still removes them.
+        self.pending = settings.state_dir / "manager-deleted.json"
+        self.deleted: set[str] = self._load_deleted()
         self.builder = Builder(BuildOptions(output=settings.state_dir / "manager-oci", cache=cache, base=base), _say)
+
+    def _load_deleted(self) -> set[str]:
+        try:
+            saved = json.loads(self.pending.read_text())
+        except FileNotFoundError:
+            return set()
+        except (OSError, ValueError) as exc:
+            _say(f"{self.pending} is unreadable ({exc}); deleted namespaces' containers stay (tooldock stop NS)")
+            return set()
+        if not isinstance(saved, dict) or saved.get("tools_dir") != str(self.workspace.root):
+            return set()  # another tools directory's manager
+        names = saved.get("deleted")
+        return {n for n in names if isinstance(n, str)} if isinstance(names, list) else set()
+
+    def _save_deleted(self) -> None:
+        body = {"tools_dir": str(self.workspace.root), "deleted": sorted(self.deleted)}
+        try:
+            self.pending.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(self.pending, json.dumps(body).encode(), 0o600)
+        except OSError as exc:  # still in memory: this manager removes them at its next reload
+            _say(f"cannot record the deleted namespaces in {self.pending}: {exc}")
 
     async def __call__(self) -> dict[str, Any]:
         return await asyncio.to_thread(self.sync)
@@ -79,11 +106,13 @@ class DockerRebuild:
         namespace disappears from the gateway (seed 000), not at once. Only these: a container deployed by other
         means, with no folder here, is never removed by a reload."""
         self.deleted.add(namespace)
+        self._save_deleted()
 
     def _remove_deleted(self, client: Any, failed: dict[str, str]) -> dict[str, list[str]]:
         from docker.errors import DockerException
 
         removed: dict[str, list[str]] = {}
+        before = set(self.deleted)
         for name in sorted(self.deleted):
             if (self.workspace.root / name).is_dir():  # made again since: built and deployed as any other
                 self.deleted.discard(name)
@@ -94,6 +123,8 @@ class DockerRebuild:
                 self.deleted.discard(name)
             except DockerException as exc:  # tried again at the next reload
                 failed[name] = f"deleted, but its containers could not be removed: {exc}"
+        if self.deleted != before:
+            self._save_deleted()
         return removed
 
     def sync(self) -> dict[str, Any]:

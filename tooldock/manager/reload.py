@@ -26,25 +26,30 @@ class Reloader:
         self._requested = 0  # tickets handed out
         self._covered = 0  # every ticket up to this one has been answered by a finished reload
         self._last: dict[str, Any] = {}
+        self._retry_asked = 0  # the last ticket that wants failed namespaces started again
         self.count = 0
 
-    async def reload_core(self) -> dict[str, Any]:
+    async def reload_core(self, retry_failed: bool = True) -> dict[str, Any]:
+        """`retry_failed=False` (the file watcher's reload): a namespace that failed and has not changed is
+        left as it is, unless a caller waiting for the same run asks for a retry (an LLM's reload_core)."""
         self._requested += 1
         ticket = self._requested
+        if retry_failed:
+            self._retry_asked = ticket
         async with self._lock:
             if self._covered >= ticket:
                 return {**self._last, "shared": True}
             covers = self._requested  # this run reads the disk after every one of these requests
-            result = await self._run()
+            result = await self._run(self._retry_asked > self._covered)
             self._covered, self._last = covers, result
             return result
 
-    async def _run(self) -> dict[str, Any]:
+    async def _run(self, retry_failed: bool) -> dict[str, Any]:
         started = time.perf_counter()
         built: dict[str, Any] = {"images_built": {}, "build_failed": {}}
         if self.rebuild is not None:
             built = await self.rebuild()
-        report = await self.gateway.reload()
+        report = await self.gateway.reload(retry_failed)
         self.count += 1
         failed = dict(report.get("failed") or {})
         failed.update(built.get("build_failed") or {})

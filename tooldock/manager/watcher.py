@@ -21,7 +21,7 @@ async def watch(root: Path, reloader: Reloader, debounce_ms: int, store: Path | 
     async def reload(names: list[str]) -> None:
         print(f"tooldock manager: changed: {shown(names)}; reloading", file=sys.stderr, flush=True)
         try:
-            result = await reloader.reload_core()
+            result = await reloader.reload_core(retry_failed=False)  # as the gateway's own watcher
         except ManagerError as exc:
             print(f"tooldock manager: reload failed: {exc.message}", file=sys.stderr, flush=True)
             return

@@ -124,16 +124,18 @@ class Registry:
         self.resource_listeners: list[Callable[[str, str], Awaitable[None]]] = []
         self.reload_timings: list[Callable[[float], None]] = []  # called with each reload's duration (s)
 
-    async def reload(self) -> dict[str, Any]:
-        """Rescan and apply; returns what changed (the `reload_core` result of seed 000)."""
+    async def reload(self, retry_failed: bool = True) -> dict[str, Any]:
+        """Rescan and apply; returns what changed (the `reload_core` result of seed 000). A namespace that failed
+        (or crash-looped) is started again, unless `retry_failed` is False and its files and secrets are as they
+        were (a watcher's reload after an edit elsewhere): it is then listed under `not_retried`."""
         started = time.perf_counter()
         try:
-            return await self._reload()
+            return await self._reload(retry_failed)
         finally:
             for timed in self.reload_timings:
                 timed(time.perf_counter() - started)
 
-    async def _reload(self) -> dict[str, Any]:
+    async def _reload(self, retry_failed: bool) -> dict[str, Any]:
         async with self._lock:
             try:
                 scan = await self.backend.discover()
@@ -149,16 +151,20 @@ class Registry:
             fresh: dict[str, tuple[NamespaceSource, Worker | None]] = {}
             rejected: dict[str, str] = {}
             given: dict[str, NamespaceSecrets] = {}
+            not_retried: list[str] = []
             for source in scan.namespaces:
                 previous = old.get(source.name)
                 secrets = given[source.name] = self._secrets_for(source)
-                if (
+                unchanged = (
                     previous is not None
                     and previous.source.fingerprint == source.fingerprint
                     and previous.secrets.env.token == secrets.env.token  # only changed values restart a worker
-                    and previous.state not in ("crash_loop", "failed")
-                ):
+                )
+                if unchanged and previous is not None and previous.state not in ("crash_loop", "failed"):
                     keep[source.name] = replace(previous, secrets=secrets, reload_error=None)
+                elif unchanged and previous is not None and not retry_failed:
+                    keep[source.name] = previous  # it would fail again as it did: an edit to it, or a reload, retries
+                    not_retried.append(source.name)
                 elif previous is not None and previous.state == "ready" and _new_problems(previous.source, source):
                     # An edit broke a file (syntax, hints, docstrings): the version before it keeps serving.
                     rejected[source.name] = _new_problems(previous.source, source)
@@ -196,6 +202,7 @@ class Registry:
             for problem in scan.problems:
                 print(f"tooldock: skipped {problem.file}: {problem.message}", file=sys.stderr, flush=True)
             return {
+                **({} if retry_failed else {"not_retried": not_retried}),
                 "reloaded": True,
                 "namespaces": sorted(entries),
                 "workers_restarted": sorted(n for n, (_, w) in fresh.items() if w is not None and n not in failed),

@@ -27,6 +27,8 @@ def summary(result: dict[str, Any], seconds: float) -> str:
         parts.append(f"removed {', '.join(result['removed'])}")
     failed = result.get("failed") or {}
     parts += [f"failed: {name}: {reason}" for name, reason in sorted(failed.items())]
+    if result.get("not_retried"):  # said once, when it failed; an edit to it (or a reload) tries it again
+        parts.append(f"still failed, unchanged: {', '.join(result['not_retried'])}")
     # A namespace that serves with a file or tool left out: without this, an edit that broke one file of
     # several read "restarted ns" and nothing more.
     problems = result.get("problems") or {}
@@ -58,12 +60,12 @@ def serving(result: dict[str, Any], registry: Registry, where: object) -> list[s
     return lines
 
 
-async def reload_and_report(registry: Registry, why: str, quiet: bool = False) -> None:
+async def reload_and_report(registry: Registry, why: str, quiet: bool = False, retry_failed: bool = True) -> None:
     """Reload, then say what happened (`quiet`: only when something did); a reload that fails leaves the
-    previous snapshot serving."""
+    previous snapshot serving. `retry_failed`: see Registry.reload."""
     started = time.perf_counter()
     try:
-        result = await registry.reload()
+        result = await registry.reload(retry_failed)
     except Exception as exc:  # reported, and the previous snapshot keeps serving
         print(f"tooldock: {why}: reload failed: {exc}", file=sys.stderr, flush=True)
         return
@@ -121,7 +123,9 @@ class Reloads:
         directory (`tooldock secrets set` then needs no signal). Returns once edits are seen."""
 
         async def reload(names: list[str]) -> None:
-            await reload_and_report(self.registry, f"changed: {shown(names)}")
+            # A namespace that failed is not started again for an edit elsewhere: it would fail as it did (a
+            # requirement that does not install would cost a uv run per edit). SIGHUP and POST /reload retry.
+            await reload_and_report(self.registry, f"changed: {shown(names)}", retry_failed=False)
 
         watching = await follow("tooldock", root, debounce_ms, reload, store_to_watch(store))
         self._spawn(watching)  # already a task: kept with the others, cancelled on close

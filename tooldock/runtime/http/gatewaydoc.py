@@ -130,6 +130,10 @@ SCHEMAS: dict[str, Any] = {
                 "description": "Namespace: what is wrong in a namespace this reload started (it serves the rest)",
             },
             "generation": {"type": "integer"},
+            "not_retried": {
+                **_NAMES,
+                "description": "With retry_failed=false: namespaces that failed before and are unchanged, left so",
+            },
         },
     },
 }

@@ -228,7 +228,9 @@ def create_router(engine: Engine, settings: Settings) -> APIRouter:
         summary="Rescan the tools directory (bearer + X-Manager-Token + allowed source)",
         openapi_extra=MANAGER_TOKEN,
     )
-    async def reload(request: Request) -> dict[str, Any]:
+    async def reload(request: Request, retry_failed: bool = True) -> dict[str, Any]:
+        """`retry_failed=false` (a file watcher's reload): a namespace that failed and has not changed since is
+        left as it is, not started again."""
         if restricted(key_of(request.scope)) is not None:
             raise Forbidden("reload takes the bearer token or an admin API key without globs")
         if settings.manager_token is None:
@@ -244,6 +246,6 @@ def create_router(engine: Engine, settings: Settings) -> APIRouter:
             raise Forbidden(f"reload is not accepted from {client}: not in INTERNAL_ALLOWED_CIDRS")
         rid = requestid.of_scope(request)
         log.info("reload over HTTP from %s (request %s)", client, rid, extra={"request_id": rid})
-        return await engine.registry.reload()
+        return await engine.registry.reload(retry_failed)
 
     return router
