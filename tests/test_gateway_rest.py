@@ -204,7 +204,11 @@ def test_typed_openapi_per_namespace(gateway):
         assert answers["422"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Error"}
     assert own["components"]["schemas"]["Error"]["required"] == ["error"]
     reload = own["paths"]["/reload"]["post"]["parameters"]
-    assert [(p["name"], p["in"], p["required"]) for p in reload] == [("X-Manager-Token", "header", True)]
+    assert [(p["name"], p["in"], p["required"]) for p in reload] == [
+        ("retry_failed", "query", False),
+        ("X-Manager-Token", "header", True),
+    ]
+    assert next(p for p in reload if p["name"] == "retry_failed")["schema"]["type"] == "boolean"
     assert httpx.get(f"{gateway.url}/ns/testing/openapi.json").status_code == 401
     assert httpx.get(f"{gateway.url}/ns/nope/openapi.json", headers=plain).status_code == 404
 

@@ -664,8 +664,10 @@ def test_fuzzed_task_requests_never_fail_the_gateway(gateway):
 
 
 def test_a_context_tools_progress_is_the_tasks_status_message(gateway):
+    """A Context tool that only reports progress never asks its client anything: its task is announced at
+    once (a tool that may ask first gets a second to do so), so the caller sees every step from the first."""
     async def body(s: Session) -> Any:
-        created = await s.start("progress_job", steps=3)
+        created = await s.start("progress_job", steps=5)
         messages = []
         while (found := await s.get(created.task_id)).status == "working":
             if found.status_message and found.status_message not in messages:
@@ -674,8 +676,43 @@ def test_a_context_tools_progress_is_the_tasks_status_message(gateway):
         return messages, found
 
     messages, done = run(gateway, body)
-    assert done.status == "completed" and done.result["content"][0]["text"] == "3 steps"
-    assert messages and set(messages) <= {"1/3 step 1", "2/3 step 2", "3/3 step 3"}, messages
+    assert done.status == "completed" and done.result["content"][0]["text"] == "5 steps"
+    assert messages and set(messages) <= {f"{n}/5 step {n}" for n in range(1, 6)}, messages
+    assert messages[0] in ("1/5 step 1", "2/5 step 2"), messages  # a second's wait would start at step 3
+
+
+def test_which_context_tools_may_ask_their_client_is_read_from_their_source():
+    from fastmcp import Context
+
+    from tooldock.namespace.asks import may_ask
+
+    # Never called: only their source is read (so `helper`, `get_context` and `InputRequiredResult` need not exist).
+    async def reports(ctx: Context, n: int) -> int:
+        await ctx.info("start")
+        await ctx.report_progress(1, n)
+        return len(await ctx.read_resource("data://x")) + len(ctx.request_id)
+
+    async def elicits(ctx: Context) -> str:
+        return str(await ctx.elicit("Sure?", response_type=bool))
+
+    async def hands_it_on(ctx: Context) -> str:
+        return await helper(ctx)
+
+    async def guards(context: Context) -> Any:
+        return context.input_responses or InputRequiredResult(input_requests={})
+
+    async def fetches_it(x: int) -> str:
+        return str(await get_context().sample("hi"))
+
+    async def stores_it(ctx: Context) -> None:
+        kept = ctx
+        await kept.sample("hi")
+
+    assert may_ask(reports, "ctx") is False
+    for fn, name in [(elicits, "ctx"), (hands_it_on, "ctx"), (guards, "context"), (fetches_it, "x"),
+                     (stores_it, "ctx")]:
+        assert may_ask(fn, name) is True, fn.__name__
+    assert may_ask(eval("lambda ctx: ctx.info('x')"), "ctx") is True  # no source to read: it may
 
 
 def test_a_task_over_the_rate_limit_is_refused_at_tools_call(make_gateway, tmp_path):

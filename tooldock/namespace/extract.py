@@ -22,6 +22,7 @@ from fastmcp.server.providers.filesystem_discovery import extract_components
 from fastmcp.tools import Tool
 from fastmcp.utilities.types import find_kwarg_by_type
 
+from tooldock.namespace.asks import may_ask
 from tooldock.namespace.models import Problem
 from tooldock.namespace.origins import TOOL_IMPORT
 from tooldock.namespace.validate import FileReport, validate_source
@@ -42,6 +43,7 @@ class LoadedNamespace:
     prompts: dict[str, Prompt] = field(default_factory=dict)
     # Tools that take a fastmcp `Context` (progress, logging, sampling, elicitation): run through the bridge.
     context_tools: set[str] = field(default_factory=set)
+    asking_tools: set[str] = field(default_factory=set)  # the Context tools that may ask the client (asks.py)
     folder: Path | None = None  # where the files were imported from (resolved): the tools' own frames
 
     def surface(self) -> dict[str, list[dict[str, Any]]]:
@@ -197,8 +199,11 @@ def _add(loaded: LoadedNamespace, component: Any) -> str | None:
         loaded.tools[component.name] = component
         loaded.descriptors.append(describe(component))
         fn = getattr(component, "fn", None)
-        if fn is not None and _takes_context(fn):
+        parameter = _context_parameter(fn) if fn is not None else None
+        if parameter is not None:
             loaded.context_tools.add(component.name)
+            if may_ask(fn, parameter):
+                loaded.asking_tools.add(component.name)
     elif isinstance(component, ResourceTemplate):
         if component.uri_template in loaded.templates:
             return f"duplicate resource template {component.uri_template!r}"
@@ -215,8 +220,9 @@ def _add(loaded: LoadedNamespace, component: Any) -> str | None:
     return None
 
 
-def _takes_context(fn: Any) -> bool:
+def _context_parameter(fn: Any) -> str | None:
+    """The name of the parameter that takes a fastmcp Context, if any."""
     try:
-        return find_kwarg_by_type(fn, Context) is not None
+        return find_kwarg_by_type(fn, Context)
     except Exception:  # an unresolvable annotation: fastmcp itself reports it when the tool runs
-        return False
+        return None

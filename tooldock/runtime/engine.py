@@ -105,6 +105,15 @@ class Engine:
         entry = self.registry.snapshot.entries.get(namespace)
         return entry is not None and tool in getattr(entry.worker, "plain_tools", ())
 
+    def may_ask(self, namespace: str, tool: str) -> bool:
+        """Whether `tool` may ask the client something (elicitation, sampling, roots): a Context tool whose
+        worker did not say it never asks (namespace/asks.py)."""
+        entry = self.registry.snapshot.entries.get(namespace)
+        if entry is None or tool in getattr(entry.worker, "plain_tools", ()):
+            return False
+        asking = getattr(entry.worker, "asking_tools", None)
+        return asking is None or tool in asking
+
     def context_tool(self, namespace: str, tool: str) -> bool:
         """Whether `tool` is one of the namespace's worker tools that take a fastmcp Context."""
         entry = self.registry.snapshot.entries.get(namespace)

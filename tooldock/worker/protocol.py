@@ -15,7 +15,9 @@ the worker names in its log lines about the call, and `traceparent` (W3C trace c
 traces calls with OpenTelemetry: the worker names its trace id there too.
 
 Protocol 2 adds the rest of MCP. The handshake also lists `resources`, `resourceTemplates` and `prompts`,
-and `plain_tools`: the tools that take no fastmcp `Context` (the gateway's lean MCP path serves only those);
+and `plain_tools`: the tools that take no fastmcp `Context` (the gateway's lean MCP path serves only those),
+and `asking_tools`: the Context tools that may ask the client something (namespace/asks.py; a worker
+without the field: every Context tool may);
 new ops `resources.read` {"uri"}, `prompts.get` {"name", "arguments"} and `completion.complete` {"ref",
 "argument"} answer with the MCP result object. A `tools.call` may say what the calling client supports,
 {"client": {"sampling": true, "elicitation": true, "roots": false}, "progress": true, "logLevel": "info"}
@@ -66,6 +68,16 @@ ERROR_CODES = frozenset(
 
 # Built once: `json.dumps` with options builds an encoder on every call.
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def tool_kinds(handshake: dict[str, Any]) -> tuple[frozenset[str], frozenset[str] | None]:
+    """A handshake's `plain_tools`, and its `asking_tools` (None from a worker that does not say: all may ask)."""
+
+    def names(value: Any) -> frozenset[str]:
+        return frozenset(n for n in value if isinstance(n, str)) if isinstance(value, list) else frozenset()
+
+    asking = handshake.get("asking_tools")
+    return names(handshake.get("plain_tools")), names(asking) if isinstance(asking, list) else None
 
 
 def encode(message: dict[str, Any]) -> bytes:

@@ -63,6 +63,7 @@ class SupervisedWorker:
         self.surface: dict[str, list[dict[str, Any]]] = {}
         self.failed_files: list[dict[str, Any]] = []
         self.plain_tools: frozenset[str] = frozenset()  # tools that take no Context (the lean MCP path's)
+        self.asking_tools: frozenset[str] | None = None  # Context tools that may ask the client; None: all may
         self.deps_synced = False
         self.restarts = 0
         self.last_error: str | None = None
@@ -209,7 +210,7 @@ class SupervisedWorker:
         self.tools = list(handshake.get("tools") or [])
         self.surface = {key: list(handshake.get(key) or []) for key in protocol.SURFACE_KINDS}
         self.failed_files = list(handshake.get("failed_files") or [])
-        self.plain_tools = frozenset(n for n in handshake.get("plain_tools") or () if isinstance(n, str))
+        self.plain_tools, self.asking_tools = protocol.tool_kinds(handshake)
 
     def _deliverable(self) -> SecretEnv | None:
         """The secrets to hand a worker that asks for them; None when another supervisor of the same

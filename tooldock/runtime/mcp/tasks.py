@@ -257,7 +257,8 @@ class TasksExtension(Extension):
         relay = TaskRelay(self.store, task, client, session)
         # A Context tool may be a guard that asks for input before it goes async (SEP-2663 on SEP-2322): its
         # first round gets a moment to answer `input_required`, which this request then returns instead.
-        guardless = entry.source.is_upstream or self.engine.plain_tool(self.namespace, params.name)
+        # A tool whose code never asks (a Context tool that only reports progress and logs) is announced at once.
+        guardless = entry.source.is_upstream or not self.engine.may_ask(self.namespace, params.name)
         early = None if guardless else asyncio.Future[Any]()
         runner = asyncio.create_task(self._run(task, ctx, params, relay, key, early), name=f"mcp task {task.id}")
         task.runner = runner
