@@ -341,3 +341,47 @@ def test_a_context_tools_failure_carries_its_traceback_and_bad_arguments_are_ref
         assert refused["code"] == "invalid_arguments" and "details" not in refused
     finally:
         w.close()
+
+
+BRIDGE_PROBE = (
+    "import sys\n\nfrom fastmcp import Context\nfrom fastmcp.tools import tool\n\n\n"
+    "@tool\ndef bridge_loaded() -> bool:\n    \"\"\"Whether the worker imported its bridge.\"\"\"\n"
+    "    return 'tooldock.worker.bridge' in sys.modules\n"
+)
+CONTEXT_TOOL = (
+    "\n\n@tool\nasync def steps(ctx: Context) -> int:\n    \"\"\"Reports progress.\"\"\"\n"
+    "    await ctx.report_progress(1, 1)\n    return 1\n"
+)
+
+
+def _bridge_loaded(w: WorkerProc, waited: float) -> bool:
+    """Whether the worker has its bridge imported, asked (with no Context call) until `waited` seconds pass."""
+    deadline = time.monotonic() + waited
+    while True:
+        reply = w.request(id="b", op="tools.call", tool="bridge_loaded", arguments={})
+        if reply["result"]["structuredContent"]["result"] or time.monotonic() > deadline:
+            return reply["result"]["structuredContent"]["result"]
+        time.sleep(0.05)
+
+
+def test_a_worker_with_context_tools_imports_its_bridge_in_the_background_once_it_serves(tmp_path):
+    """A spawned worker (a container's) whose namespace has a Context tool imports the bridge after its ready
+    line, before any call needs it, so the first Context call does not pay the import; a namespace of plain
+    tools never imports it (its memory and start-up stay those of a plain worker)."""
+    plain, with_context = tmp_path / "plain", tmp_path / "withctx"
+    plain.mkdir(), with_context.mkdir()
+    (plain / "probe.py").write_text(BRIDGE_PROBE)
+    (with_context / "probe.py").write_text(BRIDGE_PROBE + CONTEXT_TOOL)
+    w = WorkerProc(with_context)
+    try:
+        assert _bridge_loaded(w, 30), "the bridge was not imported after the worker started serving"
+        started = time.monotonic()
+        assert w.request(id="s", op="tools.call", tool="steps", arguments={})["ok"]
+        assert time.monotonic() - started < 5
+    finally:
+        w.close()
+    w = WorkerProc(plain)
+    try:
+        assert _bridge_loaded(w, 1.5) is False
+    finally:
+        w.close()

@@ -7,10 +7,12 @@ tools in a worker thread. Replies are whole lines; those of one event-loop turn 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import itertools
 import os
 import reprlib
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -27,6 +29,7 @@ from tooldock.worker.connection import GatewayConnection
 from tooldock.worker.protocol import round_fields
 from tooldock.worker.secretenv import Masker
 
+BRIDGE_MODULE = "tooldock.worker.bridge"  # imports guard.py too
 if TYPE_CHECKING:  # the bridge imports FastMCP's server and client stacks: only when first needed
     from tooldock.worker.bridge import Bridge, Relay
 
@@ -66,6 +69,13 @@ def _error_for(exc: BaseException) -> tuple[str, str, dict[str, Any] | None]:
     if isinstance(exc, ToolError):
         return "internal_error", str(exc), {"exception": type(exc).__name__}
     return "internal_error", f"{type(exc).__name__}: {exc}", {"exception": type(exc).__name__}
+
+
+def _import_bridge() -> None:
+    try:
+        importlib.import_module(BRIDGE_MODULE)
+    except Exception:  # said when the bridge is first used, on the call that needs it
+        pass
 
 
 def tool_traceback(exc: BaseException, folder: Path | None) -> str:
@@ -133,6 +143,17 @@ class WorkerServer:
 
             self._bridge = Bridge(self.namespace, self.loaded)
         return self._bridge
+
+    def warm_bridge(self) -> threading.Thread | None:
+        """Import the bridge in a background thread once the worker serves, when the namespace will need it (a
+        Context tool, a resource, a prompt), so that its first such call does not pay the import (about 0.3 s
+        with bytecode) unless it comes within that time of the start. A worker forked from a fork server has
+        it already; a namespace of plain tools never imports it."""
+        if BRIDGE_MODULE in sys.modules or not (self.loaded.context_tools or any(self.loaded.surface().values())):
+            return None
+        thread = threading.Thread(target=_import_bridge, name="tooldock-warm-bridge", daemon=True)
+        thread.start()
+        return thread
 
     def handshake(self) -> dict[str, Any]:
         return {
@@ -330,6 +351,7 @@ async def serve(
         file=sys.stderr,
         flush=True,
     )
+    worker.warm_bridge()
     try:
         async with server:
             await worker.stopping.wait()
