@@ -92,3 +92,70 @@ def test_a_forked_worker_shares_the_framework_and_nothing_is_left_at_shutdown(ma
     while time.monotonic() < deadline and not (gone(pid) and gone(server)):
         time.sleep(0.1)
     assert gone(pid) and gone(server)
+
+
+def test_the_base_environments_fork_server_starts_before_any_worker_is_asked_for_and_is_the_one_used(tmp_path):
+    """`tooldock serve` calls ProcessBackend.warm_up before it imports the gateway, so the base environment's
+    fork server imports the framework beside the gateway's own imports: it runs before anything asked for a
+    worker, and the workers are forked from that same server (not a second one), which goes with the backend."""
+    import asyncio
+
+    from conftest import STATE_DIR
+
+    from tooldock.runtime.backends.process import ProcessBackend
+    from tooldock.runtime.settings import Settings
+
+    namespace = tmp_path / "tools" / "early"
+    namespace.mkdir(parents=True)
+    (namespace / "hello.py").write_text(
+        "from fastmcp.tools import tool\n\n\n@tool\ndef hello() -> str:\n    \"\"\"Hello.\"\"\"\n    return 'hi'\n"
+    )
+    settings = Settings.from_env({"TOOLDOCK_STATE_DIR": str(STATE_DIR), "TOOLDOCK_BEARER_TOKEN": "t" * 16})
+
+    async def body() -> None:
+        backend = ProcessBackend(settings, tmp_path / "tools")
+        assert backend.forks is not None
+        interpreter, _ = await backend.envs.ensure("early", None, "", None)  # built once, cached for the suite
+        assert backend.envs.ready() == interpreter
+        backend.warm_up()
+        server = backend.forks.for_interpreter(interpreter)
+        early = server.pid
+        assert early is not None and "tooldock.worker.forkserver" in cmdline(early) and parent_of(early) == os.getpid()
+        socket_path = backend.socket_dir / "early.sock"
+        args = ["--namespace", "early", "--dir", str(namespace), "--socket", str(socket_path)]
+        forked = await server.spawn(args, dict(backend.forks.env), namespace)
+        try:
+            assert server.pid == early and parent_of(forked.pid) == early
+            deadline = time.monotonic() + 30
+            while not socket_path.exists():
+                assert forked.returncode is None and time.monotonic() < deadline, "the forked worker did not serve"
+                await asyncio.sleep(0.05)
+        finally:
+            forked.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(forked.wait(), 10)
+            await backend.close()
+        assert not Path(f"/proc/{early}").exists() or "zombie" in Path(f"/proc/{early}/status").read_text()
+
+    asyncio.run(body())
+
+
+def test_a_fork_server_started_speculatively_exits_when_nothing_forks_from_it(tmp_path):
+    """warm_up's fork server (`--unused-exit`) goes away when no namespace used its environment (every one had
+    requirements of its own); one that forked stays (the test above uses one within its time)."""
+    import subprocess
+    import sys
+
+    socket_path = tmp_path / "f.sock"
+    proc = subprocess.Popen(
+        [sys.executable, "-s", "-m", "tooldock.worker.forkserver", "--socket", str(socket_path), "--unused-exit", "1"]
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not socket_path.exists() and proc.poll() is None:
+            assert time.monotonic() < deadline, "the fork server did not start"
+            time.sleep(0.05)
+        assert proc.wait(30) == 0
+        assert not socket_path.exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()

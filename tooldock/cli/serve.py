@@ -106,7 +106,6 @@ def serve(
     /reload) to pick up changes. With --manager, an LLM can write tools into TOOLS_DIR through the
     manager's MCP tools and make them live with reload_core.
     """
-    from tooldock.runtime.app import create_app
     from tooldock.runtime.settings import Settings, SettingsError
 
     if with_manager:
@@ -142,8 +141,16 @@ def serve(
             engine()
         except BuilderError as exc:
             raise click.ClickException(str(exc)) from None
+    prepared = None
+    if backend == "process":  # its fork server imports the framework while this process imports the gateway
+        from tooldock.runtime.backends.process import ProcessBackend
+
+        prepared = ProcessBackend(settings, tools_dir.resolve())
+        prepared.warm_up()
+    from tooldock.runtime.app import create_app
+
     try:
-        app = create_app(tools_dir.resolve(), settings, host, url, backend, read_only, _secrets())
+        app = create_app(tools_dir.resolve(), settings, host, url, backend, read_only, _secrets(), backend=prepared)
     except SettingsError as exc:  # the relay socket's settings, read with the rest of the app
         raise click.ClickException(str(exc)) from None
     child = (

@@ -157,12 +157,14 @@ def create_app(
     secrets: SecretMap | None = None,
     keys: KeyStore | None = None,
     relay: RelayConfig | None = None,
+    backend: Backend | None = None,
 ) -> ASGIApp:
     """`keys`: the API key store (default: TOOLDOCK_KEYS_DIR's); `relay`: the relay socket's settings (default:
-    from the environment)."""
+    from the environment); `backend`: one made already (`tooldock serve` warms the process backend up before
+    it imports this module), else `backend_name`'s."""
     keys = keys or KeyStore.from_env()
     relay = relay or RelayConfig.from_env(settings)
-    backend = make_backend(backend_name, settings, tools_dir, read_only)
+    backend = backend or make_backend(backend_name, settings, tools_dir, read_only)
     registry = Registry(backend, settings, secrets)
     guard = KeyGuard(keys)  # ends what outlives a revoked key: calls in flight, HTTP event streams, relay watchers
     engine = Engine(registry, settings, guard)

@@ -28,6 +28,7 @@ import signal
 import socket
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 MAX_REQUEST = 1024 * 1024
@@ -123,7 +124,9 @@ def _receive(conn: socket.socket) -> tuple[dict, int]:
     return request, fds[0]
 
 
-def serve(path: Path, parent_pid: int | None) -> None:
+def serve(path: Path, parent_pid: int | None, unused_exit: float | None = None) -> None:
+    """`unused_exit`: seconds after which a server that has not forked yet exits (one started speculatively,
+    for an environment no namespace turned out to use)."""
     preload()
     listener = socket.socket(socket.AF_UNIX)
     tmp = path.with_name(path.name + f".{os.getpid()}")
@@ -141,14 +144,18 @@ def serve(path: Path, parent_pid: int | None) -> None:
     selector.register(listener, selectors.EVENT_READ, "accept")
     selector.register(wake_r, selectors.EVENT_READ, "wake")
     children: dict[int, socket.socket] = {}
+    unused_until = time.monotonic() + unused_exit if unused_exit is not None else None
     try:
         while parent_pid is None or _alive(parent_pid):
+            if unused_until is not None and time.monotonic() > unused_until:
+                break
             for key, _ in selector.select(timeout=1.0):
                 if key.data == "wake":
                     with contextlib.suppress(BlockingIOError):
                         wake_r.recv(4096)
                 elif key.data == "accept":
                     conn, _ = listener.accept()
+                    unused_until = None
                     _spawn(conn, children, [listener, wake_r, wake_w, *children.values()])
             _reap(children)
     finally:
@@ -207,9 +214,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m tooldock.worker.forkserver")
     parser.add_argument("--socket", required=True)
     parser.add_argument("--parent-pid", type=int, default=None)
+    parser.add_argument("--unused-exit", type=float, default=None, help="exit after this many seconds unused")
     args = parser.parse_args()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the gateway stops it (SIGTERM) after its workers
-    serve(Path(args.socket), args.parent_pid)
+    serve(Path(args.socket), args.parent_pid, args.unused_exit)
     return 0
 
 

@@ -44,6 +44,11 @@ class Environments:
     def interpreter(self, key: str) -> Path:
         return self.root / key / "bin" / "python"
 
+    def ready(self, requirements: str = "", python: str | None = None) -> Path | None:
+        """The interpreter of the environment for these requirements if it is built already, else None."""
+        key = environment_key(requirements, python)
+        return self.interpreter(key) if (self.root / key / READY_MARKER).is_file() else None
+
     async def ensure(
         self, namespace: str, requirements_file: Path | None, requirements: str, python: str | None
     ) -> tuple[Path, bool]:

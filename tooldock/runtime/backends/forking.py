@@ -3,9 +3,11 @@ worker that looks to the process backend like the subprocess it would otherwise 
 `returncode`, `wait()`, `send_signal()`, `stdout`).
 
 A fork server is started on first use for an interpreter (a namespace's virtualenv), in its own session,
-and started again if it died. The worker's output comes back on a pipe the gateway made and handed over;
-its exit status comes back on the request's connection, since the fork server, not the gateway, is its
-parent. Nothing here is needed for correctness: when a fork server cannot start, the backend spawns.
+and started again if it died; the base environment's is started before the gateway imports its own modules
+(`ProcessBackend.warm_up`), so the two import at once. The worker's output comes back on a pipe the
+gateway made and handed over; its exit status comes back on the request's connection, since the fork
+server, not the gateway, is its parent. Nothing here is needed for correctness: when a fork server cannot
+start, the backend spawns.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -64,35 +67,41 @@ class ForkServer:
     def __init__(self, interpreter: Path, socket_path: Path, env: dict[str, str]) -> None:
         self.interpreter, self.socket_path, self.env = interpreter, socket_path, env
         self.pid: int | None = None
-        self._proc: asyncio.subprocess.Process | None = None
+        # A plain Popen, not an asyncio process: `start` also runs before the gateway has an event loop.
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._serving = False  # its socket was seen: a socket gone since means it must start again
         self._lock = asyncio.Lock()
+
+    def start(self, unused_exit: float | None = None) -> None:
+        """Start the fork server without waiting for it (its imports take a second or more): `spawn` waits.
+        The gateway calls this before it imports its own modules, so that both import at once, with
+        `unused_exit`: a server no namespace asked for in that time exits (started again if one does later)."""
+        self.socket_path.unlink(missing_ok=True)
+        self._serving = False
+        argv = ["-s", "-m", "tooldock.worker.forkserver", "--socket", str(self.socket_path)]
+        argv += ["--unused-exit", str(unused_exit)] if unused_exit is not None else []
+        self._proc = subprocess.Popen(
+            [str(self.interpreter), *argv, "--parent-pid", str(os.getpid())],
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        self.pid = self._proc.pid
 
     async def _ensure(self) -> None:
         async with self._lock:
-            if self._proc is not None and self._proc.returncode is None and self.socket_path.exists():
-                return
-            await self._stop()
-            self.socket_path.unlink(missing_ok=True)
-            self._proc = await asyncio.create_subprocess_exec(
-                str(self.interpreter),
-                "-s",
-                "-m",
-                "tooldock.worker.forkserver",
-                "--socket",
-                str(self.socket_path),
-                "--parent-pid",
-                str(os.getpid()),
-                env=self.env,
-                stdin=asyncio.subprocess.DEVNULL,
-                start_new_session=True,
-            )
-            self.pid = self._proc.pid
-            deadline = asyncio.get_running_loop().time() + READY_TIMEOUT
+            if self._proc is None or self._proc.poll() is not None or (self._serving and not self.socket_path.exists()):
+                await self._stop()
+                self.start()
+            proc, loop = self._proc, asyncio.get_running_loop()
+            assert proc is not None
+            deadline = loop.time() + READY_TIMEOUT
             while not self.socket_path.exists():
-                if self._proc.returncode is not None or asyncio.get_running_loop().time() > deadline:
+                if proc.poll() is not None or loop.time() > deadline:
                     await self._stop()
                     raise ForkServerError(f"the fork server for {self.interpreter} did not start")
                 await asyncio.sleep(0.02)
+            self._serving = True
 
     async def spawn(self, argv: list[str], env: dict[str, str], cwd: Path) -> Forked:
         """Fork a worker: `python -m tooldock.worker <argv>` with exactly `env`, in `cwd`."""
@@ -132,16 +141,16 @@ class ForkServer:
 
     async def _stop(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is None or proc.returncode is not None:
+        if proc is None or proc.poll() is not None:
             return
         with contextlib.suppress(ProcessLookupError):
             proc.terminate()
         try:
-            await asyncio.wait_for(proc.wait(), 3)
-        except TimeoutError:
+            await asyncio.to_thread(proc.wait, 3)
+        except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
-            await proc.wait()
+            await asyncio.to_thread(proc.wait)
 
     async def close(self) -> None:
         async with self._lock:

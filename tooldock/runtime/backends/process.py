@@ -26,6 +26,9 @@ from tooldock.runtime.settings import Settings
 from tooldock.runtime.workerclient import SecretEnv
 
 # Only these variables of the gateway's environment reach a worker: never the gateway's tokens.
+# An early fork server (warm_up) that no worker was forked from this long after it started exits: every
+# namespace had requirements of its own, so the base environment's would only hold memory.
+EARLY_UNUSED_EXIT = 120.0
 PASSTHROUGH_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "SSL_CERT_FILE", "SSL_CERT_DIR")
 
 
@@ -165,6 +168,14 @@ class ProcessBackend:
         base = {k: os.environ[k] for k in PASSTHROUGH_ENV if k in os.environ}
         base.update(PYTHONPATH=str(self.lib), PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1")
         self.forks = ForkServers(self.socket_dir, base) if settings.fork_workers else None
+
+    def warm_up(self) -> None:
+        """Start the fork server of the base environment (namespaces without requirements) now, when that
+        environment is built already: `tooldock serve` calls this before it imports the gateway, so the fork
+        server's imports (a second or more) run beside the gateway's own instead of after them."""
+        interpreter = self.envs.ready() if self.forks is not None else None
+        if self.forks is not None and interpreter is not None:
+            self.forks.for_interpreter(interpreter).start(unused_exit=EARLY_UNUSED_EXIT)
 
     async def discover(self) -> ScanResult:
         return await asyncio.to_thread(scan_tools_dir, self.tools_dir)
