@@ -141,16 +141,16 @@ def serve(
             engine()
         except BuilderError as exc:
             raise click.ClickException(str(exc)) from None
-    prepared = None
+    folder, prepared = tools_dir.resolve(), None
     if backend == "process":  # its fork server imports the framework while this process imports the gateway
         from tooldock.runtime.backends.process import ProcessBackend
 
-        prepared = ProcessBackend(settings, tools_dir.resolve())
+        prepared = ProcessBackend(settings, folder)
         prepared.warm_up()
     from tooldock.runtime.app import create_app
 
     try:
-        app = create_app(tools_dir.resolve(), settings, host, url, backend, read_only, _secrets(), backend=prepared)
+        app = create_app(folder, settings, host, url, backend, read_only, _secrets(), backend=prepared)
     except SettingsError as exc:  # the relay socket's settings, read with the rest of the app
         raise click.ClickException(str(exc)) from None
     child = (

@@ -149,7 +149,10 @@ class WorkerServer:
         Context tool, a resource, a prompt), so that its first such call does not pay the import (about 0.3 s
         with bytecode) unless it comes within that time of the start. A worker forked from a fork server has
         it already; a namespace of plain tools never imports it."""
-        if BRIDGE_MODULE in sys.modules or not (self.loaded.context_tools or any(self.loaded.surface().values())):
+        loaded = self.loaded
+        if BRIDGE_MODULE in sys.modules or not (
+            loaded.context_tools or loaded.resources or loaded.templates or loaded.prompts
+        ):
             return None
         thread = threading.Thread(target=_import_bridge, name="tooldock-warm-bridge", daemon=True)
         thread.start()

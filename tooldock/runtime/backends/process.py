@@ -26,10 +26,10 @@ from tooldock.runtime.settings import Settings
 from tooldock.runtime.workerclient import SecretEnv
 
 # Only these variables of the gateway's environment reach a worker: never the gateway's tokens.
+PASSTHROUGH_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "SSL_CERT_FILE", "SSL_CERT_DIR")
 # An early fork server (warm_up) that no worker was forked from this long after it started exits: every
 # namespace had requirements of its own, so the base environment's would only hold memory.
 EARLY_UNUSED_EXIT = 120.0
-PASSTHROUGH_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "SSL_CERT_FILE", "SSL_CERT_DIR")
 
 
 def worker_env(source: NamespaceSource, lib: Path, secrets: dict[str, str]) -> dict[str, str]:
@@ -173,8 +173,10 @@ class ProcessBackend:
         """Start the fork server of the base environment (namespaces without requirements) now, when that
         environment is built already: `tooldock serve` calls this before it imports the gateway, so the fork
         server's imports (a second or more) run beside the gateway's own instead of after them."""
-        interpreter = self.envs.ready() if self.forks is not None else None
-        if self.forks is not None and interpreter is not None:
+        if self.forks is None:
+            return
+        interpreter = self.envs.ready()
+        if interpreter is not None:
             self.forks.for_interpreter(interpreter).start(unused_exit=EARLY_UNUSED_EXIT)
 
     async def discover(self) -> ScanResult:
