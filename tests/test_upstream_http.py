@@ -4,6 +4,7 @@ tools.toml, never shown by the gateway that uses it)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shlex
@@ -163,3 +164,35 @@ command = "{LEAKY} --die"
     assert "[leaky] ok: stderr says ***" in gw.logs and "[leaky] dead: dying with ***" in gw.logs
     shown = gw.logs + gw.get("/namespaces").text + gw.get("/ns/leaky/openapi.json").text
     assert LEAKY_VALUE not in shown
+
+
+def test_a_refused_servers_reason_is_shown_whole_or_not_at_all(tmp_path: Path, monkeypatch) -> None:
+    """Status reads meanwhile never see the SDK's bare "error response" without the HTTP status (a CI run
+    once read GET /namespaces between the two)."""
+    from tooldock.upstream import connection
+
+    seen_while_asking: list[str] = []
+
+    async def slow_status(spec, secrets) -> str:
+        seen_while_asking.append(conn.last_error)
+        await asyncio.sleep(0.2)
+        seen_while_asking.append(conn.last_error)
+        return "HTTP 401 Unauthorized"
+
+    async def nothing(*_: Any) -> None:
+        return None
+
+    monkeypatch.setattr(connection, "http_status", slow_status)
+    spec = connection.UpstreamServer(namespace="refused", url="http://127.0.0.1:9/mcp", transport="streamable-http")
+    conn = connection.Connection(
+        spec, tmp_path, {}, startup_timeout=5, restart=False, on_up=print, on_down=print, on_notification=nothing
+    )
+
+    async def go() -> None:
+        conn.start()
+        await asyncio.wait_for(conn.first_attempt.wait(), 10)
+        await conn.stop()
+
+    asyncio.run(go())
+    assert seen_while_asking == ["", ""]
+    assert "(http://127.0.0.1:9/mcp answered HTTP 401 Unauthorized)" in conn.last_error

@@ -154,17 +154,19 @@ class Connection:
         delay = BACKOFF_FIRST
         while not self._stopping:
             began = time.monotonic()
+            # The reason is composed first and set once: a status read meanwhile (GET /namespaces) must not
+            # see the SDK's bare "error response" before the HTTP status and the server's output are added.
             try:
                 await self._attempt()
+                reason = self.last_error  # the server closed its connection
             except Exception as exc:  # every way a server can fail to start is reported, none stops the gateway
-                self.last_error = self.mask(describe(exc))
+                reason = self.mask(describe(exc))
                 if self.target.transport != "stdio" and self.state != "ready":
                     with contextlib.suppress(Exception):
                         refused = await http_status(self.target, self.secrets)
-                        self.last_error += f" ({self.target.url} answered {refused})" if refused else ""
+                        reason += f" ({self.target.url} answered {refused})" if refused else ""
             said = await self._output.said() if self._output is not None and not self._stopping else ""
-            if said and self.last_error:
-                self.last_error += f"; its last output: {said}"
+            self.last_error = f"{reason}; its last output: {said}" if said and reason else reason
             was_up, self.client, self.capabilities = self.state == "ready", None, None
             if self._stopping:
                 break
