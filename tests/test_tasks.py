@@ -142,13 +142,13 @@ def audit(gateway, tool: str) -> list[dict[str, Any]]:
 
 
 def run(gateway, body, *, extension: bool = True, elicitation: Any = None, mode: str = "auto",
-        token: str | None = None) -> Any:
+        token: str | None = None, namespace: str = "jobs") -> Any:
     import httpx2
     from mcp.client import Client
     from mcp.client.streamable_http import streamable_http_client
 
     async def main() -> Any:
-        headers = gateway.headers("jobs")
+        headers = gateway.headers(namespace)
         if token is not None:  # an API key instead of the bearer token
             headers["Authorization"] = f"Bearer {token}"
         async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
@@ -738,3 +738,46 @@ def test_a_task_over_the_rate_limit_is_refused_at_tools_call(make_gateway, tmp_p
     assert second.structured_content["error"]["code"] == "rate_limited"
     gw.wait_for(lambda: len(audit(gw, "slow_compute")) >= 2, 10, "the audit lines")
     assert sorted(line["status"] for line in audit(gw, "slow_compute")) == ["ok", "rate_limited"]
+
+
+def test_a_tool_of_an_upstream_namespace_runs_as_a_task_by_tooldock_yaml(make_gateway, tmp_path):
+    """An upstream namespace (tools.toml) takes `tasks:` from its tooldock.yaml as a folder of tools does: the
+    upstream call runs in the task, its progress is the status message, a cancel stops it, and a client
+    without the extension is refused a `required` tool."""
+    from test_upstream import DEMO, write_upstream
+
+    folder = write_upstream(tmp_path / "src", "relayed", f"""active_toolsets = ["demo_add", "demo_slow"]
+[[servers]]
+namespace = "demo"
+command = "{DEMO}"
+""")
+    (folder / "tooldock.yaml").write_text('tasks:\n  required: ["demo_add"]\n  optional: ["demo_slow"]\n')
+    gw = make_gateway(tmp_path / "src")
+    gw.wait_for(lambda: gw.namespace("relayed")["servers"][0]["state"] == "ready", what="the upstream server")
+
+    async def body(s: Session) -> Any:
+        added = await s.start("demo_add", a=2, b=3)
+        slept = await s.start("demo_slow", seconds=1)
+        stopped = await s.start("demo_slow", seconds=30)
+        await s.until(stopped.task_id, "working")
+        await asyncio.sleep(0.5)
+        await s.cancel(stopped.task_id)
+        return [await s.until(t.task_id) for t in (added, slept, stopped)]
+
+    added, slept, stopped = run(gw, body, namespace="relayed")
+    assert added.status == "completed" and added.result["structuredContent"] == {"result": 5}, added
+    assert slept.status == "completed" and slept.result["structuredContent"] == {"result": "slept 1.0"}, slept
+    assert slept.status_message == "1/1 step 1"  # the upstream server's progress
+    assert stopped.status == "cancelled", stopped
+    gw.wait_for(lambda: "slow(30.0) cancelled" in gw.logs, 10, "the upstream server's call cancelled")
+
+    async def without(s: Session) -> Any:
+        from mcp.shared.exceptions import MCPError
+
+        with pytest.raises(MCPError) as refused:
+            await s.client.call_tool("demo_add", {"a": 1, "b": 1})
+        return refused.value, await s.client.call_tool("demo_slow", {"seconds": 0})
+
+    refused, plain = run(gw, without, namespace="relayed", extension=False)
+    assert refused.error.code == -32021 and "runs only as a task" in refused.error.message
+    assert plain.structured_content == {"result": "slept 0.0"}
