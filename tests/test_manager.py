@@ -281,6 +281,23 @@ def test_an_llm_alone_declares_the_secrets_its_code_reads_and_the_worker_receive
     assert WEATHER_VALUE not in json.dumps(results) + gateway.logs
 
 
+def test_write_tool_names_the_packages_the_workers_environment_lacks(pair):
+    """Against the environment the gateway built for real: a package the base environment has (pydantic) is
+    not reported, one it lacks is, with the add_requirement step; reload_core then fails that file."""
+    gateway, url = pair
+    code = CALC_V1.replace("from fastmcp.tools import tool", "import humanize\nimport pydantic\nfrom fastmcp.tools import tool")
+
+    async def flow(call):
+        await call("create_namespace", name="humane")
+        written = await call("write_tool", namespace="humane", filename="sizes.py", code=code)
+        return written, await call("reload_core")
+
+    (_, written), (_, reloaded) = run_manager(url, flow)
+    assert written["missing_packages"] == [{"module": "humanize", "file": "sizes.py", "line": 2, "package": "humanize"}]
+    assert "add_requirement('humane', 'humanize')" in written["next_steps"][0]
+    assert "No module named 'humanize'" in json.dumps(reloaded["problems"]["humane"])
+
+
 def test_deleting_a_namespace_and_a_tool_file(pair):
     gateway, url = pair
 

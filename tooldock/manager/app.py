@@ -82,10 +82,14 @@ def build_manager(settings: ManagerSettings, cache: Path, port: int) -> Manager:
     gateway = GatewayClient(settings.gateway_url, runtime.bearer_token, runtime.manager_token)
     docker = DockerRebuild(workspace, runtime, cache) if settings.backend == "docker" else None
     # The process backend: the same environment cache the gateway uses, so an install here is a no-op there.
-    installer = docker.install if docker is not None else _process_installer(Environments(runtime.state_dir / "envs"))
-    return Manager(
-        settings, workspace, SecretStore.from_env(), gateway, Reloader(gateway, docker), installer, docker, port=port
-    )
+    envs: Environments | None = None
+    if docker is not None:
+        installer = docker.install
+    else:
+        envs = Environments(runtime.state_dir / "envs")
+        installer = _process_installer(envs)
+    store, reloader = SecretStore.from_env(), Reloader(gateway, docker)
+    return Manager(settings, workspace, store, gateway, reloader, installer, docker, port, envs=envs)
 
 
 def mcp_server(manager: Manager) -> MCPServer:

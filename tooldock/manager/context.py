@@ -20,6 +20,7 @@ from tooldock.manager.rebuild import DockerRebuild
 from tooldock.manager.reload import Reloader
 from tooldock.manager.settings import ManagerSettings
 from tooldock.manager.workspace import Workspace
+from tooldock.runtime.backends.environments import Environments
 from tooldock.runtime.observe import AuditLog
 from tooldock.secrets import SecretStore
 
@@ -37,6 +38,8 @@ class Manager:
     installer: Callable[[Path], Awaitable[None]]
     docker: DockerRebuild | None = None
     port: int = 8001
+    # The process backend's worker environments (None on docker): write_tool compares imports with them.
+    envs: Environments | None = None
     started: float = field(default_factory=time.monotonic)
     # File writes are quick; one lock makes concurrent write_tool calls on one file land one after the other.
     writes: asyncio.Lock = field(default_factory=asyncio.Lock)

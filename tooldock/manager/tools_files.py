@@ -168,7 +168,9 @@ def register(server: MCPServer, m: Manager) -> None:
 
         Returns on success: {{"written": true, "filename": "issues.py", "tools_found": ["list_issues"]}}, plus
         "undeclared_secrets" and "next_steps" when the namespace's code reads secrets it does not declare,
-        and "no_network_for" (hosts) when it calls APIs from containers that have no network.
+        "missing_packages" ([{{"module", "file", "line", "package"}}]) when it imports packages its environment
+        does not have (add them with add_requirement), and "no_network_for" (hosts) when it calls APIs from
+        containers that have no network.
         Returns on validation error: {{"written": false, "error": "No @tool decorator found",
         "details": "line 3: ...", "problems": [{{"file", "line", "code", "message"}}]}}
 
@@ -178,7 +180,7 @@ def register(server: MCPServer, m: Manager) -> None:
         async with m.writes:
             result = files.write_tool(ws, namespace, filename, code)
         if result.get("written"):  # secrets its worker would not receive, hosts its containers cannot reach
-            result.update(written_hint(ws, ws.namespace_name(namespace), m.docker is not None))
+            result.update(written_hint(ws, ws.namespace_name(namespace), m.docker is not None, m.envs))
         return result
 
     server.add_tool(edge(write_tool), name="write_tool", description=write_doc)
