@@ -49,10 +49,11 @@ SYSTEM = "_system"  # the manager's one MCP server; the name no namespace may ta
 INSTRUCTIONS = (
     "ToolDock manager: write Python tools for the ToolDock gateway. Workflow: list_namespaces -> "
     "create_namespace -> write_tool (follow its pattern exactly) -> add_requirement if the code imports "
-    "third-party packages (write_tool's missing_packages names them) -> check_secrets (prepare_secret + ask the user to run the command it gives; never "
-    "ask for secret values in chat) -> reload_core -> test_tool. Fix failures with write_tool and repeat. To "
-    "translate an existing server: analyze_repo / install_from_registry -> read_repo_file -> the same steps; "
-    "to serve one as it is: search_registry -> install_from_registry(mode='upstream') -> reload_core."
+    "third-party packages (write_tool's missing_packages names them) -> check_secrets (prepare_secret + ask "
+    "the user to run the command it gives; never ask for secret values in chat) -> reload_core -> test_tool. "
+    "Fix failures with write_tool and repeat. To translate an existing server: analyze_repo / "
+    "install_from_registry -> read_repo_file -> the same steps; to serve one as it is: search_registry -> "
+    "install_from_registry(mode='upstream') -> reload_core."
 )
 
 
