@@ -1,7 +1,10 @@
 """REST through the gateway against a bare Starlette endpoint on the same stack, measured with wrk (Debian's
 `wrk`, one thread, 16 connections) in the same run:
 
-    .venv/bin/python bench/rest.py [--seconds 10] [--connections 16]
+    .venv/bin/python bench/rest.py [--seconds 10] [--rounds 5] [--connections 16]
+
+The targets take turns, `--rounds` rounds of `--seconds / --rounds` each, and each ratio is the median of
+the rounds' ratios: this machine's speed drifts by more between runs a minute apart than the gap measured.
 
 Both answer `POST /tools/echo_number {"x": 7}` with `{"result": 7}`; the gateway's goes through auth, the
 request edge, the engine, the audit log and a worker. Loopback only; each run is bounded by --seconds.
@@ -13,6 +16,7 @@ import argparse
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -49,7 +53,8 @@ COALESCED = "bare Starlette, gateway's HTTP protocol"
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--seconds", type=int, default=10, help="per target, all rounds together")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds per target, the targets taking turns")
     parser.add_argument("--connections", type=int, default=16)
     args = parser.parse_args()
     if shutil.which("wrk") is None:
@@ -70,22 +75,36 @@ def main() -> None:
             )
             procs.append(peer)
             targets.append((name, f"http://127.0.0.1:{peer.stdout.readline().strip()}"))
-        rows = []
+        rounds, each = max(1, args.rounds), max(1, round(args.seconds / max(1, args.rounds)))
         for name, base in targets:
-            console.print(f"[dim]{name}: warm-up, then {args.seconds} s ...[/dim]")
+            console.print(f"[dim]{name}: warm-up ...[/dim]")
             wrk(f"{base}/tools/echo_number", 2, args.connections, script)
-            rows.append((name, wrk(f"{base}/tools/echo_number", args.seconds, args.connections, script)))
+        runs: dict[str, list[dict[str, float]]] = {name: [] for name, _ in targets}
+        for number in range(rounds):
+            console.print(f"[dim]round {number + 1} of {rounds}: {each} s per target ...[/dim]")
+            for name, base in targets:
+                runs[name].append(wrk(f"{base}/tools/echo_number", each, args.connections, script))
     finally:
         for proc in procs:
             proc.terminate()
         shutil.rmtree(tmp, ignore_errors=True)
-    table = Table(title=f"REST, wrk -t1 -c{args.connections} -d{args.seconds}s ({os.cpu_count()} cores)")
+    title = f"REST, wrk -t1 -c{args.connections}, {rounds} rounds of {each} s taken in turn ({os.cpu_count()} cores)"
+    table = Table(title=title)
     for column in ("target", "req/s", "p50 ms", "non-2xx"):
         table.add_column(column, justify="right")
-    for name, r in rows:
-        table.add_row(name, f"{r['rate']:.0f}", f"{r['p50']:.2f}", str(r["errors"]))
-    table.add_row("ratio to the peer", f"{rows[0][1]['rate'] / rows[1][1]['rate']:.2f}x", "", "")
-    table.add_row("ratio to the coalescing peer", f"{rows[0][1]['rate'] / rows[2][1]['rate']:.2f}x", "", "")
+    for name, got in runs.items():
+        rate = statistics.mean(r["rate"] for r in got)
+        p50 = statistics.median(r["p50"] for r in got)
+        table.add_row(name, f"{rate:.0f}", f"{p50:.2f}", str(sum(int(r["errors"]) for r in got)))
+    ours, peer, coalescing = (runs[name] for name, _ in targets)
+
+    def ratio(other: list[dict[str, float]]) -> str:
+        each_round = sorted(a["rate"] / b["rate"] for a, b in zip(ours, other, strict=True))
+        spread = f" ({each_round[0]:.2f}-{each_round[-1]:.2f})" if len(each_round) > 1 else ""
+        return f"{statistics.median(each_round):.2f}x{spread}"
+
+    table.add_row("ratio to the peer (median of rounds)", ratio(peer), "", "")
+    table.add_row("ratio to the coalescing peer", ratio(coalescing), "", "")
     Console().print(table)
 
 

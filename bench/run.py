@@ -67,10 +67,13 @@ def start_gateway(log, args: list[str] | None = None, env: dict[str, str] | None
 
 
 def tree_cpu(pid: int) -> tuple[float, float]:
-    """CPU seconds (user + system) used so far by process `pid`, and by its live descendants (a gateway's
-    workers and fork servers), read from /proc."""
+    """CPU seconds (user + system) used so far by process `pid` itself, and by its descendants (a gateway's
+    workers and fork servers), read from /proc. The descendants' figure counts the ones that have exited
+    too (their CPU is in their parent's `cutime`/`cstime` once reaped), so it never goes down when a worker
+    is replaced or a fork server exits during a measurement."""
     parents: dict[int, int] = {}
-    used: dict[int, float] = {}
+    own: dict[int, float] = {}
+    reaped: dict[int, float] = {}
     tick = os.sysconf("SC_CLK_TCK")
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -79,11 +82,12 @@ def tree_cpu(pid: int) -> tuple[float, float]:
             except OSError:  # gone meanwhile
                 continue
             parents[int(entry.name)] = int(fields[1])
-            used[int(entry.name)] = (int(fields[11]) + int(fields[12])) / tick
+            own[int(entry.name)] = (int(fields[11]) + int(fields[12])) / tick
+            reaped[int(entry.name)] = (int(fields[13]) + int(fields[14])) / tick
     tree = {pid}
     while found := {p for p, parent in parents.items() if parent in tree} - tree:  # pids are not in tree order
         tree |= found
-    return used.get(pid, 0.0), sum(used.get(p, 0.0) for p in tree - {pid})
+    return own.get(pid, 0.0), sum(own.get(p, 0.0) + reaped.get(p, 0.0) for p in tree - {pid}) + reaped.get(pid, 0.0)
 
 
 def start_peer(*args: str) -> tuple[subprocess.Popen, str]:
