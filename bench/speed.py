@@ -22,7 +22,7 @@ from pathlib import Path
 HERE = Path(__file__).parent
 PARTS = {  # name: (script, its arguments, --quick's arguments)
     "mcp": ("mcp_raw.py", ["--calls", "3000", "--seconds", "20"], ["--calls", "300", "--seconds", "3"]),
-    "rest": ("rest.py", ["--seconds", "10"], ["--seconds", "2"]),
+    "rest": ("rest.py", ["--seconds", "10"], ["--seconds", "2", "--rounds", "2"]),
     "footprint": ("footprint.py", ["--counts", "1,20,50"], ["--counts", "1,3"]),
     "docker": ("container_start.py", ["--runs", "5"], ["--runs", "1"]),
 }
