@@ -5,10 +5,9 @@ the environment its requirements.txt makes.
 
 The environment is read from disk, not guessed: the top-level names in the site-packages of the worker's
 virtualenv for the namespace's current requirements (the process backend's cache, which the gateway uses
-too). When that one is not built yet (requirements.txt changed since the last install), the base environment
-stands in, and a module counts as provided when a listed requirement is named after it (or is its known
-distribution, `yaml` in PyYAML, say). With no environment built at all nothing is reported: a guess would
-send the LLM to install packages the worker may already have.
+too). When that one is not built (requirements.txt changed since the last install; add_requirement installs
+at once) nothing is reported: which modules a package provides is known only once it is installed, and a
+guess would send the LLM to install packages the worker may already have, under names that are not theirs.
 
 An import the code guards (inside `try` with an `except ImportError`, or under `if TYPE_CHECKING:`) is
 optional and not reported.
@@ -20,9 +19,6 @@ import ast
 import sys
 from pathlib import Path
 from typing import Any
-
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
 
 from tooldock.runtime.backends.environments import Environments
 
@@ -121,30 +117,14 @@ def _site_packages(interpreter: Path) -> Path | None:
     return found[0] if found else None
 
 
-def _named_by(requirements: str) -> set[str]:
-    """Modules the requirements are named after, for an environment not built yet."""
-    names: set[str] = set()
-    for line in requirements.splitlines():
-        try:
-            name = canonicalize_name(Requirement(line.strip()).name)
-        except InvalidRequirement:
-            continue
-        names.add(name.replace("-", "_"))
-        names.update(m.lower() for m, dist in DISTRIBUTIONS.items() if canonicalize_name(dist) == name)
-    return names
-
-
 def missing_packages(folder: Path, requirements: str, python: str | None, envs: Environments) -> list[dict[str, Any]]:
     """`[{"module", "file", "line", "package"}]` for each module the namespace's files import that its
-    environment would not provide; [] when no environment is built to compare with."""
-    exact = envs.ready(requirements, python)
-    base = exact or envs.ready("", python)
-    site = _site_packages(base) if base is not None else None
+    environment would not provide; [] when that environment is not built."""
+    interpreter = envs.ready(requirements, python)
+    site = _site_packages(interpreter) if interpreter is not None else None
     if site is None:
         return []
     available = provided(site) | set(sys.stdlib_module_names)
-    if exact is None:
-        available |= _named_by(requirements)
     local = {p.name.removesuffix(".py") for p in folder.iterdir() if p.suffix == ".py" or p.is_dir()}
     missing: dict[str, dict[str, Any]] = {}
     for path in sorted(folder.glob("*.py")):
@@ -153,7 +133,7 @@ def missing_packages(folder: Path, requirements: str, python: str | None, envs: 
         except (OSError, UnicodeDecodeError):
             continue
         for module, line in imported(text).items():
-            if module in available or module.lower() in available or module in local or module in missing:
+            if module in available or module in local or module in missing:
                 continue
             package = DISTRIBUTIONS.get(module, module)
             missing[module] = {"module": module, "file": path.name, "line": line, "package": package}
