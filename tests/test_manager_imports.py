@@ -107,3 +107,12 @@ def test_write_tool_answers_with_the_packages_and_the_add_requirement_step(ns):
     files.write_tool(ws, "weather", "forecast.py", "from fastmcp.tools import tool\nimport helpers\n"
                      "@tool\ndef f(x: int) -> int:\n    \"\"\"x.\"\"\"\n    return x\n")
     assert written_hint(ws, "weather", containers=False, envs=envs) == {}
+
+
+def test_a_requirements_file_that_cannot_be_read_leaves_the_hint_out_not_the_write(ns, tmp_path):
+    ws, envs, folder = ns
+    built(envs, "", "fastmcp")
+    (tmp_path / "elsewhere.txt").write_text("httpx\n")
+    (folder / "requirements.txt").symlink_to(tmp_path / "elsewhere.txt")
+    assert files.write_tool(ws, "weather", "forecast.py", TOOL)["written"]
+    assert "missing_packages" not in written_hint(ws, "weather", containers=False, envs=envs)

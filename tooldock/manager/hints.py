@@ -38,9 +38,7 @@ def written_hint(ws: Workspace, namespace: str, containers: bool, envs: Environm
         hint["undeclared_secrets"] = missed
     steps = [declare_step(key, name) for key in missed]
     if envs is not None:
-        requirements = ws.metadata_file(name, REQUIREMENTS)
-        text = requirements.read_text(encoding="utf-8", errors="replace") if requirements.is_file() else ""
-        packages = missing_packages(ws.namespace_dir(name), text, config.python, envs)
+        packages = _missing(ws, name, config.python, envs)
         if packages:
             hint["missing_packages"] = packages
         steps += [
@@ -60,3 +58,15 @@ def written_hint(ws: Workspace, namespace: str, containers: bool, envs: Environm
     if steps:
         hint["next_steps"] = steps
     return hint
+
+
+def _missing(ws: Workspace, name: str, python: str | None, envs: Environments) -> list[dict[str, Any]]:
+    """manager/imports.py's `missing_packages` for the namespace; [] when it cannot be read (a requirements.txt
+    that is a link out of the folder, which reload_core reports): the file is written, only the hint is left
+    out."""
+    try:
+        requirements = ws.metadata_file(name, REQUIREMENTS)
+        text = requirements.read_text(encoding="utf-8", errors="replace") if requirements.is_file() else ""
+        return missing_packages(ws.namespace_dir(name), text, python, envs)
+    except (InvalidInput, OSError):  # a folder deleted meanwhile, an environment being replaced: no hint
+        return []
