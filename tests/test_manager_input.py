@@ -1145,3 +1145,15 @@ def test_mcp_secrets_tools_never_show_a_value(manager):
     text = json.dumps([prepared, results])
     assert SECRET_VALUE not in text and "AGE-SECRET-KEY" not in text
     assert store.key_path.read_text().split("AGE-SECRET-KEY-")[1][:20] not in text
+
+
+def test_deleting_a_namespace_names_the_secrets_the_store_keeps_for_it(lay, tmp_path):
+    secrets.prepare_secret(lay.ws, lay.store, "CALC_TOKEN", "calc")
+    secrets.prepare_secret(lay.ws, lay.store, "SHARED_TOKEN")  # global: not the namespace's
+    assert files.delete_namespace(lay.ws, "calc") == {"deleted": True, "name": "calc"}
+    kept = secrets.kept_after_delete(lay.store, "calc")
+    assert kept["secrets_kept"] == ["CALC_TOKEN"]
+    assert "remove_secret('CALC_TOKEN', 'calc')" in kept["next_steps"][0]
+    assert secrets.kept_after_delete(lay.store, "trap") == {}  # none kept: nothing added
+    unreadable = SecretStore(tmp_path / "no-store", tmp_path / "no.key")  # never initialised
+    assert secrets.kept_after_delete(unreadable, "calc") == {}

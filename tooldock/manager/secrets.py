@@ -92,6 +92,24 @@ def list_secrets(store: SecretStore, ws: Workspace, namespace: object = None) ->
     return rows
 
 
+def kept_after_delete(store: SecretStore, namespace: str) -> dict[str, Any]:
+    """What delete_namespace adds: the secrets still in the store for that namespace's name (a namespace
+    created again with the name gets them), with the calls that remove them; nothing when there are none
+    or the store cannot be read (the folder is deleted either way)."""
+    try:
+        keys = [row["key"] for row in store.statuses(namespace)]
+    except (SecretsError, OSError):
+        return {}
+    if not keys:
+        return {}
+    steps = [
+        f"{key} stays in the secrets store for '{namespace}' (a namespace created again as '{namespace}' "
+        f"receives it): call remove_secret('{key}', '{namespace}') if it is no longer needed"
+        for key in keys
+    ]
+    return {"secrets_kept": keys, "next_steps": steps}
+
+
 def remove_secret(ws: Workspace, store: SecretStore, key: object, namespace: object = None) -> dict[str, Any]:
     name, scope = _key(key), _optional_namespace(ws, namespace)
     removed = _store_call(lambda: store.remove(name, scope))

@@ -11,7 +11,7 @@ from mcp.server.mcpserver import MCPServer
 from tooldock.manager import deps, files, upstreamtools
 from tooldock.manager.context import JsonObject, Manager, edge
 from tooldock.manager.hints import written_hint
-from tooldock.manager.secrets import secrets_status
+from tooldock.manager.secrets import kept_after_delete, secrets_status
 
 TOOL_PATTERN = '''
     from fastmcp.tools import tool
@@ -99,12 +99,14 @@ def register(server: MCPServer, m: Manager) -> None:
         Args:
             name: Namespace to delete. Cannot be "_system".
 
-        Returns {"deleted": true, "name": "github"}. After calling: call reload_core() to update the gateway."""
+        Returns {"deleted": true, "name": "github"}, plus "secrets_kept" and "next_steps" when the secrets
+        store still holds secrets for that name (they are kept: remove_secret removes one). After calling:
+        call reload_core() to update the gateway."""
         async with m.writes:
             result = files.delete_namespace(ws, name)
         if m.docker is not None:
             m.docker.forget(result["name"])
-        return result
+        return {**result, **kept_after_delete(m.store, result["name"])}
 
     @server.tool()
     @edge
