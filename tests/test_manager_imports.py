@@ -116,3 +116,11 @@ def test_a_requirements_file_that_cannot_be_read_leaves_the_hint_out_not_the_wri
     (folder / "requirements.txt").symlink_to(tmp_path / "elsewhere.txt")
     assert files.write_tool(ws, "weather", "forecast.py", TOOL)["written"]
     assert "missing_packages" not in written_hint(ws, "weather", containers=False, envs=envs)
+
+
+def test_code_nested_deeper_than_the_stack_is_read_as_far_as_it_goes():
+    for terms in (900, 3000, 100_000):  # a chain of additions is one AST node inside the next
+        deep = "import httpx\nx = " + "+".join(["1"] * terms) + "\n"
+        assert imported(deep) in ({}, {"httpx": 1})  # never a RecursionError out of write_tool's hint
+    nested = "".join("    " * i + "if x:\n" for i in range(15)) + "    " * 15 + "import yaml\n"
+    assert imported(nested) == {"yaml": 16}

@@ -75,7 +75,7 @@ def imported(source: str) -> dict[str, int]:
     """Top-level modules `source` imports unguarded (absolute imports only), with the first line of each."""
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return {}
     found: dict[str, int] = {}
 
@@ -96,7 +96,10 @@ def imported(source: str) -> dict[str, int]:
         for child in ast.iter_child_nodes(node):
             visit(child)
 
-    visit(tree)
+    try:
+        visit(tree)
+    except RecursionError:  # nested deeper than the interpreter's stack: what was found so far
+        pass
     found.pop("__future__", None)
     return found
 
