@@ -39,6 +39,16 @@ def test_problems_are_listed_with_their_lines_and_fail_the_check(tmp_path):
     assert report["ok"] is False and report["problem_count"] == sum(len(n["problems"]) for n in report["namespaces"]) + 1
 
 
+def test_a_file_nested_beyond_pythons_limit_is_a_problem_not_a_traceback(tmp_path):
+    folder = tmp_path / "tools" / "deep"
+    shutil.copytree(EXAMPLES / "basic-tool", folder, ignore=shutil.ignore_patterns("__pycache__"))
+    (folder / "deep.py").write_text("X = " + "+".join(["1"] * 5000) + "\n")
+    proc = tooldock_cli("check", str(tmp_path / "tools"), check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr, proc.stderr
+    assert "  deep/deep.py: the file is nested too deeply to read" in proc.stdout
+    assert "deep: 1 tool(s) (say_hello)" in proc.stdout  # the rest of the namespace is served
+
+
 def test_upstream_folders_list_their_servers_and_a_bad_tools_toml_is_a_problem(tmp_path):
     (tmp_path / "up").mkdir()
     (tmp_path / "up" / "tools.toml").write_text('[[servers]]\nnamespace = "time"\ncommand = "uvx mcp-server-time"\n')

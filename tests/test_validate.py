@@ -157,3 +157,14 @@ def test_a_fastmcp_server_objects_tools_are_accepted():
     src = "from fastmcp import FastMCP\nmcp = FastMCP('w')\n@mcp.tool" + BODY.replace("\n@tool", "")
     report = validate_source("t.py", src)
     assert report.ok and report.tools == ("f",) and report.functions == (("f", 4),)
+
+
+@pytest.mark.parametrize("terms", [3000, 100_000])
+def test_code_nested_beyond_pythons_limit_is_a_problem_not_a_crash(terms):
+    """`check`, `serve`'s scan and write_tool read files with `ast`, which raises RecursionError (not a
+    SyntaxError) on an expression thousands of levels deep; Python cannot import such a file either."""
+    code = GOOD.replace("@tool", "X = " + "+".join(["1"] * terms) + "\n\n\n@tool", 1)
+    report = validate_source("deep.py", code)
+    assert report.tools == ()
+    assert [(p.code, p.line) for p in report.problems] == [("syntax_error", None)]
+    assert "nested too deeply" in report.problems[0].message and "split it" in report.problems[0].message

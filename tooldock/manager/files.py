@@ -55,7 +55,7 @@ def _tool_nodes(source: str) -> list[tuple[str, str, tuple[int, int]]]:
     """`tools_in`, with the lines each tool's function spans (its decorators included)."""
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # validate.py reports why
         return []
     found = []
     for node in tree.body:

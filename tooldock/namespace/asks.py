@@ -45,7 +45,7 @@ def may_ask(fn: Any, context_parameter: str) -> bool:
     """False only when `fn`'s source shows its Context (`context_parameter`) used for the QUIET attributes only."""
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
-    except (OSError, TypeError, SyntaxError, IndentationError):  # no source (built at run time): assume so
+    except (OSError, TypeError, SyntaxError, RecursionError, MemoryError):  # no source to read: assume so
         return True
     quiet_reads: set[int] = set()
     for node in ast.walk(tree):

@@ -97,7 +97,7 @@ def _assigned(code: str) -> dict[int, str]:
     """Each line's assigned variable name (`API_KEY = "..."`, `token: str = "..."`)."""
     try:
         tree = ast.parse(code)
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # validate.py reports why
         return {}
     names: dict[int, str] = {}
     for node in ast.walk(tree):

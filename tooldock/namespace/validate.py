@@ -86,7 +86,20 @@ def _param_problems(filename: str, fn: ast.FunctionDef | ast.AsyncFunctionDef) -
     return problems
 
 
+TOO_DEEP = (
+    "the file is nested too deeply to read (an expression or block thousands of levels deep, beyond Python's "
+    "own limit): split it into smaller statements"
+)
+
+
 def validate_source(filename: str, source: str) -> FileReport:
+    try:
+        return _validate(filename, source)
+    except (RecursionError, MemoryError):  # Python cannot compile it either: the worker would fail to import it
+        return FileReport((), (Problem(filename, TOO_DEEP, None, "syntax_error"),))
+
+
+def _validate(filename: str, source: str) -> FileReport:
     try:
         tree = ast.parse(source, filename=filename)
     except SyntaxError as exc:
