@@ -100,6 +100,29 @@ def test_credentials_written_into_a_namespace_fail_the_check_and_its_build_never
     assert tooldock_cli("check", str(tmp_path / "tools")).returncode == 0
 
 
+def test_configuration_files_built_to_exhaust_their_parsers_are_problems_found_at_once(tmp_path):
+    """YAML and TOML nested thousands of levels deep (their parsers recurse per level and raise RecursionError)
+    and a YAML alias bomb (nine lines that expand to 9**9 values when walked, as the credential search's YAML
+    reader did): each is reported, nothing crashes or hangs, and a credential beside the aliases is still
+    found (such a file is searched line by line)."""
+    tools = tmp_path / "tools"
+    for name in ("deep-yaml", "bomb", "deep-toml"):
+        (tools / name).mkdir(parents=True)
+    (tools / "deep-yaml" / "tooldock.yaml").write_text("description: " + "[" * 20000 + "]" * 20000 + "\n")
+    bomb, previous = 'a: &a ["x", "x", "x", "x", "x", "x", "x", "x", "x"]\n', "a"
+    for name in "bcdefghi":
+        bomb += f"{name}: &{name} [{', '.join(['*' + previous] * 9)}]\n"
+        previous = name
+    (tools / "bomb" / "tooldock.yaml").write_text(bomb + f"env:\n  GITHUB_TOKEN: {FAKE_GITHUB}\n")
+    (tools / "deep-toml" / "tools.toml").write_text("x = " + "[" * 20000 + "]" * 20000 + "\n")
+    proc = subprocess.run([TOOLDOCK, "check", str(tools)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr, proc.stderr[-2000:]
+    assert "  deep-yaml/tooldock.yaml: invalid YAML: nested too deeply to read" in proc.stdout
+    assert "  deep-toml/tools.toml: invalid TOML: nested too deeply to read" in proc.stdout
+    assert "  bomb/tooldock.yaml:11: a credential (a GitHub Token)" in proc.stdout
+    assert FAKE_GITHUB not in proc.stdout + proc.stderr
+
+
 def test_a_missing_directory_is_a_clear_error():
     proc = tooldock_cli("check", "/nonexistent-tools-dir", check=False)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr

@@ -98,7 +98,7 @@ class KeyStore:
             raise KeysError(f"{self.path} cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
         try:
             document = json.loads(text)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise KeysError(f"{self.path} is not valid JSON ({exc}); restore it or remove it") from None
         if not isinstance(document, dict) or not isinstance(document.get("keys"), list):
             raise KeysError(f'{self.path} is not a ToolDock keys file (no "keys" list)')

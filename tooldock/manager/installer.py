@@ -18,6 +18,7 @@ from typing import Any
 from tooldock.errors import AlreadyExists, InvalidInput, Missing, RegistryError
 from tooldock.manager import secrets
 from tooldock.manager.workspace import Workspace, atomic_write
+from tooldock.namespace.models import NESTED_TOO_DEEPLY
 from tooldock.namespace.toolsfile import (
     ENV_NAME_RE,
     PREFIX_RE,
@@ -165,11 +166,13 @@ def add_server(
         )
     path = folder / TOOLS_FILE
     before = path.read_text(encoding="utf-8") if path.is_file() else ""
-    text = _activated(before, f"{prefix}_*") + table
     try:
+        text = _activated(before, f"{prefix}_*") + table
         parsed = parse_tools_file(tomllib.loads(text))
     except (ToolsFileError, ValueError) as exc:
         raise InvalidInput(f"{TOOLS_FILE} would not be valid: {exc}") from None
+    except RecursionError:
+        raise InvalidInput(f"{path} is {NESTED_TOO_DEEPLY} first") from None
     if f"{prefix}_*" not in parsed.active_toolsets:
         raise InvalidInput(f"cannot add {prefix}_* to active_toolsets in {path}: ask the user to edit it by hand")
     new = parsed.servers[-1]

@@ -55,7 +55,7 @@ def _manifest(clone: Path, name: str) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
         return json.loads(text) if name.endswith(".json") else tomllib.loads(text)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return None
 
 

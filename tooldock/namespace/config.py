@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from tooldock.namespace.models import Limits, NamespaceConfig, Problem
+from tooldock.namespace.models import NESTED_TOO_DEEPLY, Limits, NamespaceConfig, Problem
 from tooldock.namespace.names import ENV_NAME_RE
 
 CONFIG_FILE = "tooldock.yaml"
@@ -244,3 +244,7 @@ def read_config(folder: Path) -> tuple[NamespaceConfig, Problem | None]:
         return NamespaceConfig(), Problem(CONFIG_FILE, f"invalid YAML: {exc}", line, "invalid_config")
     except (ConfigError, UnicodeDecodeError) as exc:
         return NamespaceConfig(), Problem(CONFIG_FILE, str(exc), None, "invalid_config")
+    except (RecursionError, MemoryError):  # PyYAML recurses once per level of nesting
+        return NamespaceConfig(), Problem(CONFIG_FILE, f"invalid YAML: {NESTED_TOO_DEEPLY}", None, "invalid_config")
+    except OSError as exc:
+        return NamespaceConfig(), Problem(CONFIG_FILE, f"cannot read the file: {exc}", None, "invalid_config")

@@ -20,6 +20,8 @@ import threading
 from pathlib import Path
 from typing import NamedTuple
 
+import yaml
+
 from tooldock.namespace.models import NamespaceSource, Problem
 from tooldock.namespace.names import ENV_NAME_RE
 
@@ -123,6 +125,38 @@ class Credential(NamedTuple):
 _KEY = re.compile(r"""^\s*["']?([A-Za-z_][A-Za-z0-9_]*)["']?\s*[:=]""")  # `key: value`, `key = value`, `"key": ...`
 
 
+MAX_YAML_DEPTH = 100  # collections inside each other; PyYAML composes them recursively
+_OPENS = (
+    yaml.BlockSequenceStartToken,
+    yaml.BlockMappingStartToken,
+    yaml.FlowSequenceStartToken,
+    yaml.FlowMappingStartToken,
+)
+_CLOSES = (yaml.BlockEndToken, yaml.FlowSequenceEndToken, yaml.FlowMappingEndToken)
+
+
+def _expands(text: str, filename: str) -> bool:
+    """Whether detect-secrets' YAML reading would blow up on this file, which is then scanned line by line:
+    aliases, which it expands while walking the document (a few lines of `&a [*b, *b, ...]` are billions of
+    values), or nesting too deep for PyYAML (RecursionError)."""
+    if not filename.endswith((".yaml", ".yml")):
+        return False
+    depth = 0
+    try:
+        for token in yaml.scan(text):  # the scanner reads tokens in a loop; only composing them recurses
+            if isinstance(token, yaml.AliasToken):
+                return True
+            if isinstance(token, _OPENS):
+                depth += 1
+                if depth > MAX_YAML_DEPTH:
+                    return True
+            elif isinstance(token, _CLOSES):
+                depth -= 1
+    except (yaml.YAMLError, RecursionError, MemoryError):  # not YAML it can read: lines, as for any text
+        return True
+    return False
+
+
 def _keys(text: str) -> dict[int, str]:
     """Each line's key in a configuration file (YAML, TOML, JSON, .ini)."""
     return {n: m.group(1).upper() for n, line in enumerate(text.splitlines(), 1) if (m := _KEY.match(line))}
@@ -131,8 +165,9 @@ def _keys(text: str) -> dict[int, str]:
 def written_credentials(code: str, filename: str = "tool.py") -> list[Credential]:
     """Each line of `code` holding a credential, and the name to read it from instead; never the value."""
     assigned = _assigned(code) if filename.endswith(".py") else _keys(code)
+    lines = _found(code, filename + ".txt" if _expands(code, filename) else filename)
     found = []
-    for line, kind in _found(code, filename):
+    for line, kind in lines:
         name = assigned.get(line) or NAMES.get(kind, "API_KEY")
         if kind == "Basic Auth Credentials" and not name.endswith(_SECRET_ENDINGS):  # a URL's password
             name = f"{name}_PASSWORD"

@@ -12,6 +12,9 @@ if TYPE_CHECKING:
 
 NetworkMode = Literal["none", "egress"]
 
+# A YAML, TOML or JSON file nested thousands of levels deep: its parser raises RecursionError, not its error.
+NESTED_TOO_DEEPLY = "nested too deeply to read (lists or tables thousands of levels deep); flatten it"
+
 
 @dataclass(frozen=True)
 class Problem:

@@ -35,7 +35,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from tooldock.namespace.models import Problem
+from tooldock.namespace.models import NESTED_TOO_DEEPLY, Problem
 
 TOOLS_FILE = "tools.toml"
 PREFIX_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
@@ -272,6 +272,8 @@ def read_tools_file(folder: Path) -> tuple[UpstreamConfig | None, Problem | None
         return None, Problem(TOOLS_FILE, f"invalid TOML: {exc}", line, "invalid_config")
     except (OSError, UnicodeDecodeError) as exc:
         return None, Problem(TOOLS_FILE, f"cannot read the file: {exc}", None, "invalid_config")
+    except (RecursionError, MemoryError):  # tomllib recurses once per level of nesting
+        return None, Problem(TOOLS_FILE, f"invalid TOML: {NESTED_TOO_DEEPLY}", None, "invalid_config")
     try:
         return parse_tools_file(data), None
     except ToolsFileError as exc:

@@ -24,7 +24,7 @@ class SchemaCache:
         self.path = path
         self._data: dict[str, Any] = {}
         if path is not None:
-            with contextlib.suppress(OSError, ValueError):
+            with contextlib.suppress(OSError, ValueError, RecursionError):
                 loaded = json.loads(path.read_text(encoding="utf-8"))
                 self._data = loaded if isinstance(loaded, dict) else {}
 

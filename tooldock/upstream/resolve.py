@@ -113,7 +113,7 @@ def merge(spec: UpstreamServer, entry: Mapping[str, Any], secrets: Mapping[str, 
 def _read(path: Path | None) -> dict[str, Any] | None:
     if path is None:
         return None
-    with contextlib.suppress(OSError, ValueError):
+    with contextlib.suppress(OSError, ValueError, RecursionError):
         data = json.loads(path.read_text(encoding="utf-8"))
         return data if isinstance(data, dict) else None
     return None

@@ -65,7 +65,7 @@ async def _get(client: httpx.AsyncClient, url: str, limit: int, what: str) -> by
 async def _json(client: httpx.AsyncClient, url: str, what: str) -> dict[str, Any]:
     try:
         data = json.loads(await _get(client, url, MAX_METADATA_BYTES, what))
-    except ValueError:
+    except (ValueError, RecursionError):
         raise FetchFailed(f"{what}: {url} did not answer JSON") from None
     if not isinstance(data, dict):
         raise FetchFailed(f"{what}: {url} answered something other than a JSON object")

@@ -100,6 +100,6 @@ def dependencies(manifests: dict[str, Path]) -> dict[str, str]:
             continue
         try:
             out.update(reader(text))
-        except (ValueError, tomllib.TOMLDecodeError, AttributeError, TypeError):
+        except (ValueError, tomllib.TOMLDecodeError, AttributeError, TypeError, RecursionError):
             continue
     return dict(list(out.items())[:MAX_DEPENDENCIES])
