@@ -123,6 +123,20 @@ def test_configuration_files_built_to_exhaust_their_parsers_are_problems_found_a
     assert FAKE_GITHUB not in proc.stdout + proc.stderr
 
 
+def test_a_bom_and_crlf_file_is_read_as_python_reads_it_and_a_symlink_loop_is_no_crash(tmp_path):
+    """Editors on Windows save UTF-8 with a byte order mark and CRLF line ends: Python imports such a file, so
+    the scan serves it; a symlink loop beside it (Path.resolve raises RuntimeError) is left out quietly."""
+    folder = tmp_path / "tools" / "win"
+    folder.mkdir(parents=True)
+    tool = 'from fastmcp.tools import tool\r\n\r\n\r\n@tool\r\ndef bom(a: int) -> int:\r\n    """d."""\r\n    return a\r\n'
+    (folder / "bom.py").write_bytes(b"\xef\xbb\xbf" + tool.encode())
+    (folder / "loop2.py").symlink_to("loop1")
+    (folder / "loop1").symlink_to("loop2.py")
+    proc = tooldock_cli("check", str(tmp_path / "tools"), check=False)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    assert "win: 1 tool(s) (bom)" in proc.stdout
+
+
 def test_a_missing_directory_is_a_clear_error():
     proc = tooldock_cli("check", "/nonexistent-tools-dir", check=False)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr

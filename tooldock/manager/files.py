@@ -69,7 +69,7 @@ def _tool_nodes(source: str) -> list[tuple[str, str, tuple[int, int]]]:
 
 def _read(path: Any) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8-sig")  # a leading BOM, as Python reads it, is no character
     except UnicodeDecodeError:
         raise InvalidInput(f"{path.name} is not valid UTF-8 text; rewrite it with write_tool") from None
 

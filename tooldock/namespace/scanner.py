@@ -31,7 +31,7 @@ def _inside(path: Path, root: Path) -> bool:
     try:
         path.resolve().relative_to(root.resolve())
         return True
-    except ValueError:
+    except (ValueError, OSError, RuntimeError):  # RuntimeError: a symlink loop (Path.resolve on Python 3.11)
         return False
 
 
@@ -108,7 +108,7 @@ def scan_namespace(folder: Path) -> NamespaceSource:
             problems.append(Problem(path.name, f"file is larger than {MAX_TOOL_FILE_BYTES} bytes"))
             continue
         try:
-            source = path.read_text(encoding="utf-8")
+            source = path.read_text(encoding="utf-8-sig")  # as Python reads it: a leading BOM is no character
         except UnicodeDecodeError:
             problems.append(Problem(path.name, "file is not valid UTF-8 text", None, "syntax_error"))
             continue
