@@ -57,6 +57,12 @@ def test_a_complete_file(tmp_path):
     assert config.secret_names() == ("TIME_KEY", "DOCS_TOKEN")
 
 
+def test_a_file_saved_with_a_byte_order_mark_and_crlf_reads_the_same(tmp_path):
+    (tmp_path / "tools.toml").write_bytes(b"\xef\xbb\xbf" + GOOD.replace("\n", "\r\n").encode())
+    config, problem = read_tools_file(tmp_path)
+    assert problem is None and config == parse(tmp_path, GOOD)[0]
+
+
 def test_seed_001_minimal_format(tmp_path):
     config, problem = parse(
         tmp_path, 'active_toolsets = ["pjpd*"]\n[[servers]]\nnamespace = "pjpd"\ncommand = "pjpd"\n'

@@ -138,7 +138,7 @@ def load_namespace(folder: Path, filenames: Iterable[str]) -> LoadedNamespace:
             loaded.failed.append(_import_problem(path, exc))
             continue
         try:
-            report = validate_source(filename, path.read_text(encoding="utf-8"))
+            report = validate_source(filename, path.read_text(encoding="utf-8-sig"))
         except (OSError, UnicodeDecodeError):  # the gateway's scan reported it; the import worked, so serve all
             report = FileReport((), ())
         try:

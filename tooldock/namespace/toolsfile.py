@@ -265,7 +265,7 @@ def read_tools_file(folder: Path) -> tuple[UpstreamConfig | None, Problem | None
     """The folder's `tools.toml`, or None and the problem that stops it from being served."""
     path = folder / TOOLS_FILE
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))  # a BOM (Windows editors) is no statement
     except tomllib.TOMLDecodeError as exc:
         found = _LINE_RE.search(str(exc))
         line = int(found.group(1)) if found else None
