@@ -73,7 +73,7 @@ def image_contract(labels: dict[str, str] | None, where: str) -> tuple[str, Name
     try:
         config = parse_config(json.loads(labels.get("io.tooldock.config") or "{}"))
         tools = json.loads(labels.get("io.tooldock.tools") or "[]")
-    except (ConfigError, ValueError) as exc:
+    except (ConfigError, ValueError, RecursionError) as exc:
         raise DeployError(f"{where} has unreadable ToolDock labels: {exc}") from None
     return labels[LABEL_NAMESPACE], config, tools
 
@@ -83,7 +83,7 @@ def image_surface(labels: dict[str, str] | None) -> dict[str, list[dict[str, Any
     images built before the label, or with none of them): listed until its worker connects."""
     try:
         surface = json.loads((labels or {}).get("io.tooldock.surface") or "{}")
-    except ValueError:
+    except (ValueError, RecursionError):
         return {}
     if not isinstance(surface, dict):
         return {}
