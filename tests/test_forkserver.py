@@ -20,7 +20,12 @@ def parent_of(pid: int) -> int:
 
 
 def cmdline(pid: int) -> str:
-    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    """The process's command line. Right after `Popen` returns it can still read empty: the parent of a
+    vfork resumes when the child's exec switches memory, before exec has written the new arguments."""
+    deadline = time.monotonic() + 5
+    while not (found := Path(f"/proc/{pid}/cmdline").read_bytes()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return found.replace(b"\0", b" ").decode(errors="replace")
 
 
 def private_mb(pid: int) -> float:
