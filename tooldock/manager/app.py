@@ -36,6 +36,7 @@ from tooldock.manager.settings import ManagerSettings
 from tooldock.manager.watcher import watch
 from tooldock.manager.workspace import Workspace
 from tooldock.namespace.config import read_config
+from tooldock.namespace.scanner import REQUIREMENTS_FILE, requirements_text
 from tooldock.runtime.backends.environments import Environments
 from tooldock.runtime.http.auth import BearerAuth
 from tooldock.runtime.http.edge import RequestEdge
@@ -70,9 +71,8 @@ class _System:
 def _process_installer(envs: Environments) -> Any:
     async def install(folder: Path) -> None:
         config, _ = read_config(folder)
-        requirements = folder / "requirements.txt"
-        text = requirements.read_text(encoding="utf-8", errors="replace") if requirements.is_file() else ""
-        await envs.ensure(folder.name, requirements, text, config.python)
+        requirements = folder / REQUIREMENTS_FILE
+        await envs.ensure(folder.name, requirements, requirements_text(requirements), config.python)
 
     return install
 

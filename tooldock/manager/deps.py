@@ -18,8 +18,9 @@ from packaging.utils import canonicalize_name
 
 from tooldock.errors import BuilderError, DependencyError, InvalidInput
 from tooldock.manager.workspace import MAX_REQUIREMENT_LINES, Workspace, atomic_write
+from tooldock.namespace.scanner import REQUIREMENTS_FILE
 
-REQUIREMENTS = "requirements.txt"
+REQUIREMENTS = REQUIREMENTS_FILE  # the name the gateway's scan reads
 MAX_SPECIFIER = 200
 
 # Installs a namespace's requirements as its backend will run them; raises DependencyError / BuilderError.

@@ -18,6 +18,7 @@ from tooldock.manager.imports import missing_packages
 from tooldock.manager.secrets import declare_step
 from tooldock.manager.workspace import Workspace
 from tooldock.namespace.config import CONFIG_FILE
+from tooldock.namespace.scanner import requirements_text
 from tooldock.namespace.toolsfile import declared_secrets
 from tooldock.runtime.backends.environments import Environments
 
@@ -65,8 +66,7 @@ def _missing(ws: Workspace, name: str, python: str | None, envs: Environments) -
     that is a link out of the folder, which reload_core reports): the file is written, only the hint is left
     out."""
     try:
-        requirements = ws.metadata_file(name, REQUIREMENTS)
-        text = requirements.read_text(encoding="utf-8", errors="replace") if requirements.is_file() else ""
+        text = requirements_text(ws.metadata_file(name, REQUIREMENTS))
         return missing_packages(ws.namespace_dir(name), text, python, envs)
     except (InvalidInput, OSError):  # a folder deleted meanwhile, an environment being replaced: no hint
         return []

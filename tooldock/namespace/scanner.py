@@ -27,6 +27,11 @@ def _ignored(name: str) -> bool:
     return name.startswith((".", "_"))
 
 
+def requirements_text(path: Path) -> str:
+    """A `requirements.txt` as its environment's key reads it ("" when there is none)."""
+    return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+
+
 def _inside(path: Path, root: Path) -> bool:
     try:
         path.resolve().relative_to(root.resolve())
@@ -134,8 +139,7 @@ def scan_namespace(folder: Path) -> NamespaceSource:
         # An unreadable config must not start with guessed limits; a file named like a standard-library
         # module breaks imports in the worker even unloaded (the folder is on its import path).
         files = []
-    req = folder / REQUIREMENTS_FILE
-    requirements = req.read_text(encoding="utf-8", errors="replace") if req.is_file() else ""
+    requirements = requirements_text(folder / REQUIREMENTS_FILE)
     return NamespaceSource(
         name=folder.name,
         path=folder.resolve(),
