@@ -75,7 +75,8 @@ def main() -> None:
             )
             procs.append(peer)
             targets.append((name, f"http://127.0.0.1:{peer.stdout.readline().strip()}"))
-        rounds, each = max(1, args.rounds), max(1, round(args.seconds / max(1, args.rounds)))
+        rounds = max(1, args.rounds)
+        each = max(1, round(args.seconds / rounds))
         for name, base in targets:
             console.print(f"[dim]{name}: warm-up ...[/dim]")
             wrk(f"{base}/tools/echo_number", 2, args.connections, script)
