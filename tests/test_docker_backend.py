@@ -234,7 +234,9 @@ def test_bad_deploys_are_clear_and_running_namespaces_keep_serving(docker_gatewa
     )
     dies = tooldock_cli("deploy", str(crashy), env=env, check=False)
     assert dies.returncode == 1 and "tooldock-crashy-1 did not become ready (exited)" in dies.stderr
-    assert docker_gateway.get("/tools", "crashy").status_code == 404
+    # The gateway follows Docker's events: the container it saw start is dropped once deploy has removed it.
+    docker_gateway.wait_for(lambda: docker_gateway.get("/tools", "crashy").status_code == 404, timeout=30,
+                            what="the failed deploy's namespace to be dropped")
     assert docker_gateway.call("multi-tool", "add", a=2, b=2).json() == {"result": 4}
 
 

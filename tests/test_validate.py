@@ -53,9 +53,12 @@ def test_missing_docstring():
     assert [p.code for p in report.problems] == ["missing_docstring"]
 
 
-def test_star_args_are_rejected():
-    report = validate_source("t.py", "from fastmcp.tools import tool\n@tool\ndef f(*args: int):\n    '''D.'''\n")
-    assert [p.code for p in report.problems] == ["unsupported_parameter"]
+def test_star_args_are_rejected_each_by_its_own_name():
+    src = "from fastmcp.tools import tool\n@tool\ndef f(*items: int, **options: str):\n    '''D.'''\n"
+    report = validate_source("t.py", src)
+    assert [p.code for p in report.problems] == ["unsupported_parameter"] * 2
+    assert "a *items parameter" in report.problems[0].message
+    assert "a **options parameter" in report.problems[1].message
 
 
 def test_attribute_decorator_forms_are_recognised():

@@ -72,13 +72,13 @@ def _param_problems(filename: str, fn: ast.FunctionDef | ast.AsyncFunctionDef) -
                     "missing_type_hint",
                 )
             )
-    for star in (args.vararg, args.kwarg):
+    for stars, star in (("*", args.vararg), ("**", args.kwarg)):
         if star is not None:
             problems.append(
                 Problem(
                     filename,
-                    f"tool {fn.name!r}: *{star.arg} / **{star.arg} parameters are not supported; "
-                    "declare each parameter explicitly",
+                    f"tool {fn.name!r}: a {stars}{star.arg} parameter is not supported (a tool's parameters are "
+                    "its input schema); declare each parameter explicitly",
                     star.lineno,
                     "unsupported_parameter",
                 )

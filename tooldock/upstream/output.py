@@ -2,9 +2,10 @@
 
 The SDK's stdio transport hands the server's stderr to a file (the gateway's own by default), so whatever
 the server prints, secrets it was given included, would reach the log unread. Here the server writes into
-a pipe instead; a thread reads it line by line, masks the namespace's secret values, and writes each line
-to the gateway's stderr prefixed with the namespace, as a worker's output is. The last lines are kept, so
-a server that exits can be reported with what it said last, not only "Connection closed".
+a pipe instead; a thread reads it line by line (a line too long to log whole is cut: worker/loglines.py),
+masks the namespace's secret values, and writes each line to the gateway's stderr prefixed with the
+namespace, as a worker's output is. The last lines are kept, so a server that exits can be reported with
+what it said last, not only "Connection closed".
 
 A thread, not a task: the pipe's write end belongs to a child process group the event loop does not own,
 and a blocking read on a thread needs no event-loop integration to end at EOF.
@@ -20,9 +21,10 @@ import threading
 from types import TracebackType
 from typing import TextIO
 
+from tooldock.worker.loglines import LineSplitter, as_text
 from tooldock.worker.secretenv import Masker
 
-MAX_LINE = 8192  # a longer line is logged in pieces: one huge line must not hold the gateway's memory
+READ_SIZE = 64 * 1024
 TAIL = 3
 
 
@@ -53,16 +55,22 @@ class ServerOutput:
             self._drained.set()
 
     def _read(self, read_end: int) -> None:
-        with os.fdopen(read_end, "rb") as pipe:
-            while raw := pipe.readline(MAX_LINE):
-                line = self.mask(raw.decode("utf-8", "replace").rstrip("\r\n"))
-                if not line.strip():
-                    continue
-                self._tail.append(line)
-                try:
-                    print(f"{self.prefix} {line}", file=sys.stderr, flush=True)
-                except (OSError, ValueError):  # the gateway's stderr is gone (shutting down): keep draining
-                    pass
+        splitter = LineSplitter()
+        with os.fdopen(read_end, "rb", buffering=0) as pipe:
+            while data := pipe.read(READ_SIZE):
+                self._log(splitter.feed(data))
+        self._log(splitter.end())
+
+    def _log(self, split: list[tuple[bytes, int]]) -> None:
+        for head, more in split:
+            line = as_text(head, more, self.mask)
+            if not line.strip():
+                continue
+            self._tail.append(line)
+            try:
+                print(f"{self.prefix} {line}", file=sys.stderr, flush=True)
+            except (OSError, ValueError):  # the gateway's stderr is gone (shutting down): keep draining
+                pass
 
     async def said(self, wait: float = 1.0) -> str:
         """The server's last lines (masked), joined with " | "; empty when it printed nothing. Waits up to

@@ -36,6 +36,7 @@ from tooldock.runtime.backends.containers import (
 from tooldock.runtime.backends.supervisor import StartFailure, SupervisedWorker, WorkerGone
 from tooldock.runtime.settings import Settings
 from tooldock.runtime.workerclient import SecretEnv
+from tooldock.worker.loglines import LineSplitter
 
 
 class DockerWorker(SupervisedWorker):
@@ -113,10 +114,15 @@ class DockerWorker(SupervisedWorker):
             loop.call_soon_threadsafe(self._set_exited, code, launch)
 
         def logs() -> None:
+            # Docker's frames are not lines: it splits a long line into 16 KiB frames, and one write of
+            # several lines is one frame.
+            splitter = LineSplitter()
             with contextlib.suppress(Exception):
                 for raw in container.logs(stream=True, follow=True, tail=0):
-                    line = raw.decode(errors="replace").rstrip()
-                    loop.call_soon_threadsafe(self._launch_log, line, launch)
+                    if split := splitter.feed(raw):
+                        loop.call_soon_threadsafe(self._launch_log, split, launch)
+            if split := splitter.end():
+                loop.call_soon_threadsafe(self._launch_log, split, launch)
 
         threading.Thread(target=watch, daemon=True, name=f"wait-{container.name}").start()
         threading.Thread(target=logs, daemon=True, name=f"logs-{container.name}").start()
@@ -164,9 +170,9 @@ class DockerWorker(SupervisedWorker):
             self._code = code
             self._exited.set()
 
-    def _launch_log(self, line: str, launch: int) -> None:
+    def _launch_log(self, split: list[tuple[bytes, int]], launch: int) -> None:
         if launch == self._launches:  # the previous launch's stream may still deliver a line or two
-            self._log_line(line)
+            self._output.lines(split)
 
     def _exit_code(self) -> int | None:
         return self._code

@@ -4,11 +4,15 @@ lines are kept for the reason a start failed or a worker ended."""
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import sys
 
 from tooldock.worker import protocol
+from tooldock.worker.loglines import LineSplitter, as_text
 from tooldock.worker.secretenv import Masker
+
+READ_SIZE = 64 * 1024
 
 
 class WorkerOutput:
@@ -21,7 +25,22 @@ class WorkerOutput:
         self._lines.clear()
 
     def line(self, line: str) -> None:
-        line = self.mask(line)
+        self._emit(self.mask(line))
+
+    def lines(self, split: list[tuple[bytes, int]]) -> None:
+        """Lines of the worker's output from a LineSplitter (cut when they are too long to log whole)."""
+        for head, more in split:
+            self._emit(as_text(head, more, self.mask))
+
+    async def follow(self, stream: asyncio.StreamReader) -> None:
+        """Log what a process writes on `stream` until it closes it, line by line; however long a line is,
+        the reading goes on (the process never blocks on a full pipe)."""
+        splitter = LineSplitter()
+        while data := await stream.read(READ_SIZE):
+            self.lines(splitter.feed(data))
+        self.lines(splitter.end())
+
+    def _emit(self, line: str) -> None:
         self._lines.append(line)
         prefix = f"[{self.namespace}]"
         print(line if line.startswith(prefix) else f"{prefix} {line}", file=sys.stderr, flush=True)

@@ -122,8 +122,7 @@ class ProcessWorker(SupervisedWorker):
 
     async def _forward_output(self, proc: asyncio.subprocess.Process | Forked) -> None:
         assert proc.stdout is not None
-        async for raw in proc.stdout:
-            self._log_line(raw.decode(errors="replace").rstrip())
+        await self._output.follow(proc.stdout)
 
     def _exit_code(self) -> int | None:
         return self._proc.returncode if self._proc is not None else self._ended_code
