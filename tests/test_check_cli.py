@@ -205,3 +205,15 @@ def test_serve_on_a_port_in_use_says_so_and_nothing_else(tmp_path):
         taken.close()
     assert proc.returncode == 1
     assert proc.stderr == f"Error: cannot listen on 127.0.0.1:{port}: Address already in use\n"
+
+
+def test_a_namespace_of_many_tools_names_the_first_twenty_and_counts_the_rest(tmp_path):
+    many = tmp_path / "tools" / "many"
+    many.mkdir(parents=True)
+    defs = "".join(f"@tool\ndef t{i}(x: int) -> int:\n    '''Tool {i}.'''\n    return x\n\n\n" for i in range(25))
+    (many / "tools.py").write_text("from fastmcp.tools import tool\n\n\n" + defs)
+    proc = tooldock_cli("check", str(tmp_path / "tools"))
+    names = ", ".join(f"t{i}" for i in range(20))
+    assert f"many: 25 tool(s) ({names}, ... and 5 more (--json lists them all))" in proc.stdout.splitlines()
+    report = json.loads(tooldock_cli("check", "--json", str(tmp_path / "tools")).stdout)
+    assert report["namespaces"][0]["tools"] == [f"t{i}" for i in range(25)]

@@ -51,6 +51,15 @@ def test_bad_file_does_not_stop_the_others(tmp_path):
     assert scan.get("other").tool_names == ("fine",)
 
 
+def test_a_tool_file_over_the_size_limit_is_a_problem_that_says_what_to_do(tmp_path):
+    write(tmp_path / "ns" / "small.py", TOOL.format(name="ok"))
+    write(tmp_path / "ns" / "big.py", TOOL.format(name="big") + "#" * 1_000_000 + "\n")
+    ns = scan_tools_dir(tmp_path).get("ns")
+    assert ns.tool_names == ("ok",)
+    ((file, message),) = [(p.file, p.message) for p in ns.problems]
+    assert file == "big.py" and "larger than 1000000 bytes" in message and "split it into several files" in message
+
+
 def test_invalid_namespace_folder_is_reported_not_loaded(tmp_path):
     write(tmp_path / "Bad_Name" / "t.py", TOOL.format(name="x"))
     scan = scan_tools_dir(tmp_path)

@@ -37,6 +37,9 @@ def report(scan: ScanResult) -> dict[str, Any]:
     return _tallied({"namespaces": namespaces, "problems": [p.to_dict() for p in scan.problems]})
 
 
+SHOWN = 20  # tool names on a namespace's line
+
+
 def _tallied(result: dict[str, Any]) -> dict[str, Any]:
     count = len(result["problems"]) + sum(len(n["problems"]) for n in result["namespaces"])
     return {**result, "ok": count == 0, "problem_count": count}
@@ -47,7 +50,13 @@ def _summary(entry: dict[str, Any]) -> str:
         servers = entry["servers"]
         return f"{len(servers)} upstream server(s)" + (f" ({', '.join(servers)})" if servers else "")
     tools = entry["tools"]
-    return f"{len(tools)} tool(s)" + (f" ({', '.join(tools)})" if tools else "")
+    return f"{len(tools)} tool(s)" + (f" ({_names(tools)})" if tools else "")
+
+
+def _names(names: list[str]) -> str:
+    """The first SHOWN names, then how many more (`--json` has them all): one line per namespace."""
+    more = f", ... and {len(names) - SHOWN} more (--json lists them all)" if len(names) > SHOWN else ""
+    return ", ".join(names[:SHOWN]) + more
 
 
 def _with_imports(result: dict[str, Any], scan: ScanResult) -> dict[str, Any]:

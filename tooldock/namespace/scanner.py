@@ -110,7 +110,13 @@ def scan_namespace(folder: Path) -> NamespaceSource:
             problems.append(Problem(path.name, shadowed, None, "shadows_stdlib"))
             continue
         if path.stat().st_size > MAX_TOOL_FILE_BYTES:
-            problems.append(Problem(path.name, f"file is larger than {MAX_TOOL_FILE_BYTES} bytes"))
+            problems.append(
+                Problem(
+                    path.name,
+                    f"file is larger than {MAX_TOOL_FILE_BYTES} bytes, the limit for a tool file (not served); split "
+                    "it into several files, or move large data out of the code into a file the tools read",
+                )
+            )
             continue
         try:
             source = path.read_text(encoding="utf-8-sig")  # as Python reads it: a leading BOM is no character
