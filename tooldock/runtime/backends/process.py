@@ -30,6 +30,7 @@ PASSTHROUGH_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "SSL_CERT_F
 # An early fork server (warm_up) that no worker was forked from this long after it started exits: every
 # namespace had requirements of its own, so the base environment's would only hold memory.
 EARLY_UNUSED_EXIT = 120.0
+GROUP_GRACE_POLLS = 20  # 50 ms apart: a second for a tool's child processes to end after a SIGTERM
 
 
 def worker_env(source: NamespaceSource, lib: Path, secrets: dict[str, str]) -> dict[str, str]:
@@ -143,15 +144,37 @@ class ProcessWorker(SupervisedWorker):
 
 
 async def _end(proc: asyncio.subprocess.Process | Forked) -> None:
-    if proc.returncode is not None:
-        return
-    for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 3.0)):
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(sig)
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(wait):
-                await proc.wait()
+    """Stop the worker and whatever its tools started: a worker leads its own process group (it starts a new
+    session), and its tools' child processes are in it unless they left it (`setsid`). They get the worker's
+    SIGTERM, and those still there once the worker is gone are ended too, also when the worker ended by
+    itself (a crash, scale to zero): no tool's child outlives its worker."""
+    try:
+        if proc.returncode is None:
+            for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 3.0)):
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(sig)  # the worker itself: a forked one may not have made its group yet
+                _signal_group(proc.pid, sig)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(wait):
+                        await proc.wait()
+                        break
+        if not _signal_group(proc.pid, signal.SIGTERM):  # what its tools left running: asked to stop first
+            return
+        for _ in range(GROUP_GRACE_POLLS):
+            await asyncio.sleep(0.05)
+            if not _signal_group(proc.pid, 0):
                 return
+    finally:  # then made to; also when this wait is cancelled (the gateway stopping)
+        _signal_group(proc.pid, signal.SIGKILL)
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    """Send `sig` (0: none, only look) to the process group; whether it still has a process."""
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
 
 
 class ProcessBackend:

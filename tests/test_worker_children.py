@@ -1,0 +1,84 @@
+"""Processes a tool starts do not outlive its worker: when the worker is stopped, replaced, put to sleep or
+dies, what its tools left running in its process group is ended (SIGTERM, then SIGKILL a second later)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+CHILDREN = '''import os
+import subprocess
+
+from fastmcp.tools import tool
+
+
+@tool
+def spawn(stubborn: bool = False) -> int:
+    """Start a child process that outlives the call; a stubborn one ignores SIGTERM."""
+    trap = "trap '' TERM; " if stubborn else ""
+    return subprocess.Popen(["sh", "-c", trap + "exec sleep 300"]).pid
+
+
+@tool
+def die() -> str:
+    """End the worker at once."""
+    os._exit(9)
+'''
+
+
+def gone(pid: int) -> bool:
+    """Ended: no such process, or a zombie waiting for whoever reaps orphans here."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
+def started(gw, stubborn: bool = False) -> int:
+    reply = gw.call("kids", "spawn", stubborn=stubborn)
+    assert reply.status_code == 200, reply.text
+    pid = reply.json()["result"]
+    assert not gone(pid)
+    return pid
+
+
+@pytest.fixture(params=["1", "0"], ids=["forked", "spawned"])
+def kids(request, make_gateway, tmp_path):
+    def make(config: str = ""):
+        folder = tmp_path / "src" / "kids"
+        folder.mkdir(parents=True)
+        (folder / "tools.py").write_text(CHILDREN)
+        if config:
+            (folder / "tooldock.yaml").write_text(config)
+        return make_gateway(tmp_path / "src", env={"TOOLDOCK_FORK_WORKERS": request.param,
+                                                   "TOOLDOCK_RESTART_BACKOFF": "0.1"})
+
+    return make
+
+
+def test_a_dying_workers_children_end_with_it_and_the_next_worker_serves(kids):
+    gw = kids()
+    first = gw.namespace("kids")["pid"]
+    plain, stubborn = started(gw), started(gw, stubborn=True)
+    assert gw.call("kids", "die").status_code == 500
+    gw.wait_for(lambda: gone(plain) and gone(stubborn), timeout=15, what="the tool's children to end")
+    gw.wait_for(lambda: gw.namespace("kids")["state"] == "ready", what="the worker to come back")
+    assert gw.namespace("kids")["pid"] != first
+    assert not gone(started(gw))  # the new worker's tools start children as before
+
+
+def test_stopping_the_gateway_ends_its_workers_children(kids):
+    gw = kids()
+    plain, stubborn = started(gw), started(gw, stubborn=True)
+    gw.stop()  # returns once the gateway exited: a SIGKILL sent just before may take a moment to land
+    gw.wait_for(lambda: gone(plain) and gone(stubborn), timeout=5, what="the tool's children to end")
+
+
+def test_a_worker_put_to_sleep_takes_its_children_with_it(kids):
+    gw = kids("idle_timeout: 1\n")
+    child = started(gw)
+    gw.wait_for(lambda: gw.namespace("kids")["state"] == "sleeping", what="the worker to go to sleep")
+    gw.wait_for(lambda: gone(child), timeout=10, what="the child to end")
+    assert gw.call("kids", "spawn").status_code == 200  # woken, it serves as before
