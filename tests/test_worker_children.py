@@ -82,3 +82,14 @@ def test_a_worker_put_to_sleep_takes_its_children_with_it(kids):
     gw.wait_for(lambda: gw.namespace("kids")["state"] == "sleeping", what="the worker to go to sleep")
     gw.wait_for(lambda: gone(child), timeout=10, what="the child to end")
     assert gw.call("kids", "spawn").status_code == 200  # woken, it serves as before
+
+
+def test_a_killed_gateways_workers_end_their_childrens_group_as_they_exit(kids):
+    # No one is left to end the group: each worker, seeing its parent gone, ends it as its last act.
+    gw = kids()
+    worker = gw.namespace("kids")["pid"]
+    plain, stubborn = started(gw), started(gw, stubborn=True)
+    gw.proc.kill()
+    gw.proc.wait(10)
+    gw.wait_for(lambda: gone(worker), timeout=15, what="the worker to exit")
+    gw.wait_for(lambda: gone(plain) and gone(stubborn), timeout=5, what="the tool's children to end")

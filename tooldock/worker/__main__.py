@@ -78,7 +78,20 @@ def main(argv: list[str] | None = None) -> int:
         if pending:  # gather() of nothing makes its future on another loop, which run_until_complete refuses
             loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         loop.close()
+    if args.parent_pid and os.getppid() != args.parent_pid:
+        end_own_group()
     return 0
+
+
+def end_own_group() -> None:
+    """The gateway that started this worker is gone (killed: it would have ended the worker's process group
+    itself), so no one else will end what the tools started: end the group, this worker last of all (SIGKILL
+    reaches every member at once). Only when the worker leads the group, as the gateway starts it; a worker
+    run by hand from a shell must not end the shell's job."""
+    if os.getpgrp() == os.getpid():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.killpg(os.getpgrp(), signal.SIGKILL)
 
 
 def quiet_telemetry() -> None:
