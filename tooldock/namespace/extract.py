@@ -21,6 +21,7 @@ from fastmcp.resources import Resource, ResourceTemplate
 from fastmcp.server.providers.filesystem_discovery import extract_components
 from fastmcp.tools import Tool
 from fastmcp.utilities.types import find_kwarg_by_type
+from mcp_types import SERVER_INFO_META_KEY
 
 from tooldock.namespace.asks import may_ask
 from tooldock.namespace.models import Problem
@@ -29,7 +30,18 @@ from tooldock.namespace.validate import FileReport, validate_source
 
 # The fields of an MCP `Tool` that ToolDock pre-extracts and serves (seed 000, "Tools method compliance");
 # `execution.taskSupport` is fastmcp's `@tool(task=...)`, which the gateway's tasks extension reads.
-DESCRIPTOR_FIELDS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations", "icons", "execution")
+DESCRIPTOR_FIELDS = (
+    "name",
+    "title",
+    "description",
+    "inputSchema",
+    "outputSchema",
+    "annotations",
+    "icons",
+    "execution",
+    "_meta",
+)
+FASTMCP_META = "fastmcp"  # fastmcp's key in a component's `_meta`: its tags, server-side bookkeeping
 
 
 @dataclass
@@ -56,15 +68,25 @@ class LoadedNamespace:
         }
 
 
+def own_meta(meta: Any) -> dict[str, Any] | None:
+    """The `_meta` a tool's author gave (`@tool(meta=...)`, a resource's or prompt's, a `ToolResult`'s: MCP Apps
+    and the OpenAI Apps SDK put their UI links there), without fastmcp's own key (its tags) and the worker's
+    server's `serverInfo` stamp (that server is internal: the client talks to the gateway)."""
+    if not isinstance(meta, dict):
+        return None
+    kept = {key: value for key, value in meta.items() if key not in (FASTMCP_META, SERVER_INFO_META_KEY)}
+    return kept or None
+
+
 def _dump(model: Any) -> dict[str, Any]:
     data = model.model_dump(mode="json", by_alias=True, exclude_none=True)
-    data.pop("_meta", None)  # fastmcp's private bookkeeping
-    return data
+    meta = own_meta(data.pop("_meta", None))
+    return {**data, "_meta": meta} if meta else data
 
 
 def describe(tool: Tool) -> dict[str, Any]:
-    """The tool as MCP `tools/list` shows it, minus fastmcp's private `_meta`."""
-    data = tool.to_mcp_tool().model_dump(mode="json", by_alias=True, exclude_none=True)
+    """The tool as MCP `tools/list` shows it, its `_meta` the author's only."""
+    data = _dump(tool.to_mcp_tool())
     return {key: data[key] for key in DESCRIPTOR_FIELDS if key in data}
 
 

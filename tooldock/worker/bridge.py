@@ -22,7 +22,7 @@ from typing import Any
 from fastmcp import FastMCP
 from fastmcp.utilities.tasks import TaskConfig
 
-from tooldock.namespace.extract import LoadedNamespace
+from tooldock.namespace.extract import LoadedNamespace, own_meta
 from tooldock.worker.direct import DirectCalls
 from tooldock.worker.guard import GuardServer
 from tooldock.worker.protocol import INPUT_REQUIRED
@@ -61,9 +61,11 @@ class Bridge:
     ) -> dict[str, Any]:
         params = {"name": name, "arguments": arguments}
         body = await self.direct.request("tools/call", params, relay, progress, log_level)
-        meta = body.pop("_meta", None) or {}  # fastmcp's own bookkeeping (`wrap_result`), not the tool's
+        meta = body.pop("_meta", None) or {}  # the tool's, and fastmcp's own bookkeeping (`wrap_result`)
         if INPUT_REQUIRED in meta:  # a guard asked for input (guard.py)
             body.update({"_meta": {INPUT_REQUIRED: meta[INPUT_REQUIRED]}, "isError": False})
+        elif own := own_meta(meta):
+            body["_meta"] = own
         return body
 
     async def read_resource(self, uri: str, relay: Relay) -> dict[str, Any]:

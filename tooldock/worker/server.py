@@ -23,7 +23,7 @@ from fastmcp.exceptions import ToolError
 from fastmcp.exceptions import ValidationError as FastMCPValidationError
 from mcp.shared.exceptions import MCPError
 
-from tooldock.namespace.extract import LoadedNamespace
+from tooldock.namespace.extract import LoadedNamespace, own_meta
 from tooldock.worker import protocol, threadhop
 from tooldock.worker.connection import GatewayConnection
 from tooldock.worker.protocol import round_fields
@@ -226,6 +226,8 @@ class WorkerServer:
             "structuredContent": result.structured_content,
             "isError": False,
         }
+        if result.meta and (meta := own_meta(result.meta)):  # a ToolResult's `meta`, as FastMCP serves it
+            body["_meta"] = meta
         return protocol.ok(rid, body, int((time.perf_counter() - started) * 1000))
 
     async def call_context_tool(self, request: dict[str, Any], send: Any, started: float) -> dict[str, Any]:
