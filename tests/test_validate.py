@@ -171,3 +171,23 @@ def test_code_nested_beyond_pythons_limit_is_a_problem_not_a_crash(terms):
     assert report.tools == ()
     assert [(p.code, p.line) for p in report.problems] == [("syntax_error", None)]
     assert "nested too deeply" in report.problems[0].message and "split it" in report.problems[0].message
+
+
+@pytest.mark.parametrize(
+    "line, advice",
+    [("from . import _helpers", "import _helpers"), ("from .lib.util import a, b", "from lib.util import a, b")],
+)
+def test_a_top_level_relative_import_cannot_work_in_a_tool_file_and_says_what_to_write(line, advice):
+    src = f"{line}\nfrom fastmcp.tools import tool\n@tool\ndef f(x: int) -> int:\n    '''D.'''\n    return x\n"
+    report = validate_source("t.py", src)
+    ((problem,),) = [report.problems]
+    assert report.tools == () and problem.code == "import_error" and problem.line == 1
+    assert f"relative import '{line}'" in problem.message and f"'{advice}'" in problem.message
+
+
+def test_a_relative_import_tried_first_inside_try_is_a_fallback_and_fine():
+    src = (
+        "try:\n    from . import _helpers\nexcept ImportError:\n    import _helpers\n"
+        "from fastmcp.tools import tool\n@tool\ndef f(x: int) -> int:\n    '''D.'''\n    return x\n"
+    )
+    assert validate_source("t.py", src).tools == ("f",)

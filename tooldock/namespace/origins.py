@@ -138,3 +138,22 @@ def sdk_v1_import(filename: str, tree: ast.Module) -> Problem | None:
                 "sdk_server",
             )
     return None
+
+
+def relative_import(filename: str, tree: ast.Module) -> Problem | None:
+    """A top-level relative import (`from . import helpers`): a tool file is imported on its own, as a
+    top-level module, not as part of a package, so the import fails. One inside `try:` (a fallback) is left
+    alone."""
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.level:
+            names = ", ".join(a.name for a in node.names)
+            absolute = f"from {node.module} import {names}" if node.module else f"import {names}"
+            return Problem(
+                filename,
+                f"relative import '{ast.unparse(node)}': a tool file is imported on its own, not as part of a "
+                f"package, so it fails; import by name instead ('{absolute}': the namespace folder is on the "
+                "import path)",
+                node.lineno,
+                "import_error",
+            )
+    return None

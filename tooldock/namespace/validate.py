@@ -12,7 +12,7 @@ import ast
 from dataclasses import dataclass
 
 from tooldock.namespace.models import Problem
-from tooldock.namespace.origins import PROVIDERS, Origins, sdk_v1_import
+from tooldock.namespace.origins import PROVIDERS, Origins, relative_import, sdk_v1_import
 
 
 @dataclass(frozen=True)
@@ -107,9 +107,9 @@ def _validate(filename: str, source: str) -> FileReport:
     except ValueError as exc:  # e.g. null bytes in the source
         return FileReport((), (Problem(filename, f"cannot parse file: {exc}", None, "syntax_error"),))
 
-    v1 = sdk_v1_import(filename, tree)
-    if v1 is not None:  # the file cannot import at all
-        return FileReport((), (v1,))
+    unimportable = sdk_v1_import(filename, tree) or relative_import(filename, tree)
+    if unimportable is not None:  # the file cannot import at all
+        return FileReport((), (unimportable,))
     origins = Origins(tree)
     tools: list[str] = []
     functions: list[tuple[str, int]] = []
