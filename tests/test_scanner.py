@@ -124,3 +124,13 @@ def test_invalid_namespace_names(name):
 def test_invalid_tool_file_names(name):
     with pytest.raises(NamespaceNameError):
         validate_filename(name)
+
+
+def test_versions_of_a_tool_in_several_files_are_one_tool(tmp_path):
+    versioned = "from fastmcp.tools import tool\n\n@tool(name='calc', version='{v}')\ndef c(x: int) -> int:\n    '''V.'''\n    return x\n"
+    write(tmp_path / "ns" / "a.py", versioned.format(v=1))
+    write(tmp_path / "ns" / "b.py", versioned.format(v=2))
+    write(tmp_path / "ns" / "c.py", TOOL.format(name="calc"))  # no version: a duplicate as before
+    ns = scan_tools_dir(tmp_path).get("ns")
+    assert ns.tool_names == ("calc",)
+    assert [(p.file, p.code) for p in ns.problems] == [("c.py", "duplicate_tool")]

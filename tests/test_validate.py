@@ -191,3 +191,17 @@ def test_a_relative_import_tried_first_inside_try_is_a_fallback_and_fine():
         "from fastmcp.tools import tool\n@tool\ndef f(x: int) -> int:\n    '''D.'''\n    return x\n"
     )
     assert validate_source("t.py", src).tools == ("f",)
+
+
+def test_versions_of_a_tool_are_one_tool_and_an_unversioned_repeat_is_a_duplicate():
+    head = "from fastmcp.tools import tool\n"
+    versioned = head + "".join(
+        f"@tool(name='calc', version={v})\ndef c{v}(x: int) -> int:\n    '''V{v}.'''\n    return x\n" for v in (1, 2)
+    )
+    report = validate_source("t.py", versioned)
+    assert report.tools == ("calc",) and report.versioned == ("calc",) and not report.problems
+    repeated = head + "".join(f"@tool(name='calc')\ndef c{v}(x: int) -> int:\n    '''V{v}.'''\n    return x\n" for v in (1, 2))
+    report = validate_source("t.py", repeated)
+    assert report.tools == ("calc",) and report.skipped == ("c2",)
+    ((problem,),) = [report.problems]
+    assert problem.code == "duplicate_tool" and problem.line == 7 and "also at line 3" in problem.message

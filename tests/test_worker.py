@@ -385,3 +385,39 @@ def test_a_worker_with_context_tools_imports_its_bridge_in_the_background_once_i
         assert _bridge_loaded(w, 1.5) is False
     finally:
         w.close()
+
+
+VERSIONED = '''from fastmcp.tools import tool
+
+
+@tool(name="calc", version="{v}")
+def calc_v{v}(x: int) -> int:
+    """Version {v}."""
+    return x * {v}
+'''
+
+
+def test_versions_of_a_tool_serve_the_highest_as_fastmcp_does(tmp_path):
+    # fastmcp 4's `@tool(version=...)`: one tool, the highest version served (the first was, with a
+    # "duplicate tool name" line); versions of a name spread over files are one tool too.
+    (tmp_path / "a.py").write_text(VERSIONED.format(v=3) + VERSIONED.format(v=1).split("\n", 1)[1])
+    (tmp_path / "b.py").write_text(VERSIONED.format(v=2))
+    w = WorkerProc(tmp_path, ["a.py", "b.py"])
+    try:
+        assert [(t["name"], t["description"]) for t in w.handshake["tools"]] == [("calc", "Version 3.")]
+        assert w.handshake["failed_files"] == []
+        reply = w.request(id="1", op="tools.call", tool="calc", arguments={"x": 5})
+        assert reply["result"]["structuredContent"] == {"result": 15}
+    finally:
+        w.close()
+
+
+def test_two_unversioned_tools_of_one_name_are_still_a_duplicate(tmp_path):
+    plain = VERSIONED.replace(', version="{v}"', "")
+    (tmp_path / "a.py").write_text(plain.format(v=1) + plain.format(v=2).split("\n", 1)[1])
+    w = WorkerProc(tmp_path, ["a.py"])
+    try:
+        # the first is served; the second is the scan's `duplicate_tool` problem (test_validate.py)
+        assert [(t["name"], t["description"]) for t in w.handshake["tools"]] == [("calc", "Version 1.")]
+    finally:
+        w.close()

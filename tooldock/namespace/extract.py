@@ -21,6 +21,7 @@ from fastmcp.resources import Resource, ResourceTemplate
 from fastmcp.server.providers.filesystem_discovery import extract_components
 from fastmcp.tools import Tool
 from fastmcp.utilities.types import find_kwarg_by_type
+from fastmcp.utilities.versions import version_sort_key
 from mcp_types import SERVER_INFO_META_KEY
 
 from tooldock.namespace.asks import may_ask
@@ -216,8 +217,15 @@ class _OwnObjects:
 def _add(loaded: LoadedNamespace, component: Any) -> str | None:
     """File one component; the problem text when its name or URI is already taken."""
     if isinstance(component, Tool):
-        if component.name in loaded.tools:
+        known = loaded.tools.get(component.name)
+        if known is not None and (known.version is None or component.version is None):
             return f"duplicate tool name {component.name!r}"
+        if known is not None:  # versions of one tool: the highest is served, as fastmcp serves it
+            if max(known, component, key=version_sort_key) is known:
+                return None
+            loaded.descriptors = [d for d in loaded.descriptors if d["name"] != component.name]
+            loaded.context_tools.discard(component.name)
+            loaded.asking_tools.discard(component.name)
         loaded.tools[component.name] = component
         loaded.descriptors.append(describe(component))
         fn = getattr(component, "fn", None)

@@ -103,7 +103,8 @@ class NamespaceSource:
 
     @property
     def tool_names(self) -> tuple[str, ...]:
-        return tuple(name for f in self.files for name in f.tools)
+        """Each tool once (versions of one tool, `version=`, in several files are one tool)."""
+        return tuple(dict.fromkeys(name for f in self.files for name in f.tools))
 
 
 @dataclass(frozen=True)

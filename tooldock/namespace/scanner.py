@@ -99,6 +99,7 @@ def scan_namespace(folder: Path) -> NamespaceSource:
     problems: list[Problem] = [config_problem] if config_problem else []
     files: list[ToolFile] = []
     seen: dict[str, str] = {}
+    versioned: set[str] = set()  # tool names some file serves with version=
     for path in sorted(folder.glob("*.py")):
         if _ignored(path.name) or not path.is_file():
             continue
@@ -127,7 +128,7 @@ def scan_namespace(folder: Path) -> NamespaceSource:
         problems.extend(_unserved(p) if report.ok else p for p in report.problems)
         if not report.ok:
             continue
-        dupes = [t for t in report.tools if t in seen]
+        dupes = [t for t in report.tools if t in seen and not (t in report.versioned and t in versioned)]
         if dupes:
             problems.append(
                 Problem(
@@ -139,7 +140,8 @@ def scan_namespace(folder: Path) -> NamespaceSource:
                 )
             )
             continue
-        seen.update({t: path.name for t in report.tools})
+        seen.update({t: path.name for t in report.tools if t not in seen})
+        versioned.update(report.versioned)
         files.append(ToolFile(path.name, report.tools))
     if config_problem or any(p.code == "shadows_stdlib" for p in problems):
         # An unreadable config must not start with guessed limits; a file named like a standard-library

@@ -22,6 +22,7 @@ class FileReport:
     others: int = 0  # @resource and @prompt functions: served over MCP, need no type-hint rules
     skipped: tuple[str, ...] = ()  # the module-level names of @tool functions with problems: not served
     functions: tuple[tuple[str, int], ...] = ()  # the served tools' module-level names and lines
+    versioned: tuple[str, ...] = ()  # served tool names given with `version=` (fastmcp serves the highest)
 
     @property
     def ok(self) -> bool:
@@ -115,6 +116,8 @@ def _validate(filename: str, source: str) -> FileReport:
     functions: list[tuple[str, int]] = []
     skipped: list[str] = []
     problems: list[Problem] = []
+    lines: dict[str, int] = {}  # served tool name -> its line
+    versioned: set[str] = set()
     others = 0
     for node in tree.body:  # only module-level functions are importable tools
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -129,6 +132,17 @@ def _validate(filename: str, source: str) -> FileReport:
             continue
         own = _param_problems(filename, node)
         own.extend(p for p in (_server_problem(origins, filename, node, d) for d in node.decorator_list) if p)
+        is_versioned = any(_versioned(d) for d in node.decorator_list)
+        if names[0] in lines and not (is_versioned and names[0] in versioned):
+            own.append(
+                Problem(
+                    filename,
+                    f"duplicate tool name {names[0]!r} (also at line {lines[names[0]]}): rename one (tool names "
+                    "are unique per namespace), or give each a different version=... (the highest is served)",
+                    node.lineno,
+                    "duplicate_tool",
+                )
+            )
         if not ast.get_docstring(node):
             own.append(
                 Problem(
@@ -142,9 +156,12 @@ def _validate(filename: str, source: str) -> FileReport:
         if own:
             skipped.append(node.name)
             problems.extend(own)
-        else:
+        elif names[0] not in lines:
             tools.append(names[0])
             functions.append((node.name, node.lineno))
+            lines[names[0]] = node.lineno
+            if is_versioned:
+                versioned.add(names[0])
     if not tools and not others and not skipped:
         problems.append(
             Problem(
@@ -155,7 +172,14 @@ def _validate(filename: str, source: str) -> FileReport:
                 "no_tools",
             )
         )
-    return FileReport(tuple(tools), tuple(problems), others, tuple(skipped), tuple(functions))
+    return FileReport(tuple(tools), tuple(problems), others, tuple(skipped), tuple(functions), tuple(sorted(versioned)))
+
+
+def _versioned(dec: ast.expr) -> bool:
+    """`@tool(..., version=...)`: one version of a tool; fastmcp serves the highest of a name's versions."""
+    return (
+        isinstance(dec, ast.Call) and _decorator_name(dec) == "tool" and any(k.arg == "version" for k in dec.keywords)
+    )
 
 
 def _origin_problem(origins: Origins, filename: str, dec: ast.expr) -> Problem | None:
