@@ -92,6 +92,23 @@ def test_secret_values_never_leave_the_gateway(secret_gateway):
         assert not any(value in text for text in seen), "a secret value leaked"
 
 
+PEM = (  # a value of several lines: output is masked line by line, where the whole value never appears at once
+    "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7test0001\n"
+    "Zm9yIHRlc3RzIG9ubHkgLSBub3QgYSByZWFsIGtleQ==test0002\n-----END PRIVATE KEY-----"
+)
+
+
+def test_a_secret_of_several_lines_is_masked_line_by_line_too(make_gateway, store):
+    secrets_set(store, "VAULT_TOKEN", PEM, "vault")
+    gw = make_gateway(FIXTURES / "secrets", env=store)
+    assert gw.call("vault", "token_hash").json()["result"] == sha(PEM)
+    seen = [gw.call("vault", "leak", where=where).text for where in ("error", "log", "result")]
+    gw.wait_for(lambda: "the token is ***" in gw.logs, what="the worker's masked log line")
+    seen.append(gw.logs)
+    for line in PEM.splitlines():
+        assert not any(line in text for text in seen), f"a line of the secret leaked: {line[:12]}..."
+
+
 def test_only_namespaces_whose_values_changed_restart(secret_gateway, store):
     gw = secret_gateway
     secrets_set(store, "VAULT_TOKEN", "vault-token-rotated-55aa", "vault")

@@ -45,8 +45,12 @@ class Masker:
     """Replaces known secret values with `***` in text."""
 
     def __init__(self, values: list[str]) -> None:
-        # Longest first, so a value that contains another is masked whole.
-        self.values = sorted({v for v in values if len(v) >= MIN_MASKED_LENGTH}, key=len, reverse=True)
+        # Each line of a value of several lines too (a PEM key): output is masked line by line (MaskedStream,
+        # the gateway's log), where the whole value never appears at once. Longest first, so a value that
+        # contains another is masked whole.
+        lines = {line.strip() for v in values if "\n" in v for line in v.splitlines()}
+        wanted = {v for v in (*values, *lines) if len(v) >= MIN_MASKED_LENGTH}
+        self.values = sorted(wanted, key=len, reverse=True)
 
     def __call__(self, text: str) -> str:
         for value in self.values:
