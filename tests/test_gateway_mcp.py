@@ -82,6 +82,25 @@ def test_unknown_tool_is_a_protocol_error(gateway):
     assert error.code == types.INVALID_PARAMS and "nope" in error.message
 
 
+def test_an_unknown_resource_has_each_protocol_versions_code(gateway):
+    # -32002 up to 2025-11-25; 2026-07-28 retired it for -32602 (SEP-2164). Both carry the URI as data.
+    async def body(session):
+        with pytest.raises(MCPError) as caught:
+            await session.read_resource("data://nope")
+        return caught.value
+
+    error = run_mcp(gateway, "multi-tool", body)
+    assert (error.code, error.error.data) == (-32002, {"uri": "data://nope"}) and "data://nope" in error.message
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"}}
+    request = {"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": {"uri": "data://nope", "_meta": meta}}
+    headers = {**gateway.headers("multi-tool"), "Content-Type": "application/json", "Accept": ACCEPT,
+               "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "resources/read", "Mcp-Name": "data://nope"}
+    reply = httpx.post(f"{gateway.url}/mcp", content=json.dumps(request), headers=headers, timeout=60)
+    error = reply.json()["error"]
+    assert (error["code"], error.get("data")) == (types.INVALID_PARAMS, {"uri": "data://nope"}), reply.text
+
+
 def test_ping(gateway):
     async def body(session):
         return await session.send_ping()

@@ -73,9 +73,16 @@ class _Server(Server[Any]):
         return super().create_initialization_options(options, *args, **kwargs)
 
 
-RESOURCE_NOT_FOUND = -32002  # MCP's code for an unknown resource URI
+RESOURCE_NOT_FOUND = -32002  # the code of an unknown resource URI up to 2025-11-25 (2026-07-28: -32602)
 # 2026-07-28 callers of an upstream namespace share one `toolman_activate` view (no sessions; not REST's).
 STATELESS_SESSION = "mcp-stateless"
+
+
+def _not_found_code(ctx: Any) -> int:
+    """An unknown resource URI: -32002 for 2025-era sessions, as their spec says; -32602 (invalid params) for
+    2026-07-28 requests (SEP-2164, which retired -32002)."""
+    modern = getattr(ctx, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS
+    return types.INVALID_PARAMS if modern else RESOURCE_NOT_FOUND
 
 
 def session_key(ctx: Any) -> Any:
@@ -122,7 +129,9 @@ def _server_for(
             with request_id_of(ctx), calling(ctx):
                 return await engine.worker_request(namespace, op, session_key(ctx), **fields)
         except NotFound as err:
-            raise MCPError(RESOURCE_NOT_FOUND if op == "resources.read" else types.INVALID_PARAMS, err.message) from err
+            if op != "resources.read":
+                raise MCPError(types.INVALID_PARAMS, err.message) from err
+            raise MCPError(_not_found_code(ctx), err.message, {"uri": fields.get("uri")}) from err
         except (InvalidArguments, ToolInactive) as err:
             raise MCPError(types.INVALID_PARAMS, err.message) from err
         except UpstreamError as err:
