@@ -217,3 +217,16 @@ def test_a_namespace_of_many_tools_names_the_first_twenty_and_counts_the_rest(tm
     assert f"many: 25 tool(s) ({names}, ... and 5 more (--json lists them all))" in proc.stdout.splitlines()
     report = json.loads(tooldock_cli("check", "--json", str(tmp_path / "tools")).stdout)
     assert report["namespaces"][0]["tools"] == [f"t{i}" for i in range(25)]
+
+
+@pytest.mark.parametrize("command", [["serve", str(EXAMPLES), "--port", "0"], ["check", "--import", str(EXAMPLES)]])
+def test_a_state_directory_that_cannot_be_made_is_one_clear_line(tmp_path, command):
+    (tmp_path / "a-file").write_text("not a directory\n")
+    state = tmp_path / "a-file" / "state"
+    proc = subprocess.run([TOOLDOCK, *command], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "TOOLDOCK_STATE_DIR": str(state)})
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.endswith(
+        f"Error: the state directory {state} cannot be used: Not a directory; set TOOLDOCK_STATE_DIR to a "
+        "directory this user can write (it holds the worker environments and the logs)\n"
+    ), proc.stderr

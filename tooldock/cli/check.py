@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from tooldock.cli.common import refuse_namespace_folder, settings
+from tooldock.cli.common import refuse_namespace_folder, settings, writable_state_dir
 from tooldock.cli.serve import tools_dir_argument
 from tooldock.namespace.credentials import credential_problems
 from tooldock.namespace.models import ScanResult, problem_text
@@ -67,6 +67,7 @@ def _with_imports(result: dict[str, Any], scan: ScanResult) -> dict[str, Any]:
     from tooldock.runtime.backends.importcheck import import_all
 
     state_dir = settings().state_dir
+    writable_state_dir(state_dir)
     click.echo(f"importing {len(scan.namespaces)} namespace(s) in their environments ...", err=True)
     imported = asyncio.run(import_all(list(scan.namespaces), state_dir))
     for entry in result["namespaces"]:

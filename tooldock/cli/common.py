@@ -31,6 +31,22 @@ def settings() -> Settings:
         raise click.ClickException(str(exc)) from None
 
 
+def writable_state_dir(state_dir: Path) -> None:
+    """The state directory (environments, sockets' helpers, logs) exists or can be made, and this user can
+    write in it; a ClickException naming it otherwise (not a traceback from the first write deep inside)."""
+    import tempfile
+
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=state_dir):
+            pass
+    except OSError as exc:
+        raise click.ClickException(
+            f"the state directory {state_dir} cannot be used: {exc.strerror or exc}; set TOOLDOCK_STATE_DIR to a "
+            "directory this user can write (it holds the worker environments and the logs)"
+        ) from None
+
+
 def refuse_namespace_folder(tools_dir: Path, command: str) -> None:
     """A namespace folder given where a directory of namespaces is expected (`serve examples/basic-tool`):
     tool files or a tools.toml directly in it and no sub-folder. It would serve nothing, silently; say which

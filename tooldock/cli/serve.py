@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tooldock.cli.common import refuse_namespace_folder
+from tooldock.cli.common import refuse_namespace_folder, writable_state_dir
 from tooldock.errors import BuilderError, SecretsError
 
 if TYPE_CHECKING:
@@ -121,6 +121,7 @@ def serve(
         settings = Settings.from_env()
     except SettingsError as exc:
         raise click.ClickException(str(exc)) from None
+    writable_state_dir(settings.state_dir)
     settings, manager_watches = who_watches(settings, watch, backend, with_manager)
     if settings.log_format == "json":
         from tooldock.runtime.logs import use_json_lines
