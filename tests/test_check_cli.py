@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -230,3 +231,35 @@ def test_a_state_directory_that_cannot_be_made_is_one_clear_line(tmp_path, comma
         f"Error: the state directory {state} cannot be used: Not a directory; set TOOLDOCK_STATE_DIR to a "
         "directory this user can write (it holds the worker environments and the logs)\n"
     ), proc.stderr
+
+
+def test_serve_with_the_manager_on_a_port_in_use_stops_before_serving(tmp_path):
+    import socket
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    try:
+        port = taken.getsockname()[1]
+        proc = subprocess.run([TOOLDOCK, "serve", str(EXAMPLES), "--port", "0", "--manager", "--manager-port",
+                               str(port)], capture_output=True, text=True, timeout=60)
+    finally:
+        taken.close()
+    assert proc.returncode == 1  # the gateway used to serve on, its manager gone with one line
+    assert proc.stderr.endswith(
+        f"Error: the manager cannot listen on 127.0.0.1:{port}: Address already in use (--manager-port)\n"
+    ), proc.stderr
+
+
+def test_a_manager_that_dies_is_reported_and_the_gateway_serves_on(make_gateway):
+    import signal
+
+    from conftest import MANAGER_ARGS
+
+    gw = make_gateway(EXAMPLES, args=MANAGER_ARGS)
+    children = Path(f"/proc/{gw.proc.pid}/task/{gw.proc.pid}/children").read_text().split()
+    (manager,) = [int(pid) for pid in children if b"manager" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    os.kill(manager, signal.SIGKILL)
+    gw.wait_for(lambda: "tooldock: the manager exited with code -9; the gateway serves on without it" in gw.logs,
+                timeout=10, what="the manager's exit to be reported")
+    assert gw.call("multi-tool", "add", a=1, b=2).json() == {"result": 3}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -128,6 +129,11 @@ def serve(
 
         use_json_lines()
     sock, url = listen(host, port)  # first: a port in use is the only line, not after a token never used
+    if with_manager and manager_port:  # the manager's too: its child would fail alone, the gateway serving on
+        try:
+            bind(host, manager_port).close()
+        except click.ClickException as exc:
+            raise click.ClickException(f"the manager {exc.message} (--manager-port)") from None
     if settings.token_generated:
         click.echo(
             "tooldock: TOOLDOCK_BEARER_TOKEN is not set; this run's bearer token is:\n"
@@ -212,7 +218,20 @@ def start_manager(
     local = gateway_url.replace("://0.0.0.0:", "://127.0.0.1:").replace("://[::]:", "://[::1]:")
     args = ["manager", str(tools_dir), "--host", host, "--port", str(port), "--gateway-url", local]
     args += ["--backend", backend, "--log-level", log_level, "--watch" if watch else "--no-watch"]
-    return subprocess.Popen([sys.executable, "-m", "tooldock.cli", *args], preexec_fn=_die_with_parent)
+    child = subprocess.Popen([sys.executable, "-m", "tooldock.cli", *args], preexec_fn=_die_with_parent)
+    threading.Thread(target=_report_exit, args=(child,), name="manager-watch", daemon=True).start()
+    return child
+
+
+def _report_exit(child: subprocess.Popen[bytes]) -> None:
+    """Say so when the manager ends while the gateway serves on (it printed its own reason above)."""
+    code = child.wait()
+    if code not in (0, -15):  # -15: stop_manager's SIGTERM, or the gateway going away
+        click.echo(
+            f"tooldock: the manager exited with code {code}; the gateway serves on without it (restart "
+            "`tooldock serve --manager` to have it back)",
+            err=True,
+        )
 
 
 def _die_with_parent() -> None:
