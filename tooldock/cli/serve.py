@@ -109,8 +109,6 @@ def serve(
     """
     from tooldock.runtime.settings import Settings, SettingsError
 
-    if with_manager:
-        shared_tokens()
     if backend == "process" or with_manager:  # the docker backend alone serves containers, not the folder
         if not tools_dir.is_dir():
             raise click.ClickException(
@@ -118,6 +116,14 @@ def serve(
                 "(see examples/), or pass another directory: tooldock serve DIR"
             )
         refuse_namespace_folder(tools_dir, "serve")
+    sock, url = listen(host, port)  # early: a port in use is the only line, not after a token never used
+    if with_manager and manager_port:  # the manager's too: its child would fail alone, the gateway serving on
+        try:
+            bind(host, manager_port).close()
+        except click.ClickException as exc:
+            raise click.ClickException(f"the manager {exc.message} (--manager-port)") from None
+    if with_manager:
+        shared_tokens()
     try:
         settings = Settings.from_env()
     except SettingsError as exc:
@@ -128,12 +134,6 @@ def serve(
         from tooldock.runtime.logs import use_json_lines
 
         use_json_lines()
-    sock, url = listen(host, port)  # first: a port in use is the only line, not after a token never used
-    if with_manager and manager_port:  # the manager's too: its child would fail alone, the gateway serving on
-        try:
-            bind(host, manager_port).close()
-        except click.ClickException as exc:
-            raise click.ClickException(f"the manager {exc.message} (--manager-port)") from None
     if settings.token_generated:
         click.echo(
             "tooldock: TOOLDOCK_BEARER_TOKEN is not set; this run's bearer token is:\n"
