@@ -38,6 +38,11 @@ def forecast(city: str) -> str:
     return f"sunny in {city}"
 '''
 
+# What write_tool accepts: a top-level relative import cannot work in a tool file and is refused
+# (test_validate.py), so the written file has a comment on its line (the line numbers stay).
+WRITTEN = TOOL.replace("from . import sibling\n", "# from . import sibling: refused by write_tool\n")
+assert WRITTEN != TOOL
+
 
 def built(envs: Environments, requirements: str, *modules: str) -> None:
     """An environment as the process backend leaves it: its site-packages with `modules`, and the marker."""
@@ -74,7 +79,7 @@ def test_missing_packages_are_named_with_their_distribution(ns):
     ws, envs, folder = ns
     assert missing_packages(folder, "", None, envs) == []  # no environment built: nothing is guessed
     built(envs, "", "fastmcp", "yaml", "_yaml", "pydantic_core", "six.py")
-    files.write_tool(ws, "weather", "forecast.py", TOOL)
+    files.write_tool(ws, "weather", "forecast.py", WRITTEN)
     assert missing_packages(folder, "", None, envs) == [
         {"module": "httpx", "file": "forecast.py", "line": 3, "package": "httpx"},
         {"module": "bs4", "file": "forecast.py", "line": 5, "package": "beautifulsoup4"},
@@ -85,7 +90,7 @@ def test_missing_packages_are_named_with_their_distribution(ns):
 def test_requirements_not_installed_yet_leave_nothing_to_compare_with(ns):
     ws, envs, folder = ns
     built(envs, "", "fastmcp", "yaml")
-    files.write_tool(ws, "weather", "forecast.py", TOOL)
+    files.write_tool(ws, "weather", "forecast.py", WRITTEN)
     listed = "httpx>=0.28\nbeautifulsoup4==4.12.0\n"
     assert missing_packages(folder, listed, None, envs) == []  # what they provide is known once installed
     built(envs, listed, "fastmcp", "yaml", "httpx", "bs4")
@@ -95,7 +100,7 @@ def test_requirements_not_installed_yet_leave_nothing_to_compare_with(ns):
 def test_write_tool_answers_with_the_packages_and_the_add_requirement_step(ns):
     ws, envs, _ = ns
     built(envs, "", "fastmcp")
-    assert files.write_tool(ws, "weather", "forecast.py", TOOL)["written"]
+    assert files.write_tool(ws, "weather", "forecast.py", WRITTEN)["written"]
     hint = written_hint(ws, "weather", containers=False, envs=envs)
     assert [m["module"] for m in hint["missing_packages"]] == ["httpx", "yaml", "bs4", "humanize"]
     assert hint["next_steps"][2] == (
@@ -114,7 +119,7 @@ def test_a_requirements_file_that_cannot_be_read_leaves_the_hint_out_not_the_wri
     built(envs, "", "fastmcp")
     (tmp_path / "elsewhere.txt").write_text("httpx\n")
     (folder / "requirements.txt").symlink_to(tmp_path / "elsewhere.txt")
-    assert files.write_tool(ws, "weather", "forecast.py", TOOL)["written"]
+    assert files.write_tool(ws, "weather", "forecast.py", WRITTEN)["written"]
     assert "missing_packages" not in written_hint(ws, "weather", containers=False, envs=envs)
 
 
