@@ -190,8 +190,9 @@ def test_import_finds_what_only_importing_the_files_can(tmp_path):
     assert "cannot install the dependencies of namespace 'deps'" in deps["message"] and found["deps"]["tools"] == []
 
 
-def test_serve_on_a_port_in_use_says_so_and_nothing_else(tmp_path):
-    """The port is bound first: before, a generated bearer token (never used) was printed above the error."""
+def serve_with_a_port_taken(*args: str) -> tuple[subprocess.CompletedProcess[str], int]:
+    """`tooldock serve EXAMPLES *args` with no bearer token set (so one would be generated and printed),
+    while a socket holds a port; each PORT in `args` is that port."""
     import socket
 
     taken = socket.socket()
@@ -200,10 +201,15 @@ def test_serve_on_a_port_in_use_says_so_and_nothing_else(tmp_path):
     try:
         port = taken.getsockname()[1]
         env = {k: v for k, v in os.environ.items() if k != "TOOLDOCK_BEARER_TOKEN"}
-        proc = subprocess.run([TOOLDOCK, "serve", str(EXAMPLES), "--port", str(port)], capture_output=True,
-                              text=True, timeout=60, env=env)
+        command = [TOOLDOCK, "serve", str(EXAMPLES), *(str(port) if a == "PORT" else a for a in args)]
+        return subprocess.run(command, capture_output=True, text=True, timeout=60, env=env), port
     finally:
         taken.close()
+
+
+def test_serve_on_a_port_in_use_says_so_and_nothing_else(tmp_path):
+    """The port is bound first: before, a generated bearer token (never used) was printed above the error."""
+    proc, port = serve_with_a_port_taken("--port", "PORT")
     assert proc.returncode == 1
     assert proc.stderr == f"Error: cannot listen on 127.0.0.1:{port}: Address already in use\n"
 
@@ -234,18 +240,7 @@ def test_a_state_directory_that_cannot_be_made_is_one_clear_line(tmp_path, comma
 
 
 def test_serve_with_the_manager_on_a_port_in_use_stops_before_serving(tmp_path):
-    import socket
-
-    taken = socket.socket()
-    taken.bind(("127.0.0.1", 0))
-    taken.listen(1)
-    try:
-        port = taken.getsockname()[1]
-        env = {k: v for k, v in os.environ.items() if k != "TOOLDOCK_BEARER_TOKEN"}
-        proc = subprocess.run([TOOLDOCK, "serve", str(EXAMPLES), "--port", "0", "--manager", "--manager-port",
-                               str(port)], capture_output=True, text=True, timeout=60, env=env)
-    finally:
-        taken.close()
+    proc, port = serve_with_a_port_taken("--port", "0", "--manager", "--manager-port", "PORT")
     assert proc.returncode == 1  # the gateway used to serve on, its manager gone with one line
     assert proc.stderr == (  # the only line: no token printed first that would never be used
         f"Error: the manager cannot listen on 127.0.0.1:{port}: Address already in use (--manager-port)\n"

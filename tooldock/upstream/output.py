@@ -21,10 +21,9 @@ import threading
 from types import TracebackType
 from typing import TextIO
 
-from tooldock.worker.loglines import LineSplitter, as_text
+from tooldock.worker.loglines import READ_SIZE, LineSplitter, as_text
 from tooldock.worker.secretenv import Masker
 
-READ_SIZE = 64 * 1024
 TAIL = 3
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from tooldock.worker.secretenv import Masker
 
 MAX_LINE = 16 * 1024  # bytes of one line that reach the log
+READ_SIZE = 64 * 1024  # bytes asked of the pipe per read, whatever its lines
 NEWLINE = b"\n"
 
 

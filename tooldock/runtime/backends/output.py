@@ -9,10 +9,8 @@ import collections
 import sys
 
 from tooldock.worker import protocol
-from tooldock.worker.loglines import LineSplitter, as_text
+from tooldock.worker.loglines import READ_SIZE, LineSplitter, as_text
 from tooldock.worker.secretenv import Masker
-
-READ_SIZE = 64 * 1024
 
 
 class WorkerOutput:
