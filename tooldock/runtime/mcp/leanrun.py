@@ -18,6 +18,7 @@ from tooldock.runtime import jsonin
 from tooldock.runtime.engine import Engine
 from tooldock.runtime.mcp.inputreq import legacy_rounds
 from tooldock.runtime.mcp.leanmodern import shape as modern_shape
+from tooldock.runtime.mcp.plainresult import as_sent
 from tooldock.runtime.mcp.results import error_payload, upstream_error
 from tooldock.runtime.observe import call_info
 
@@ -68,6 +69,8 @@ async def run(
             if method == "tools/list":
                 return {"error": {"code": types.INVALID_REQUEST, "message": err.message}}
             result = error_payload(err)
+    if method == "tools/call" and (sent := as_sent(result, stamp)) is not None:
+        return {"result": sent}  # the common shape, as the models below would dump it
     try:  # the result shaped for the session's protocol version, as the SDK sends it
         if stamp is not None:
             return {"result": modern_shape(method, caller["protocol"], result, stamp)}
