@@ -85,6 +85,14 @@ def test_error_statuses(gateway, namespace, tool, body, status, code):
     assert error["code"] == code and error["message"]
 
 
+def test_a_missing_namespace_names_the_ones_there_are(gateway):
+    error = gateway.post("/tools/add", None, {"a": 1, "b": 2}).json()["error"]
+    available = error["details"]["available"]
+    assert "multi-tool" in available and "testing" in available
+    assert f"'X-Namespace: {available[0]}'" in error["message"] and f"/ns/{available[0]}/" in error["message"]
+    assert "multi-tool" in error["message"].partition("available: ")[2]
+
+
 def test_malformed_json_body(gateway):
     reply = gateway.post("/tools/add", "multi-tool", content=b'{"a": 1,')
     assert reply.status_code == 400

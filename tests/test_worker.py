@@ -343,6 +343,39 @@ def test_a_context_tools_failure_carries_its_traceback_and_bad_arguments_are_ref
         w.close()
 
 
+OWN_TIMEOUTS = (
+    "import asyncio\nimport time\n\nfrom fastmcp import Context\nfrom fastmcp.exceptions import MCPError\n"
+    "from fastmcp.tools import tool\n\n\n"
+    "@tool(timeout=0.3)\ndef nap(seconds: float) -> str:\n    \"\"\"Sleeps in a thread.\"\"\"\n"
+    "    time.sleep(seconds)\n    return 'awake'\n\n\n"
+    "@tool(timeout=0.3)\nasync def anap(seconds: float) -> str:\n    \"\"\"Sleeps on the loop.\"\"\"\n"
+    "    await asyncio.sleep(seconds)\n    return 'awake'\n\n\n"
+    "@tool(timeout=0.3)\nasync def cnap(seconds: float, ctx: Context) -> str:\n    \"\"\"Sleeps with a Context.\"\"\"\n"
+    "    await ctx.report_progress(1, 1)\n    await asyncio.sleep(seconds)\n    return 'awake'\n\n\n"
+    "@tool(timeout=5)\ndef refuses() -> str:\n    \"\"\"Raises its own -32000 with other words.\"\"\"\n"
+    "    raise MCPError(code=-32000, message='quota used up')\n"
+)
+
+
+def test_a_tool_that_outruns_its_own_timeout_is_an_execution_timeout(tmp_path):
+    """`@tool(timeout=...)` is fastmcp's, and it answers with an MCPError; the worker answers it as the
+    gateway's own time limit is answered (`execution_timeout`, REST's 504), for sync, async and Context
+    tools alike. Before, it was `internal_error` (500). A tool's own -32000 with other words stays its own."""
+    (tmp_path / "timeouts.py").write_text(OWN_TIMEOUTS)
+    w = WorkerProc(tmp_path, ["timeouts.py"])
+    try:
+        for i, name in enumerate(("nap", "anap", "cnap")):
+            error = w.request(id=str(i), op="tools.call", tool=name, arguments={"seconds": 3})["error"]
+            assert error["code"] == "execution_timeout", (name, error)
+            assert "@tool(timeout=0.3)" in error["message"], error
+            fast = w.request(id=f"f{i}", op="tools.call", tool=name, arguments={"seconds": 0})
+            assert fast["ok"] and fast["result"]["structuredContent"] == {"result": "awake"}, fast
+        own = w.request(id="own", op="tools.call", tool="refuses", arguments={})["error"]
+        assert own["code"] == "internal_error" and own["message"] == "quota used up", own
+    finally:
+        w.close()
+
+
 BRIDGE_PROBE = (
     "import sys\n\nfrom fastmcp import Context\nfrom fastmcp.tools import tool\n\n\n"
     "@tool\ndef bridge_loaded() -> bool:\n    \"\"\"Whether the worker imported its bridge.\"\"\"\n"

@@ -69,9 +69,12 @@ class Engine:
 
     def namespace(self, name: str | None, key: ApiKey | None = None) -> NamespaceEntry:
         if not name:
+            available = self.namespaces(key)
+            example = available[0] if available else "NAME"
             raise MissingNamespace(
-                "missing X-Namespace header: say which namespace to use, e.g. 'X-Namespace: multi-tool' "
-                "(GET /namespaces lists them)"
+                f"missing X-Namespace header: say which namespace to use, e.g. 'X-Namespace: {example}', or use "
+                f"the path /ns/{example}/...; available: {', '.join(available) or 'none'}",
+                {"available": available},
             )
         entry = self.registry.snapshot.entries.get(name)
         if entry is None:  # a name the snapshot holds is valid; any other is checked, to say what is wrong

@@ -71,6 +71,17 @@ def _error_for(exc: BaseException) -> tuple[str, str, dict[str, Any] | None]:
     return "internal_error", f"{type(exc).__name__}: {exc}", {"exception": type(exc).__name__}
 
 
+def _own_timeout(exc: BaseException, tool: Any) -> BaseException:
+    """fastmcp's answer to a tool that outran its own `@tool(timeout=...)` (an MCPError, -32000) as the
+    TimeoutError it is, so the caller gets `execution_timeout` (504 over REST), as for the gateway's own
+    limit; any other exception as it is. A tool's own MCPError with other words stays the tool's."""
+    timeout = getattr(tool, "timeout", None)
+    if isinstance(exc, MCPError) and timeout is not None:
+        if exc.error.code == -32000 and exc.error.message == f"Tool '{tool.name}' execution timed out after {timeout}s":
+            return TimeoutError(f"it ran longer than its own limit, @tool(timeout={timeout:g})")
+    return exc
+
+
 def _import_bridge() -> None:
     try:
         importlib.import_module(BRIDGE_MODULE)
@@ -216,7 +227,7 @@ class WorkerServer:
         # sys.exit() (argparse on bad arguments, a CLI's main() wrapped as a tool) fails its call, and the
         # worker serves on instead of exiting with every other call in flight.
         except (Exception, SystemExit) as exc:
-            code, message, details = _error_for(exc)
+            code, message, details = _error_for(_own_timeout(exc, tool))
             print(f"[{self.namespace}] tool {name!r} failed{_for(request)}: {message}", file=sys.stderr, flush=True)
             if details is not None:  # the gateway passes it on only to callers who ask (the manager's test_tool)
                 details["traceback"] = tool_traceback(exc, self.loaded.folder)
@@ -256,6 +267,11 @@ class WorkerServer:
             message = f"tool {name!r} asks the client for input; this call has no MCP client to ask: call it over MCP"
             return protocol.error(rid, "internal_error", message)
         if body.get("isError"):
+            late = _own_timeout(_cause(failures[-1]), self.loaded.tools.get(name)) if failures else None
+            if isinstance(late, TimeoutError):  # answered as a plain tool's own time limit is
+                code, text, _ = _error_for(late)
+                print(f"[{self.namespace}] tool {name!r} failed{_for(request)}: {text}", file=sys.stderr, flush=True)
+                return protocol.error(rid, code, text)
             invalid = next((f for f in reversed(failures) if isinstance(f, FastMCPValidationError)), None)
             text = argument_errors(invalid) if invalid is not None else protocol.error_text(body)
             print(f"[{self.namespace}] tool {name!r} failed{_for(request)}: {text}", file=sys.stderr, flush=True)
