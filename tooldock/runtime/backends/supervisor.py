@@ -64,6 +64,7 @@ class SupervisedWorker:
         self.failed_files: list[dict[str, Any]] = []
         self.plain_tools: frozenset[str] = frozenset()  # tools that take no Context (the lean MCP path's)
         self.asking_tools: frozenset[str] | None = None  # Context tools that may ask the client; None: all may
+        self.declared_schemas: dict[str, dict[str, Any]] = {}  # schemas with `$defs`, for the OpenAPI document
         self.deps_synced = False
         self.restarts = 0
         self.last_error: str | None = None
@@ -211,6 +212,7 @@ class SupervisedWorker:
         self.surface = {key: list(handshake.get(key) or []) for key in protocol.SURFACE_KINDS}
         self.failed_files = list(handshake.get("failed_files") or [])
         self.plain_tools, self.asking_tools = protocol.tool_kinds(handshake)
+        self.declared_schemas = protocol.declared_schemas(handshake)
 
     def _deliverable(self) -> SecretEnv | None:
         """The secrets to hand a worker that asks for them; None when another supervisor of the same
