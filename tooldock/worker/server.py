@@ -299,7 +299,9 @@ class WorkerServer:
             if op == "prompts.get":
                 name, arguments = request.get("name"), request.get("arguments")
                 if not isinstance(name, str) or name not in self.loaded.prompts:
-                    return protocol.error(rid, "not_found", f"no prompt named {name!r} in namespace {self.namespace!r}")
+                    known = ", ".join(sorted(self.loaded.prompts)) or "none"
+                    message = f"no prompt named {name!r} in namespace {self.namespace!r}; available: {known}"
+                    return protocol.error(rid, "not_found", message)
                 if arguments is not None and not isinstance(arguments, dict):
                     return protocol.error(rid, "invalid_arguments", "prompt arguments must be a JSON object of strings")
                 return protocol.ok(rid, await self.bridge.get_prompt(name, arguments, relay))

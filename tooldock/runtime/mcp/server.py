@@ -136,8 +136,8 @@ def _server_for(
             raise MCPError(types.INVALID_PARAMS, err.message) from err
         except UpstreamError as err:
             raise upstream_error(err) from err
-        except ToolDockError as err:
-            raise MCPError(types.INTERNAL_ERROR, f"{err.code}: {err.message}") from err
+        except ToolDockError as err:  # worded as FastMCP words it (its message alone); ToolDock's code as data
+            raise MCPError(types.INTERNAL_ERROR, err.message, {"code": err.code}) from err
 
     def surface(ctx: Any, kind: str) -> list[dict[str, Any]]:
         entry()

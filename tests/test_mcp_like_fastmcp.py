@@ -1,0 +1,129 @@
+"""One tool file served by ToolDock and by FastMCP in process, read through the same official client: the
+resources, prompts and their failures answer alike (result, JSON-RPC code and message), and what ToolDock
+words its own way (an unknown prompt) says what there is instead."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from conftest import run_mcp
+from mcp.shared.exceptions import MCPError
+
+FILE = '''from fastmcp.prompts import Message, prompt
+from fastmcp.resources import resource
+
+
+@resource("data://config", mime_type="application/json")
+def config() -> dict:
+    """Config."""
+    return {"a": 1}
+
+
+@resource("data://bytes", mime_type="application/octet-stream")
+def blob() -> bytes:
+    """Bytes."""
+    return b"\\x00\\x01"
+
+
+@resource("data://user/{uid}")
+def user(uid: int) -> dict:
+    """A user by id."""
+    return {"uid": uid}
+
+
+@resource("data://fail")
+def fail() -> str:
+    """Fails."""
+    raise ValueError("nope")
+
+
+@prompt
+def greet(name: str, polite: bool = True) -> str:
+    """Greet someone."""
+    return f"Hello {name}" + ("!" if polite else "")
+
+
+@prompt
+def convo(topic: str) -> list:
+    """A conversation."""
+    return [Message("Tell me about " + topic), Message("Sure", role="assistant")]
+
+
+@prompt
+def refuses(x: str) -> str:
+    """Fails."""
+    raise RuntimeError("bad prompt")
+'''
+
+READS = ("data://config", "data://bytes", "data://user/7", "data://user/x", "data://fail")
+PROMPTS = (("greet", {"name": "Ann"}), ("greet", {"name": "Ann", "polite": "false"}), ("convo", {"topic": "cats"}),
+           ("refuses", {"x": "1"}), ("greet", {}))
+
+
+async def _answers(session: Any) -> dict[str, Any]:
+    """What each read and prompt answers: the result without `_meta`, or the error's code and message."""
+    out: dict[str, Any] = {}
+    asks = [(f"read {uri}", session.read_resource, (uri,)) for uri in READS]
+    asks += [(f"get {name} {arguments}", session.get_prompt, (name, arguments)) for name, arguments in PROMPTS]
+    for label, method, args in asks:
+        try:
+            result = await method(*args)
+        except MCPError as err:
+            out[label] = ("error", err.error.code, err.error.message)
+        else:
+            dumped = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+            dumped.pop("_meta", None)
+            out[label] = dumped
+    return out
+
+
+def _direct(path: Path) -> dict[str, Any]:
+    from fastmcp import Client, FastMCP
+
+    spec = importlib.util.spec_from_file_location("like_fastmcp", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    server = FastMCP("direct")
+    for name in ("config", "blob", "user", "fail"):
+        server.add_resource(getattr(module, name))
+    for name in ("greet", "convo", "refuses"):
+        server.add_prompt(getattr(module, name))
+
+    async def main() -> dict[str, Any]:
+        async with Client(server) as client:  # in memory; its session is the official SDK's ClientSession
+            return await _answers(client.session)
+
+    return anyio.run(main)
+
+
+@pytest.fixture
+def served(make_gateway, tmp_path: Path):
+    (tmp_path / "src" / "alike").mkdir(parents=True)
+    (tmp_path / "src" / "alike" / "alike.py").write_text(FILE)
+    return make_gateway(tmp_path / "src")
+
+
+def test_resources_and_prompts_answer_as_fastmcp_answers(served, tmp_path: Path):
+    through = run_mcp(served, "alike", _answers)
+    direct = _direct(tmp_path / "src" / "alike" / "alike.py")
+    assert set(through) == set(direct)
+    for label in direct:
+        assert through[label] == direct[label], label
+    # the failures are among them, worded as FastMCP words them (no ToolDock code in front)
+    assert through["read data://fail"] == ("error", -32603, "Error reading resource 'data://fail': nope")
+
+
+def test_an_unknown_prompt_names_the_ones_there_are(served):
+    async def body(session: Any) -> MCPError:
+        with pytest.raises(MCPError) as caught:
+            await session.get_prompt("nope", {})
+        return caught.value
+
+    error = run_mcp(served, "alike", body)
+    assert error.error.code == -32602
+    assert error.error.message == "no prompt named 'nope' in namespace 'alike'; available: convo, greet, refuses"
