@@ -1,6 +1,6 @@
 """One tool file served by ToolDock and by FastMCP in process, read through the same official client: the
-resources, prompts and their failures answer alike (result, JSON-RPC code and message), and what ToolDock
-words its own way (an unknown prompt) says what there is instead."""
+resources, prompts, tools that fail by their result, and their failures answer alike (result, JSON-RPC
+code and message), and what ToolDock words its own way (an unknown prompt) says what there is instead."""
 
 from __future__ import annotations
 
@@ -13,8 +13,26 @@ import pytest
 from conftest import run_mcp
 from mcp.shared.exceptions import MCPError
 
-FILE = '''from fastmcp.prompts import Message, prompt
+FILE = '''from fastmcp import Context
+from fastmcp.prompts import Message, prompt
 from fastmcp.resources import resource
+from fastmcp.tools import ToolResult, tool
+from mcp.types import TextContent
+
+
+@tool
+def soft(x: int) -> ToolResult:
+    """Fails by its result, not by raising."""
+    return ToolResult(content=[TextContent(type="text", text=f"no stock for {x}")], structured_content={"x": x},
+                      is_error=True)
+
+
+@tool
+async def soft_ctx(x: int, ctx: Context) -> ToolResult:
+    """The same, with a Context."""
+    await ctx.info("checking")
+    return ToolResult(content=[TextContent(type="text", text=f"no stock for {x}")], structured_content={"x": x},
+                      is_error=True)
 
 
 @resource("data://config", mime_type="application/json")
@@ -69,6 +87,7 @@ async def _answers(session: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     asks = [(f"read {uri}", session.read_resource, (uri,)) for uri in READS]
     asks += [(f"get {name} {arguments}", session.get_prompt, (name, arguments)) for name, arguments in PROMPTS]
+    asks += [(f"call {name}", session.call_tool, (name, {"x": 3})) for name in ("soft", "soft", "soft_ctx")]
     for label, method, args in asks:
         try:
             result = await method(*args)
@@ -93,6 +112,8 @@ def _direct(path: Path) -> dict[str, Any]:
         server.add_resource(getattr(module, name))
     for name in ("greet", "convo", "refuses"):
         server.add_prompt(getattr(module, name))
+    for name in ("soft", "soft_ctx"):
+        server.add_tool(getattr(module, name))
 
     async def main() -> dict[str, Any]:
         async with Client(server) as client:  # in memory; its session is the official SDK's ClientSession
@@ -116,6 +137,18 @@ def test_resources_and_prompts_answer_as_fastmcp_answers(served, tmp_path: Path)
         assert through[label] == direct[label], label
     # the failures are among them, worded as FastMCP words them (no ToolDock code in front)
     assert through["read data://fail"] == ("error", -32603, "Error reading resource 'data://fail': nope")
+    # a tool's `ToolResult(is_error=True)` is its own failure, sent as it made it (it was sent as a success),
+    # on the SDK's path (the first call), the lean path (the second) and a Context tool's stream
+    soft = {"content": [{"type": "text", "text": "no stock for 3"}], "structuredContent": {"x": 3}, "isError": True,
+            "resultType": "complete"}
+    assert through["call soft"] == through["call soft_ctx"] == soft
+
+
+def test_a_result_that_says_it_failed_is_a_rest_failure(served):
+    for name in ("soft", "soft_ctx"):
+        answer = served.post(f"/tools/{name}", "alike", {"x": 3})
+        assert answer.status_code == 500, answer.text
+        assert answer.json()["error"] == {"code": "internal_error", "message": "no stock for 3"}
 
 
 def test_an_unknown_prompt_names_the_ones_there_are(served):

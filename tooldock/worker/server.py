@@ -236,7 +236,7 @@ class WorkerServer:
         body = {
             "content": [c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in result.content],
             "structuredContent": result.structured_content,
-            "isError": False,
+            "isError": bool(result.is_error),  # a `ToolResult(is_error=True)`: the tool's own failure, as it words it
         }
         if result.meta and (meta := own_meta(result.meta)):  # a ToolResult's `meta`, as FastMCP serves it
             body["_meta"] = meta
@@ -278,10 +278,11 @@ class WorkerServer:
             print(f"[{self.namespace}] tool {name!r} failed{_for(request)}: {text}", file=sys.stderr, flush=True)
             if invalid is not None:  # logged and answered as a plain tool's bad arguments are
                 return protocol.error(rid, "invalid_arguments", text)
-            details = None
-            if failures:  # the tool raised: its traceback, as a plain tool's failure gives (the gateway drops it)
-                failed = _cause(failures[-1])
-                details = {"exception": type(failed).__name__, "traceback": tool_traceback(failed, self.loaded.folder)}
+            if not failures:  # no exception: the tool returned `ToolResult(is_error=True)`, passed on as it is
+                return protocol.ok(rid, body, int((time.perf_counter() - started) * 1000))
+            # The tool raised: its traceback, as a plain tool's failure gives (the gateway drops it).
+            failed = _cause(failures[-1])
+            details = {"exception": type(failed).__name__, "traceback": tool_traceback(failed, self.loaded.folder)}
             return protocol.error(rid, "internal_error", text or f"tool {name!r} failed", details)
         return protocol.ok(rid, body, int((time.perf_counter() - started) * 1000))
 
