@@ -283,3 +283,16 @@ def test_start_up_and_watch_lines_name_the_files_a_namespace_leaves_out(make_gat
     gw.wait_for(lambda: "restarted fresh; fresh leaves out: " in gw.logs, 30, "the new namespace's line")
     assert f"restarted fresh; fresh leaves out: {says}\n" in gw.logs
     assert gw.call("fresh", "say_hello", name="Ada").json() == {"result": "Hello, Ada!"}
+
+
+def test_an_empty_tools_directory_says_what_a_namespace_is_and_a_new_one_is_served(make_gateway, tmp_path):
+    """A first run on an empty folder serves nothing; its start-up line says what to put there, and with
+    --watch the first namespace folder is served once saved."""
+    (tmp_path / "src").mkdir()
+    gw = make_gateway(tmp_path / "src", args=("--watch",), env={"FS_WATCHER_DEBOUNCE_MS": "200"})
+    assert "tooldock: serving 0 namespace(s) from " in gw.logs
+    assert f"no namespace folders in {gw.tools_dir} yet: a namespace is a folder of tool files, e.g. " in gw.logs
+    (gw.tools_dir / "first").mkdir()
+    shutil.copy(EXAMPLES / "basic-tool" / "hello.py", gw.tools_dir / "first" / "hello.py")
+    gw.wait_for(lambda: gw.call("first", "say_hello", name="Ada").status_code == 200, 30, "the first namespace")
+    assert gw.call("first", "say_hello", name="Ada").json() == {"result": "Hello, Ada!"}

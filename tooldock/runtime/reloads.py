@@ -57,6 +57,12 @@ def serving(result: dict[str, Any], registry: Registry, where: object) -> list[s
     lines = [f"serving {len(result['namespaces'])} namespace(s) from {where}" + (f": {listed}" if listed else "")]
     lines += [f"{name}: failed: {reason}" for name, reason in sorted((result.get("failed") or {}).items())]
     lines += [f"{name}: {line}" for name, found in sorted((result.get("problems") or {}).items()) for line in found]
+    if not result["namespaces"] and not result.get("failed") and isinstance(where, Path):
+        lines.append(
+            f"no namespace folders in {where} yet: a namespace is a folder of tool files, e.g. "
+            f"{where / 'my-tools' / 'tools.py'} (`tooldock check {where}` says what it finds; with --watch a new "
+            "folder is served once saved, else send SIGHUP)"
+        )
     return lines
 
 
