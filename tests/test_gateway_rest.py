@@ -94,6 +94,13 @@ def test_a_missing_namespace_names_the_ones_there_are(gateway):
     assert "multi-tool" in error["message"].partition("available: ")[2]
 
 
+def test_arguments_that_are_not_an_object_are_named_in_jsons_words(gateway):
+    for body, kind in ((None, "null"), ([1, 2], "an array"), ("x", "a string"), (3, "a number")):
+        reply = gateway.post("/tools/add", "multi-tool", content=json.dumps(body).encode())
+        assert reply.status_code == 422 and reply.json()["error"]["message"] == (
+            f"arguments must be a JSON object of parameter names to values, got {kind}"), reply.text
+
+
 def test_malformed_json_body(gateway):
     reply = gateway.post("/tools/add", "multi-tool", content=b'{"a": 1,')
     assert reply.status_code == 400

@@ -33,7 +33,7 @@ from tooldock.errors import (
 from tooldock.keys import ApiKey
 from tooldock.namespace.models import exposes
 from tooldock.namespace.names import NamespaceNameError, validate_namespace_name
-from tooldock.runtime import requestid
+from tooldock.runtime import jsonin, requestid
 from tooldock.runtime.access import restricted
 from tooldock.runtime.admission import Admission
 from tooldock.runtime.backend import SessionViews
@@ -216,7 +216,7 @@ class Engine:
             self.get_tool(entry.source.name, tool, session, key)
             if not isinstance(arguments, dict):
                 raise InvalidArguments(
-                    f"arguments must be a JSON object of parameter names to values, got {type(arguments).__name__}"
+                    f"arguments must be a JSON object of parameter names to values, got {jsonin.kind(arguments)}"
                 )
             if not admitted:
                 self.admit(entry, key)

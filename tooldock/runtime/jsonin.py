@@ -67,6 +67,21 @@ def loads(data: bytes, what: str = "request body") -> Any:
     return value
 
 
+def kind(value: Any) -> str:
+    """What `value` is, in JSON's words: for messages about a value of the wrong kind."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object" if isinstance(value, dict) else type(value).__name__
+
+
 def problem(value: Any, root: str = "$") -> str | None:
     """What makes `value` something JSON cannot carry (too deep, a non-finite number, a lone surrogate),
     with where it is (`$.a[2].b`); None when it is fine."""
