@@ -518,6 +518,11 @@ def test_concurrent_write_tool_on_one_file_from_threads(lay):
 
 FAKE_GITHUB = "ghp_" + "Zq8sX2vLm4Nw7Tb1Rc9Yd3Fh6Jk0Pa5Ue2Gi"  # the shape of a GitHub token; not one
 FAKE_KEY = "sk-live-" + "9f8e7d6c5b4a39281706f5e4d3c2b1a0"
+# The shapes of the AI providers' keys, which detect-secrets has no detector for (none of them is a key).
+FAKE_ANTHROPIC = "sk-ant-api03-" + "Qm7vX2pLw9Rt4Nc8Yb1Kd6Hf3Js0Ga5Ue2Zi7Oq4Wr9Ty1Mx6Lp3Vn8Bs0Ck5Dj2Fh7Ag4Ez9Wu1Iy6Ro3Tl8Pm0Xc5QbAA"
+FAKE_OPENAI = "sk-proj-" + "Aq1Ws2Ed3Rf4Tg5Yh6Uj7Ik8Ol9Pz0Xc1Vb2Nm3Qw4Er5Ty6Ui7Op8As9Df0Gh1Jk2Lz3Xc4Vb5Nm6"
+FAKE_GOOGLE = "AIza" + "Sy9Xq2Lm4Nw7Tb1Rc9Yd3Fh6Jk0Pa5Ue2Gi"
+FAKE_HF = "hf_" + "QmXvLpWrTnCyBkDhFjGaUeZiOqWrTyMxLpVn"
 
 
 def credential_tool(line: str) -> str:
@@ -531,6 +536,11 @@ def credential_tool(line: str) -> str:
     (f'client = httpx.Client(headers={{"X-Token": "{FAKE_GITHUB}"}})', 4, "CLIENT"),
     ('BASE = "https://admin:Sup3rS3cretPassw0rd@db.example.com/api"', 4, "BASE_PASSWORD"),
     (f'def auth() -> str:\n    return "{FAKE_GITHUB}"', 5, "GITHUB_TOKEN"),
+    (f'client = Anthropic(api_key="{FAKE_ANTHROPIC}")', 4, "CLIENT"),
+    (f'def key() -> str:\n    return "{FAKE_ANTHROPIC}"', 5, "ANTHROPIC_API_KEY"),
+    (f'def key() -> str:\n    return "{FAKE_OPENAI}"', 5, "OPENAI_API_KEY"),
+    (f'URL = "https://generativelanguage.googleapis.com/v1/models?key={FAKE_GOOGLE}"', 4, "URL"),
+    (f'HEADERS = {{"Authorization": "Bearer {FAKE_HF}"}}', 4, "HEADERS"),
 ])
 def test_a_credential_written_into_the_code_is_refused_and_never_repeated(lay, line, at, name):
     """An LLM given a key in the chat writes it into the tool: the file (and every image built from it) would
@@ -544,6 +554,7 @@ def test_a_credential_written_into_the_code_is_refused_and_never_repeated(lay, l
         problem["message"], problem
     said = json.dumps(result)
     assert FAKE_GITHUB not in said and FAKE_KEY not in said and "Sup3rS3cretPassw0rd" not in said
+    assert all(fake not in said for fake in (FAKE_ANTHROPIC, FAKE_OPENAI, FAKE_GOOGLE, FAKE_HF))
     assert lay.snap() == before
 
 
@@ -558,6 +569,8 @@ def test_a_credential_written_into_the_code_is_refused_and_never_repeated(lay, l
     'def login(password: str = "") -> None: ...',
     'KEY_HEADER = "x-api-key"',
     f'PUBLIC_KEY = "{FAKE_KEY}"  # pragma: allowlist secret',  # the way to say a value is meant to be there
+    f'EXAMPLE = "{FAKE_ANTHROPIC}"  # pragma: allowlist secret',
+    'MODEL = "claude-sonnet-4-5"; TASK = "ask-anthropic-api03"',  # names near the formats, not keys
 ])
 def test_code_that_reads_its_secrets_or_holds_data_is_written(lay, line):
     """No false alarms on what tools commonly hold: secrets read from the environment, placeholders, embedded

@@ -8,6 +8,8 @@ detect-secrets (Yelp) finds them: its detectors for known token formats (GitHub,
 OpenAI, npm, PyPI, private keys, JWTs, ...), for secret-named assignments of literal values (`password = "..."`,
 `API_KEY = "..."`, with its filters for placeholders such as "YOUR_API_KEY_HERE") and for credentials in URLs.
 Its high-entropy detectors are left out: they flag embedded data (a base64 PNG, a hash) as often as keys.
+The AI providers' key formats it has no detector for (EXTRA_FORMATS) are matched here, its allowlist marks
+honoured.
 It is imported on first use only (workers carry this package, and never call it).
 """
 
@@ -47,6 +49,20 @@ PLUGINS = (
     "TelegramBotTokenDetector",
     "TwilioKeyDetector",
 )
+# Key formats detect-secrets (1.5) has no detector for: the AI providers' keys, the ones most often pasted into a
+# chat with an LLM that writes tools (`sk-ant-...` went into a file unseen). (kind, pattern, name to read it from)
+EXTRA_FORMATS = tuple(
+    (kind, re.compile(r"(?<![A-Za-z0-9_-])" + pattern), name)
+    for kind, pattern, name in (
+        ("Anthropic API Key", r"sk-ant-[a-z]+\d{2}-[A-Za-z0-9_-]{32,}", "ANTHROPIC_API_KEY"),
+        ("OpenAI Token", r"sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{40,}", "OPENAI_API_KEY"),
+        ("Google API Key", r"AIza[0-9A-Za-z_-]{35}", "GOOGLE_API_KEY"),
+        ("Hugging Face Token", r"hf_[A-Za-z0-9]{34,}", "HF_TOKEN"),
+        ("GitHub Token", r"github_pat_[A-Za-z0-9_]{60,}", "GITHUB_TOKEN"),
+        ("Groq API Key", r"gsk_[A-Za-z0-9]{48,}", "GROQ_API_KEY"),
+    )
+)
+ALLOWED = "pragma: allowlist secret"  # detect-secrets' own mark, on the line (or `allowlist nextline secret` above)
 # The name suggested when the value is not assigned to a variable (a literal in a call or a dict).
 NAMES = {
     "GitHub Token": "GITHUB_TOKEN",
@@ -55,6 +71,7 @@ NAMES = {
     "Slack Token": "SLACK_TOKEN",
     "Stripe Access Key": "STRIPE_API_KEY",
     "OpenAI Token": "OPENAI_API_KEY",
+    **{kind: name for kind, _, name in EXTRA_FORMATS},
 }
 # detect-secrets' names for what it found, said plainly.
 KINDS = {"Secret Keyword": "a literal value for a secret's name", "Basic Auth Credentials": "a password in a URL"}
@@ -79,7 +96,22 @@ def _found(code: str, filename: str) -> list[tuple[int, str]]:
             found = SecretsCollection()
             found.scan_file(str(path))
     kept = (s for _, s in found if s.type != "Secret Keyword" or not _placeholder(s.secret_value or ""))
-    return sorted({(secret.line_number, secret.type) for secret in kept})
+    lines = {(secret.line_number, secret.type) for secret in kept}
+    return sorted(lines | _other_formats(code, {line for line, _ in lines}))
+
+
+def _other_formats(code: str, seen: set[int]) -> set[tuple[int, str]]:
+    """EXTRA_FORMATS' finds on the lines detect-secrets found nothing on, its allowlist marks honoured."""
+    found = set()
+    lines = code.splitlines()
+    for number, line in enumerate(lines, 1):
+        above = lines[number - 2] if number > 1 else ""
+        if number in seen or ALLOWED in line or "pragma: allowlist nextline secret" in above:
+            continue
+        kind = next((kind for kind, pattern, _ in EXTRA_FORMATS if pattern.search(line)), None)
+        if kind is not None:
+            found.add((number, kind))
+    return found
 
 
 def _placeholder(value: str) -> bool:
