@@ -1,11 +1,18 @@
 """Processes a tool starts do not outlive its worker: when the worker is stopped, replaced, put to sleep or
-dies, what its tools left running in its process group is ended (SIGTERM, then SIGKILL a second later)."""
+dies, what its tools left running in its process group is ended (SIGTERM, then SIGKILL a second later), and
+so are the children that left the group (a session of their own) while the worker lived."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
+
+from tooldock.worker.family import Family
 
 CHILDREN = '''import os
 import subprocess
@@ -14,10 +21,11 @@ from fastmcp.tools import tool
 
 
 @tool
-def spawn(stubborn: bool = False) -> int:
-    """Start a child process that outlives the call; a stubborn one ignores SIGTERM."""
+def spawn(stubborn: bool = False, own_session: bool = False) -> int:
+    """Start a child process that outlives the call; a stubborn one ignores SIGTERM; one in a session of its
+    own has left the worker's process group."""
     trap = "trap '' TERM; " if stubborn else ""
-    return subprocess.Popen(["sh", "-c", trap + "exec sleep 300"]).pid
+    return subprocess.Popen(["sh", "-c", trap + "exec sleep 300"], start_new_session=own_session).pid
 
 
 @tool
@@ -36,8 +44,8 @@ def gone(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
 
 
-def started(gw, stubborn: bool = False) -> int:
-    reply = gw.call("kids", "spawn", stubborn=stubborn)
+def started(gw, stubborn: bool = False, own_session: bool = False) -> int:
+    reply = gw.call("kids", "spawn", stubborn=stubborn, own_session=own_session)
     assert reply.status_code == 200, reply.text
     pid = reply.json()["result"]
     assert not gone(pid)
@@ -72,15 +80,18 @@ def test_a_dying_workers_children_end_with_it_and_the_next_worker_serves(kids):
 def test_stopping_the_gateway_ends_its_workers_children(kids):
     gw = kids()
     plain, stubborn = started(gw), started(gw, stubborn=True)
+    # children that left the worker's process group: still below the worker, found there
+    apart, apart_stubborn = started(gw, own_session=True), started(gw, stubborn=True, own_session=True)
     gw.stop()  # returns once the gateway exited: a SIGKILL sent just before may take a moment to land
-    gw.wait_for(lambda: gone(plain) and gone(stubborn), timeout=5, what="the tool's children to end")
+    gw.wait_for(lambda: all(gone(pid) for pid in (plain, stubborn, apart, apart_stubborn)), timeout=5,
+                what="the tool's children to end")
 
 
 def test_a_worker_put_to_sleep_takes_its_children_with_it(kids):
     gw = kids("idle_timeout: 1\n")
-    child = started(gw)
+    child, apart = started(gw), started(gw, stubborn=True, own_session=True)
     gw.wait_for(lambda: gw.namespace("kids")["state"] == "sleeping", what="the worker to go to sleep")
-    gw.wait_for(lambda: gone(child), timeout=10, what="the child to end")
+    gw.wait_for(lambda: gone(child) and gone(apart), timeout=10, what="the children to end")
     assert gw.call("kids", "spawn").status_code == 200  # woken, it serves as before
 
 
@@ -89,7 +100,33 @@ def test_a_killed_gateways_workers_end_their_childrens_group_as_they_exit(kids):
     gw = kids()
     worker = gw.namespace("kids")["pid"]
     plain, stubborn = started(gw), started(gw, stubborn=True)
+    apart = started(gw, stubborn=True, own_session=True)
     gw.proc.kill()
     gw.proc.wait(10)
     gw.wait_for(lambda: gone(worker), timeout=15, what="the worker to exit")
-    gw.wait_for(lambda: gone(plain) and gone(stubborn), timeout=5, what="the tool's children to end")
+    gw.wait_for(lambda: gone(plain) and gone(stubborn) and gone(apart), timeout=5, what="the tool's children to end")
+
+
+def test_a_family_is_the_subtree_and_a_reused_pid_is_left_alone():
+    """family.py: the descendants of a process, with their start times; a member whose pid now belongs to
+    another process (another start time) is neither counted nor signalled."""
+    parent = subprocess.Popen([sys.executable, "-c", (
+        "import subprocess, sys, time\n"
+        "subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
+        "print('ok', flush=True)\n"
+        "time.sleep(300)\n")], stdout=subprocess.PIPE)
+    try:
+        assert parent.stdout is not None and parent.stdout.readline() == b"ok\n"
+        family = Family.of(parent.pid)
+        assert len(family.members) == 1 and parent.pid not in family.members
+        (child,) = family.members
+        impostor = Family({child: family.members[child] + 1})  # the same pid, another process
+        assert impostor.alive() == [] and impostor.signal(signal.SIGKILL) is False and not gone(child)
+        assert family.signal(signal.SIGKILL) is True
+        deadline = time.monotonic() + 5
+        while not gone(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert gone(child)
+    finally:
+        parent.kill()
+        parent.wait(10)

@@ -89,6 +89,9 @@ def end_own_group() -> None:
     reaches every member at once). Only when the worker leads the group, as the gateway starts it; a worker
     run by hand from a shell must not end the shell's job."""
     if os.getpgrp() == os.getpid():
+        from tooldock.worker.family import Family
+
+        Family.of(os.getpid()).signal(signal.SIGKILL)  # the tools' children that left the group (`setsid`)
         sys.stdout.flush()
         sys.stderr.flush()
         os.killpg(os.getpgrp(), signal.SIGKILL)

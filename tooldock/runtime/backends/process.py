@@ -24,6 +24,7 @@ from tooldock.runtime.backends.forking import Forked, ForkServerError, ForkServe
 from tooldock.runtime.backends.supervisor import SupervisedWorker
 from tooldock.runtime.settings import Settings
 from tooldock.runtime.workerclient import SecretEnv
+from tooldock.worker.family import Family
 
 # Only these variables of the gateway's environment reach a worker: never the gateway's tokens.
 PASSTHROUGH_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "SSL_CERT_FILE", "SSL_CERT_DIR")
@@ -80,6 +81,7 @@ class ProcessWorker(SupervisedWorker):
         self._interpreter: Path | None = None
         self._proc: asyncio.subprocess.Process | Forked | None = None
         self._ended_code: int | None = None  # the last process's, once `_terminate` let go of it
+        self._family = Family()  # its tools' children, taken before it is asked to exit by itself
         self._output_task: asyncio.Task[None] | None = None
 
     async def _prepare(self) -> None:
@@ -132,22 +134,31 @@ class ProcessWorker(SupervisedWorker):
         if self._proc is not None:
             await self._proc.wait()
 
+    async def _ask_to_exit(self, wait: float) -> None:
+        if self._proc is not None and self._proc.returncode is None:  # its tools' children, while it holds them
+            self._family = Family.of(self._proc.pid)
+        await super()._ask_to_exit(wait)
+
     async def _terminate(self) -> None:
         proc, self._proc = self._proc, None
+        family, self._family = self._family, Family()
         if proc is None:
             return
         try:
-            await _end(proc)
+            await _end(proc, family)
         finally:
             # A worker that died can close its socket before it is reaped: its code is known only now.
             self._ended_code = proc.returncode
 
 
-async def _end(proc: asyncio.subprocess.Process | Forked) -> None:
+async def _end(proc: asyncio.subprocess.Process | Forked, known: Family | None = None) -> None:
     """Stop the worker and whatever its tools started: a worker leads its own process group (it starts a new
-    session), and its tools' child processes are in it unless they left it (`setsid`). They get the worker's
-    SIGTERM, and those still there once the worker is gone are ended too, also when the worker ended by
-    itself (a crash, scale to zero): no tool's child outlives its worker."""
+    session), and its tools' child processes are in it, or, if they left it (`setsid`), still below the
+    worker (family.py), taken before the worker is signalled. They get the worker's SIGTERM, and those still
+    there once the worker is gone are ended too, also when the worker ended by itself (scale to zero): no
+    tool's child outlives its worker. `known`: its family taken before it was asked to exit by itself."""
+    family = Family.of(proc.pid) if proc.returncode is None else Family()
+    family.members.update((known or Family()).members)
     try:
         if proc.returncode is None:
             for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 3.0)):
@@ -158,14 +169,16 @@ async def _end(proc: asyncio.subprocess.Process | Forked) -> None:
                     async with asyncio.timeout(wait):
                         await proc.wait()
                         break
-        if not _signal_group(proc.pid, signal.SIGTERM):  # what its tools left running: asked to stop first
+        # What its tools left running: asked to stop first.
+        if not (_signal_group(proc.pid, signal.SIGTERM) | family.signal(signal.SIGTERM)):
             return
         for _ in range(GROUP_GRACE_POLLS):
             await asyncio.sleep(0.05)
-            if not _signal_group(proc.pid, 0):
+            if not (_signal_group(proc.pid, 0) or family.alive()):
                 return
     finally:  # then made to; also when this wait is cancelled (the gateway stopping)
         _signal_group(proc.pid, signal.SIGKILL)
+        family.signal(signal.SIGKILL)
 
 
 def _signal_group(pgid: int, sig: int) -> bool:
