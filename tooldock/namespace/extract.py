@@ -94,11 +94,9 @@ def describe(tool: Tool) -> dict[str, Any]:
     return {key: data[key] for key in DESCRIPTOR_FIELDS if key in data}
 
 
-def declared_schemas(tool: Tool) -> dict[str, Any] | None:
-    """The tool's schemas as declared, `$defs` and all, when `describe` inlined them (the typed OpenAPI
-    document names their models as components); None when there was nothing to inline."""
-    if inlined(tool) is tool:
-        return None
+def declared_schemas(tool: Tool) -> dict[str, Any]:
+    """The tool's schemas as declared, `$defs` and all: kept beside a descriptor whose schemas `describe`
+    inlined, for the typed OpenAPI document (which names their models as components)."""
     return {"inputSchema": tool.parameters, **({"outputSchema": tool.output_schema} if tool.output_schema else {})}
 
 
@@ -269,9 +267,10 @@ def _add(loaded: LoadedNamespace, component: Any) -> str | None:
             loaded.context_tools.discard(component.name)
             loaded.asking_tools.discard(component.name)
         loaded.tools[component.name] = component
-        loaded.descriptors.append(describe(component))
-        if (declared := declared_schemas(component)) is not None:
-            loaded.declared[component.name] = declared
+        shown = inlined(component)
+        loaded.descriptors.append(describe(shown))
+        if shown is not component:
+            loaded.declared[component.name] = declared_schemas(component)
         fn = getattr(component, "fn", None)
         parameter = _context_parameter(fn) if fn is not None else None
         if parameter is not None:

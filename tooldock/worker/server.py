@@ -240,6 +240,9 @@ class WorkerServer:
         }
         if result.meta and (meta := own_meta(result.meta)):  # a ToolResult's `meta`, as FastMCP serves it
             body["_meta"] = meta
+        if result.is_error:  # logged as a Context tool's is
+            text = protocol.error_text(body)
+            print(f"[{self.namespace}] tool {name!r} failed{_for(request)}: {text}", file=sys.stderr, flush=True)
         return protocol.ok(rid, body, int((time.perf_counter() - started) * 1000))
 
     async def call_context_tool(self, request: dict[str, Any], send: Any, started: float) -> dict[str, Any]:
