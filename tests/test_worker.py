@@ -376,54 +376,6 @@ def test_a_tool_that_outruns_its_own_timeout_is_an_execution_timeout(tmp_path):
         w.close()
 
 
-MODELS = (
-    "import enum\n\nfrom pydantic import BaseModel\nfrom fastmcp.tools import tool\n\n\n"
-    "class Color(enum.Enum):\n    RED = 'red'\n\n\n"
-    "class Point(BaseModel):\n    x: int\n    y: float | None = None\n\n\n"
-    "class Node(BaseModel):\n    name: str\n    children: list['Node'] = []\n\n\n"
-    "@tool\ndef place(color: Color, p: Point, more: list[Point] | None = None) -> Point:\n"
-    "    \"\"\"Models in and out.\"\"\"\n    return p\n\n\n"
-    "@tool\ndef tree(root: Node) -> int:\n    \"\"\"A recursive model.\"\"\"\n    return len(root.children)\n\n\n"
-    "@tool\ndef flat(x: int) -> int:\n    \"\"\"No models.\"\"\"\n    return x\n"
-)
-
-
-def test_listed_schemas_are_inlined_as_fastmcp_lists_them_and_the_declared_ones_are_kept(tmp_path):
-    """FastMCP inlines `$ref`s in `tools/list` (its `dereference_schemas`, on by default: VS Code's Copilot
-    and other clients do not follow them); the worker's descriptors are what FastMCP lists for the same
-    file, and the schemas as declared travel beside them for the typed OpenAPI document."""
-    import asyncio
-    import importlib.util
-
-    from fastmcp import Client, FastMCP
-
-    (tmp_path / "models.py").write_text(MODELS)
-    spec = importlib.util.spec_from_file_location("models_direct", tmp_path / "models.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    direct = FastMCP("direct")
-    for name in ("place", "tree", "flat"):
-        direct.add_tool(getattr(module, name))
-
-    async def listed() -> dict:
-        async with Client(direct) as client:
-            return {t.name: t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in await client.list_tools()}
-
-    expected = asyncio.run(listed())
-    w = WorkerProc(tmp_path, ["models.py"])
-    try:
-        tools = {t["name"]: t for t in w.handshake["tools"]}
-        for name in ("place", "tree", "flat"):
-            for field in ("inputSchema", "outputSchema"):
-                assert tools[name].get(field) == expected[name].get(field), (name, field)
-        assert "$ref" not in json.dumps(tools["place"]) and "$defs" not in json.dumps(tools["place"])
-        declared = w.handshake["declared_schemas"]
-        assert set(declared) == {"place", "tree"}  # `flat` had nothing to inline
-        assert set(declared["place"]["inputSchema"]["$defs"]) == {"Color", "Point"}
-    finally:
-        w.close()
-
-
 BRIDGE_PROBE = (
     "import sys\n\nfrom fastmcp import Context\nfrom fastmcp.tools import tool\n\n\n"
     "@tool\ndef bridge_loaded() -> bool:\n    \"\"\"Whether the worker imported its bridge.\"\"\"\n"

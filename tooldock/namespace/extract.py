@@ -57,7 +57,6 @@ class LoadedNamespace:
     # Tools that take a fastmcp `Context` (progress, logging, sampling, elicitation): run through the bridge.
     context_tools: set[str] = field(default_factory=set)
     asking_tools: set[str] = field(default_factory=set)  # the Context tools that may ask the client (asks.py)
-    declared: dict[str, dict[str, Any]] = field(default_factory=dict)  # schemas as declared, by tool (see below)
     folder: Path | None = None  # where the files were imported from (resolved): the tools' own frames
 
     def surface(self) -> dict[str, list[dict[str, Any]]]:
@@ -87,47 +86,11 @@ def _dump(model: Any) -> dict[str, Any]:
 
 
 def describe(tool: Tool) -> dict[str, Any]:
-    """The tool as MCP `tools/list` shows it, its `_meta` the author's only, and its schemas' `$ref`s
-    inlined as FastMCP serves them (its `dereference_schemas`, on by default: some clients, VS Code's
-    Copilot among them, do not follow `$ref`)."""
-    data = _dump(inlined(tool).to_mcp_tool())
+    """The tool as MCP `tools/list` shows it, its `_meta` the author's only. Its schemas are sent as declared,
+    `$defs` and `$ref`s kept, as the spec asks (SEP-1613): FastMCP's default (`dereference_schemas`) inlines
+    them for clients that do not follow `$ref`, and fails the conformance scenario json-schema-2020-12."""
+    data = _dump(tool.to_mcp_tool())
     return {key: data[key] for key in DESCRIPTOR_FIELDS if key in data}
-
-
-def declared_schemas(tool: Tool) -> dict[str, Any]:
-    """The tool's schemas as declared, `$defs` and all: kept beside a descriptor whose schemas `describe`
-    inlined, for the typed OpenAPI document (which names their models as components)."""
-    return {"inputSchema": tool.parameters, **({"outputSchema": tool.output_schema} if tool.output_schema else {})}
-
-
-def inlined(tool: Tool) -> Tool:
-    """`tool` with its schemas' `$ref`s inlined by fastmcp's `dereference_refs`, as FastMCP's
-    `DereferenceRefsMiddleware` does for `tools/list` (cycles and oversized results keep their `$defs`),
-    or `tool` itself when they hold none."""
-    from fastmcp.utilities.json_schema import dereference_refs
-
-    updates: dict[str, Any] = {}
-    if _has_ref(tool.parameters):
-        updates["parameters"] = dereference_refs(tool.parameters)
-    if tool.output_schema is not None and _has_ref(tool.output_schema):
-        updates["output_schema"] = dereference_refs(tool.output_schema)
-    return tool.model_copy(update=updates) if updates else tool
-
-
-def _has_ref(schema: Any) -> bool:
-    """The middleware's test: `$defs` at the top, or a `$ref` anywhere."""
-    if isinstance(schema, dict) and "$defs" in schema:
-        return True
-    stack = [schema]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            if "$ref" in node:
-                return True
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-    return False
 
 
 def _import_file(path: Path) -> ModuleType:
@@ -263,14 +226,10 @@ def _add(loaded: LoadedNamespace, component: Any) -> str | None:
             if max(known, component, key=version_sort_key) is known:
                 return None
             loaded.descriptors = [d for d in loaded.descriptors if d["name"] != component.name]
-            loaded.declared.pop(component.name, None)
             loaded.context_tools.discard(component.name)
             loaded.asking_tools.discard(component.name)
         loaded.tools[component.name] = component
-        shown = inlined(component)
-        loaded.descriptors.append(describe(shown))
-        if shown is not component:
-            loaded.declared[component.name] = declared_schemas(component)
+        loaded.descriptors.append(describe(component))
         fn = getattr(component, "fn", None)
         parameter = _context_parameter(fn) if fn is not None else None
         if parameter is not None:

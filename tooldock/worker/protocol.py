@@ -80,15 +80,6 @@ def tool_kinds(handshake: dict[str, Any]) -> tuple[frozenset[str], frozenset[str
     return names(handshake.get("plain_tools")), names(asking) if isinstance(asking, list) else None
 
 
-def declared_schemas(handshake: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """A handshake's `declared_schemas`: by tool, its schemas as declared (`$defs` and all) where the
-    descriptor's are inlined; the typed OpenAPI document's source. Anything malformed is left out."""
-    value = handshake.get("declared_schemas")
-    if not isinstance(value, dict):
-        return {}
-    return {name: schemas for name, schemas in value.items() if isinstance(name, str) and isinstance(schemas, dict)}
-
-
 def encode(message: dict[str, Any]) -> bytes:
     text = _ENCODER.encode(message)
     try:

@@ -178,7 +178,6 @@ class WorkerServer:
             "tools": self.loaded.descriptors,
             "plain_tools": sorted(set(self.loaded.tools) - self.loaded.context_tools),
             "asking_tools": sorted(self.loaded.asking_tools),
-            "declared_schemas": self.loaded.declared,
             **self.loaded.surface(),
             "failed_files": [p.to_dict() for p in self.loaded.failed],
             **({"secrets_token": self.secrets_token} if self.secrets_token else {}),

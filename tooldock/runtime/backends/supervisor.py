@@ -58,12 +58,11 @@ class SupervisedWorker:
         self.idle_timeout = idle_timeout  # scale to zero: stop after this long without calls, start on the next
         self.last_wake_ms: float | None = None
         self.state: WorkerState = "starting"
-        self.tools: list[dict[str, Any]] = []  # this down to declared_schemas: the last handshake (kept asleep)
+        self.tools: list[dict[str, Any]] = []  # this down to asking_tools: the last handshake (kept asleep)
         self.surface: dict[str, list[dict[str, Any]]] = {}  # resources, resourceTemplates, prompts
         self.failed_files: list[dict[str, Any]] = []
         self.plain_tools: frozenset[str] = frozenset()  # tools that take no Context (the lean MCP path's)
         self.asking_tools: frozenset[str] | None = None  # Context tools that may ask the client; None: all may
-        self.declared_schemas: dict[str, dict[str, Any]] = {}  # schemas with `$defs`, for the OpenAPI document
         self.deps_synced = False
         self.restarts = 0
         self.last_error: str | None = None
@@ -210,7 +209,6 @@ class SupervisedWorker:
         self.tools, self.failed_files = list(handshake.get("tools") or []), list(handshake.get("failed_files") or [])
         self.surface = {key: list(handshake.get(key) or []) for key in protocol.SURFACE_KINDS}
         self.plain_tools, self.asking_tools = protocol.tool_kinds(handshake)
-        self.declared_schemas = protocol.declared_schemas(handshake)
 
     def _deliverable(self) -> SecretEnv | None:
         """The secrets to hand a worker that asks for them; None when another supervisor of the same

@@ -2,10 +2,8 @@
 (`POST /tools/{name}`), the request body from `inputSchema`, the 200 response from `outputSchema` (as
 the REST layer returns it: `{"result": ...}`, unwrapped when fastmcp wrapped it), errors documented.
 
-The schemas are the tools' as declared (the worker's handshake carries them, `declared_schemas`, where
-the listed ones had their `$ref`s inlined for MCP clients). `$defs` inside them move to
-`components/schemas` under a per-tool prefix, and their `$ref`s are rewritten, so tools with same-named
-models do not collide.
+`$defs` inside a tool's schemas move to `components/schemas` under a per-tool prefix, and their `$ref`s
+are rewritten, so tools with same-named models do not collide.
 
 The gateway's own document is gatewaydoc.py's.
 """
@@ -94,10 +92,7 @@ def namespace_openapi(
     name = entry.source.name
     components: dict[str, Any] = {"Error": ERROR_SCHEMA}
     paths: dict[str, Any] = {}
-    declared = getattr(entry.worker, "declared_schemas", None) or {}
-    for listed in entry.tools if tools is None else tools:
-        # The schemas as declared, when the listed ones had their `$ref`s inlined: models become components.
-        tool = {**listed, **declared.get(listed["name"], {})}
+    for tool in entry.tools if tools is None else tools:
         prefix = "".join(part.capitalize() for part in tool["name"].split("_")) + "_"
         operation: dict[str, Any] = {
             "operationId": tool["name"],
