@@ -228,7 +228,7 @@ class WorkerServer:
         # worker serves on instead of exiting with every other call in flight.
         except (Exception, SystemExit) as exc:
             code, message, details = _error_for(_own_timeout(exc, tool))
-            print(f"[{self.namespace}] tool {name!r} failed{_for(request)}: {message}", file=sys.stderr, flush=True)
+            self._failed(name, request, message)
             if details is not None:  # the gateway passes it on only to callers who ask (the manager's test_tool)
                 details["traceback"] = tool_traceback(exc, self.loaded.folder)
             return protocol.error(rid, code, message, details)
@@ -241,8 +241,12 @@ class WorkerServer:
             body["_meta"] = meta
         if result.is_error:  # logged as a Context tool's is
             text = protocol.error_text(body)
-            print(f"[{self.namespace}] tool {name!r} failed{_for(request)}: {text}", file=sys.stderr, flush=True)
+            self._failed(name, request, text)
         return protocol.ok(rid, body, int((time.perf_counter() - started) * 1000))
+
+    def _failed(self, name: Any, request: dict[str, Any], why: str) -> None:
+        """A failed call's line in the worker's log (the gateway logs its own)."""
+        print(f"[{self.namespace}] tool {name!r} failed{_for(request)}: {why}", file=sys.stderr, flush=True)
 
     async def call_context_tool(self, request: dict[str, Any], send: Any, started: float) -> dict[str, Any]:
         rid, name = request.get("id"), str(request.get("tool"))
@@ -273,11 +277,11 @@ class WorkerServer:
             late = _own_timeout(_cause(failures[-1]), self.loaded.tools.get(name)) if failures else None
             if isinstance(late, TimeoutError):  # answered as a plain tool's own time limit is
                 code, text, _ = _error_for(late)
-                print(f"[{self.namespace}] tool {name!r} failed{_for(request)}: {text}", file=sys.stderr, flush=True)
+                self._failed(name, request, text)
                 return protocol.error(rid, code, text)
             invalid = next((f for f in reversed(failures) if isinstance(f, FastMCPValidationError)), None)
             text = argument_errors(invalid) if invalid is not None else protocol.error_text(body)
-            print(f"[{self.namespace}] tool {name!r} failed{_for(request)}: {text}", file=sys.stderr, flush=True)
+            self._failed(name, request, text)
             if invalid is not None:  # logged and answered as a plain tool's bad arguments are
                 return protocol.error(rid, "invalid_arguments", text)
             if not failures:  # no exception: the tool returned `ToolResult(is_error=True)`, passed on as it is

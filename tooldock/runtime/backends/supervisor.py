@@ -58,8 +58,9 @@ class SupervisedWorker:
         self.idle_timeout = idle_timeout  # scale to zero: stop after this long without calls, start on the next
         self.last_wake_ms: float | None = None
         self.state: WorkerState = "starting"
-        self.tools: list[dict[str, Any]] = []  # this down to asking_tools: the last handshake (kept asleep)
-        self.surface: dict[str, list[dict[str, Any]]] = {}  # resources, resourceTemplates, prompts
+        self.tools: list[dict[str, Any]] = []
+        # resources, resourceTemplates, prompts: from the last handshake (kept while the worker sleeps)
+        self.surface: dict[str, list[dict[str, Any]]] = {}
         self.failed_files: list[dict[str, Any]] = []
         self.plain_tools: frozenset[str] = frozenset()  # tools that take no Context (the lean MCP path's)
         self.asking_tools: frozenset[str] | None = None  # Context tools that may ask the client; None: all may
@@ -206,8 +207,9 @@ class SupervisedWorker:
                 raise StartFailure(f"{self.kind} did not open its socket in time: {self._output.tail()}")
             await asyncio.sleep(0.02)
         handshake = self._conn.handshake
-        self.tools, self.failed_files = list(handshake.get("tools") or []), list(handshake.get("failed_files") or [])
+        self.tools = list(handshake.get("tools") or [])
         self.surface = {key: list(handshake.get(key) or []) for key in protocol.SURFACE_KINDS}
+        self.failed_files = list(handshake.get("failed_files") or [])
         self.plain_tools, self.asking_tools = protocol.tool_kinds(handshake)
 
     def _deliverable(self) -> SecretEnv | None:
