@@ -1170,3 +1170,15 @@ def test_deleting_a_namespace_names_the_secrets_the_store_keeps_for_it(lay, tmp_
     assert secrets.kept_after_delete(lay.store, "trap") == {}  # none kept: nothing added
     unreadable = SecretStore(tmp_path / "no-store", tmp_path / "no.key")  # never initialised
     assert secrets.kept_after_delete(unreadable, "calc") == {}
+
+
+def test_a_description_given_to_the_decorator_is_written_and_listed(lay):
+    code = ('from fastmcp.tools import tool\n\n\n@tool(description="Doubles x.\\n\\nMore words.")\n'
+            "def double(x: int) -> int:\n    return 2 * x\n")
+    assert files.write_tool(lay.ws, "calc", "double.py", code)["written"] is True
+    listed = {t["name"]: t for t in files.list_tools(lay.ws, "calc")}
+    assert listed["double"]["description"] == "Doubles x."
+    refused_code = code.replace('description="Doubles x.\\n\\nMore words."', 'title="Double"')
+    answer = files.write_tool(lay.ws, "calc", "double2.py", refused_code)
+    assert answer["written"] is False and answer["error"] == "Missing docstring"
+    assert not (lay.tools / "calc" / "double2.py").exists()

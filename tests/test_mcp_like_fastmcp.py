@@ -35,6 +35,11 @@ async def soft_ctx(x: int, ctx: Context) -> ToolResult:
                       is_error=True)
 
 
+@tool(description="Described by its decorator, not a docstring.", meta={"openai/outputTemplate": "ui://w.html"})
+def decorated(x: int) -> int:
+    return x
+
+
 @resource("data://config", mime_type="application/json")
 def config() -> dict:
     """Config."""
@@ -88,6 +93,12 @@ async def _answers(session: Any) -> dict[str, Any]:
     asks = [(f"read {uri}", session.read_resource, (uri,)) for uri in READS]
     asks += [(f"get {name} {arguments}", session.get_prompt, (name, arguments)) for name, arguments in PROMPTS]
     asks += [(f"call {name}", session.call_tool, (name, {"x": 3})) for name in ("soft", "soft", "soft_ctx")]
+    asks += [("call decorated", session.call_tool, ("decorated", {"x": 3}))]
+    listed = await session.list_tools()
+    for tool in listed.tools:  # as listed, but for fastmcp's own `_meta.fastmcp` (tags), which ToolDock drops
+        dumped = tool.model_dump(mode="json", by_alias=True, exclude_none=True)
+        meta = {k: v for k, v in dumped.pop("_meta", {}).items() if k != "fastmcp"}
+        out[f"list {tool.name}"] = {**dumped, "_meta": meta}
     for label, method, args in asks:
         try:
             result = await method(*args)
@@ -112,7 +123,7 @@ def _direct(path: Path) -> dict[str, Any]:
         server.add_resource(getattr(module, name))
     for name in ("greet", "convo", "refuses"):
         server.add_prompt(getattr(module, name))
-    for name in ("soft", "soft_ctx"):
+    for name in ("soft", "soft_ctx", "decorated"):
         server.add_tool(getattr(module, name))
 
     async def main() -> dict[str, Any]:
@@ -142,6 +153,9 @@ def test_resources_and_prompts_answer_as_fastmcp_answers(served, tmp_path: Path)
     soft = {"content": [{"type": "text", "text": "no stock for 3"}], "structuredContent": {"x": 3}, "isError": True,
             "resultType": "complete"}
     assert through["call soft"] == through["call soft_ctx"] == soft
+    # a tool described by `@tool(description=...)` instead of a docstring is served, with that description
+    assert through["list decorated"]["description"] == "Described by its decorator, not a docstring."
+    assert through["list decorated"]["_meta"] == {"openai/outputTemplate": "ui://w.html"}
 
 
 def test_a_result_that_says_it_failed_is_a_rest_failure(served):

@@ -53,6 +53,26 @@ def test_missing_docstring():
     assert [p.code for p in report.problems] == ["missing_docstring"]
 
 
+@pytest.mark.parametrize(
+    ("decorator", "served"),
+    [
+        ('@tool(description="Adds one.")', True),
+        ("@tool(description=DESCRIPTION)", True),  # computed at import time: fastmcp takes what it is
+        ('@tool("add_one", description="Adds one.")', True),
+        ('@tool(description="  ")', False),
+        ("@tool(description=None)", False),
+        ('@tool(title="Add one")', False),
+    ],
+)
+def test_a_description_given_to_the_decorator_stands_for_the_docstring(decorator: str, served: bool):
+    src = f"from fastmcp.tools import tool\nDESCRIPTION = 'Adds one.'\n{decorator}\ndef f(x: int) -> int:\n    return x + 1\n"
+    report = validate_source("t.py", src)
+    assert bool(report.tools) is served, report.problems
+    if not served:
+        assert [p.code for p in report.problems] == ["missing_docstring"]
+        assert "@tool(description=...)" in report.problems[0].message
+
+
 def test_star_args_are_rejected_each_by_its_own_name():
     src = "from fastmcp.tools import tool\n@tool\ndef f(*items: int, **options: str):\n    '''D.'''\n"
     report = validate_source("t.py", src)

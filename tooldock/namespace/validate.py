@@ -1,7 +1,8 @@
 """Static checks on one tool file, by reading its syntax tree; nothing is imported or executed.
 
 The rules (seed 000, `write_tool`): valid Python, at least one `@tool` function, a type hint on every
-parameter, a docstring on every tool; ToolDock adds a decorator that really is fastmcp's (`origins`).
+parameter, a docstring on every tool (or its `@tool(description=...)`, which fastmcp takes instead);
+ToolDock adds a decorator that really is fastmcp's (`origins`).
 Problems come back as data so one bad file never stops the others, and one bad tool never stops the other
 tools of its file: it is listed in `skipped` and not served.
 """
@@ -143,12 +144,12 @@ def _validate(filename: str, source: str) -> FileReport:
                     "duplicate_tool",
                 )
             )
-        if not ast.get_docstring(node):
+        if not ast.get_docstring(node) and not any(_described(d) for d in node.decorator_list):
             own.append(
                 Problem(
                     filename,
                     f"tool {node.name!r} has no docstring; add one that says what the tool does "
-                    "(it becomes the tool's description)",
+                    "(it becomes the tool's description), or give it as @tool(description=...)",
                     node.lineno,
                     "missing_docstring",
                 )
@@ -173,6 +174,22 @@ def _validate(filename: str, source: str) -> FileReport:
             )
         )
     return FileReport(tuple(tools), tuple(problems), others, tuple(skipped), tuple(functions), tuple(sorted(versioned)))
+
+
+def decorator_description(dec: ast.expr) -> ast.expr | None:
+    """The `description=...` given to `@tool(...)` (fastmcp takes it instead of the docstring), else None."""
+    if not (isinstance(dec, ast.Call) and _decorator_name(dec) == "tool"):
+        return None
+    return next((k.value for k in dec.keywords if k.arg == "description"), None)
+
+
+def _described(dec: ast.expr) -> bool:
+    """`@tool(..., description=...)` with a description that is not left empty. A value computed at import
+    time (a name, an f-string) counts: it cannot be read here."""
+    given = decorator_description(dec)
+    if given is None:
+        return False
+    return not isinstance(given, ast.Constant) or (isinstance(given.value, str) and bool(given.value.strip()))
 
 
 def _versioned(dec: ast.expr) -> bool:
