@@ -206,6 +206,35 @@ def test_a_tool_whose_decorator_makes_no_tool_is_reported_not_silently_left_out(
         w.close()
 
 
+def test_a_tool_fastmcp_cannot_make_costs_only_itself_and_is_named(tmp_path):
+    """A return type pydantic refuses (`typing.TypedDict` before Python 3.12) and a resource template whose
+    function does not take its URI's parameter: fastmcp raises when it makes them. That failed the whole
+    file, with no tool named and no line; now the file's other tools, resources and prompts are served."""
+    (tmp_path / "mixed.py").write_text(
+        "from typing import TypedDict\n"
+        "from fastmcp.resources import resource\n"
+        "from fastmcp.tools import tool\n\n\n"
+        "class Row(TypedDict):\n    k: str\n\n\n"
+        "@tool\ndef good(x: int) -> int:\n    'D.'\n    return x\n\n\n"
+        "@tool\ndef bad() -> Row:\n    'D.'\n    return {'k': 'v'}\n\n\n"
+        "@resource('data://{uid}')\ndef wrong(other: int) -> str:\n    return 'x'\n\n\n"
+        "@resource('data://fine')\ndef fine() -> str:\n    return 'x'\n"
+    )
+    w = WorkerProc(tmp_path, ["mixed.py"])
+    try:
+        assert [t["name"] for t in w.handshake["tools"]] == ["good"]
+        by_line = {f["line"]: f for f in w.handshake["failed_files"]}
+        assert sorted(by_line) == [17, 22], w.handshake["failed_files"]
+        assert by_line[17]["code"] == by_line[22]["code"] == "invalid_tool"
+        assert by_line[17]["message"].startswith("tool 'bad' cannot be served: Please use `typing_extensions.TypedDict`")
+        assert by_line[22]["message"].startswith("resource 'wrong' cannot be served: ")
+        assert "\n" not in by_line[17]["message"] and "errors.pydantic.dev" not in by_line[17]["message"]
+        reply = w.request(id="1", op="tools.call", tool="good", arguments={"x": 4})
+        assert reply["result"]["structuredContent"] == {"result": 4}
+    finally:
+        w.close()
+
+
 def test_a_missing_submodule_of_an_installed_package_does_not_ask_for_the_package(tmp_path):
     """`import fastmcp.nope`: fastmcp is installed, so 'add the package to requirements.txt' (the advice for a
     missing package) sent the author the wrong way."""

@@ -7,15 +7,17 @@ dependencies), never in the gateway: importing a tool file executes user code.
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import sys
 import traceback
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any, cast
 
 from fastmcp import Context
+from fastmcp.decorators import get_fastmcp_meta
 from fastmcp.prompts import Prompt
 from fastmcp.resources import Resource, ResourceTemplate
 from fastmcp.server.providers.filesystem_discovery import extract_components
@@ -166,24 +168,20 @@ def load_namespace(folder: Path, filenames: Iterable[str]) -> LoadedNamespace:
             report = validate_source(filename, path.read_text(encoding="utf-8-sig"))
         except (OSError, UnicodeDecodeError):  # the gateway's scan reported it; the import worked, so serve all
             report = FileReport((), ())
-        try:
-            # Duck-typed: see _OwnObjects. A tool the static checks reject (no docstring, a parameter without
-            # a type hint) is left out as the gateway's scan says; the file's other tools are served.
-            components = extract_components(cast(ModuleType, _OwnObjects(module, set(report.skipped))))
-        except Exception as exc:  # fastmcp rejects some signatures; report which
-            loaded.failed.append(
-                Problem(path.name, f"invalid tool, resource or prompt: {exc}", _line_of(exc, path), "invalid_tool")
-            )
-            continue
+        # A tool the static checks reject (no docstring, a parameter without a type hint) is left out as the
+        # gateway's scan says, and one fastmcp rejects is reported by name; the file's other tools are served.
+        own = _OwnObjects(module, set(report.skipped))
+        components, rejected = _components(path, own, dict(report.functions))
+        loaded.failed.extend(rejected.values())
         for component in components:
             problem = _add(loaded, component)
             if problem:
                 loaded.failed.append(Problem(path.name, problem, None, "duplicate_tool"))
-        loaded.failed.extend(_not_made(path.name, report, components))
+        loaded.failed.extend(_not_made(path.name, report, components, set(rejected)))
     return loaded
 
 
-def _not_made(filename: str, report: FileReport, components: list[Any]) -> list[Problem]:
+def _not_made(filename: str, report: FileReport, components: list[Any], rejected: set[str]) -> list[Problem]:
     """The file's `@tool` functions (as its syntax reads) that importing it did not make into tools: their
     decorator is someone else's (a server object's that ToolDock does not run, a look-alike). Without this
     they would be missing from the list with no word why."""
@@ -200,8 +198,34 @@ def _not_made(filename: str, report: FileReport, components: list[Any]) -> list[
             "not_a_tool",
         )
         for name, line in report.functions
-        if name not in names
+        if name not in names and name not in rejected
     ]
+
+
+def _components(path: Path, own: _OwnObjects, lines: dict[str, int]) -> tuple[list[Any], dict[str, Problem]]:
+    """The file's tools, resources and prompts, each made by fastmcp on its own (`extract_components` over
+    one attribute, duck-typed as a module), so one it rejects (a return type pydantic cannot describe, a
+    resource template whose parameters do not match its URI) costs only itself; in `dir()` order, as
+    fastmcp's own discovery takes them. Also the problem of each one rejected, by its name. `lines`: the
+    `def` line of the file's tools, as the static checks read them."""
+    components: list[Any] = []
+    rejected: dict[str, Problem] = {}
+    for name in sorted(vars(own)):
+        obj = getattr(own, name)
+        try:
+            components.extend(extract_components(cast(ModuleType, SimpleNamespace(**{name: obj}))))
+        except Exception as exc:
+            reason = " ".join(str(exc).split("\n\nFor further information", 1)[0].split())  # pydantic's link
+            kind = getattr(get_fastmcp_meta(obj), "type", None) or "component"
+            line = lines.get(name) or _first_line(obj) or _line_of(exc, path)
+            rejected[name] = Problem(path.name, f"{kind} {name!r} cannot be served: {reason}", line, "invalid_tool")
+    return components, rejected
+
+
+def _first_line(obj: Any) -> int | None:
+    """The first line (its first decorator's) of the function behind a component."""
+    code = getattr(inspect.unwrap(getattr(obj, "fn", obj)), "__code__", None)
+    return code.co_firstlineno if code is not None else None
 
 
 class _OwnObjects:
