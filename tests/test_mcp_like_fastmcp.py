@@ -5,6 +5,7 @@ code and message), and what ToolDock words its own way (an unknown prompt) says 
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +14,30 @@ import pytest
 from conftest import run_mcp
 from mcp.shared.exceptions import MCPError
 
-FILE = '''from fastmcp import Context
+FILE = '''import enum
+
+from fastmcp import Context
 from fastmcp.prompts import Message, prompt
 from fastmcp.resources import resource
 from fastmcp.tools import ToolResult, tool
 from mcp.types import TextContent
+from pydantic import BaseModel, Field
+
+
+class Color(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+class Point(BaseModel):
+    x: int
+    y: int = 0
+
+
+@tool
+def moved(p: Point, c: Color = Color.RED, by: Point | None = Field(default=None, description="an offset")) -> Point:
+    """A model argument, an enum with a default, an optional model with a description: $refs, and siblings."""
+    return Point(x=p.x + (by.x if by else 0), y=p.y)
 
 
 @tool
@@ -94,6 +114,7 @@ async def _answers(session: Any) -> dict[str, Any]:
     asks += [(f"get {name} {arguments}", session.get_prompt, (name, arguments)) for name, arguments in PROMPTS]
     asks += [(f"call {name}", session.call_tool, (name, {"x": 3})) for name in ("soft", "soft", "soft_ctx")]
     asks += [("call decorated", session.call_tool, ("decorated", {"x": 3}))]
+    asks += [("call moved", session.call_tool, ("moved", {"p": {"x": 1}, "c": "blue", "by": {"x": 2}}))]
     listed = await session.list_tools()
     for tool in listed.tools:  # as listed, but for fastmcp's own `_meta.fastmcp` (tags), which ToolDock drops
         dumped = tool.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -123,7 +144,7 @@ def _direct(path: Path) -> dict[str, Any]:
         server.add_resource(getattr(module, name))
     for name in ("greet", "convo", "refuses"):
         server.add_prompt(getattr(module, name))
-    for name in ("soft", "soft_ctx", "decorated"):
+    for name in ("soft", "soft_ctx", "decorated", "moved"):
         server.add_tool(getattr(module, name))
 
     async def main() -> dict[str, Any]:
@@ -135,9 +156,10 @@ def _direct(path: Path) -> dict[str, Any]:
 
 @pytest.fixture
 def served(make_gateway, tmp_path: Path):
+    """Listing schemas as FastMCP's default does, `$ref`s inlined (TOOLDOCK_INLINE_SCHEMA_REFS)."""
     (tmp_path / "src" / "alike").mkdir(parents=True)
     (tmp_path / "src" / "alike" / "alike.py").write_text(FILE)
-    return make_gateway(tmp_path / "src")
+    return make_gateway(tmp_path / "src", env={"TOOLDOCK_INLINE_SCHEMA_REFS": "true"})
 
 
 def test_resources_and_prompts_answer_as_fastmcp_answers(served, tmp_path: Path):
@@ -156,6 +178,29 @@ def test_resources_and_prompts_answer_as_fastmcp_answers(served, tmp_path: Path)
     # a tool described by `@tool(description=...)` instead of a docstring is served, with that description
     assert through["list decorated"]["description"] == "Described by its decorator, not a docstring."
     assert through["list decorated"]["_meta"] == {"openai/outputTemplate": "ui://w.html"}
+    # schemas with their `$ref`s inlined, as FastMCP's default lists them (the listing above equals its own)
+    assert '"$ref"' not in json.dumps(through["list moved"]) and through["call moved"]["structuredContent"] == {"x": 3, "y": 0}
+    assert through["list moved"]["inputSchema"]["properties"]["by"]["description"] == "an offset"
+
+
+def test_schemas_are_listed_as_declared_unless_asked(make_gateway, tmp_path: Path):
+    """By default `$defs` and `$ref`s are kept, as the spec asks (SEP-1613; the conformance suite checks it);
+    REST's OpenAPI document keeps them either way (as components)."""
+    (tmp_path / "src" / "alike").mkdir(parents=True)
+    (tmp_path / "src" / "alike" / "alike.py").write_text(FILE)
+    inlined = make_gateway(tmp_path / "src", env={"TOOLDOCK_INLINE_SCHEMA_REFS": "true"})
+    declared = make_gateway(tmp_path / "src")
+
+    async def listed(session: Any) -> dict[str, Any]:
+        return {t.name: t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in (await session.list_tools()).tools}
+
+    flat, kept = run_mcp(inlined, "alike", listed)["moved"], run_mcp(declared, "alike", listed)["moved"]
+    assert kept["inputSchema"]["properties"]["p"] == {"$ref": "#/$defs/Point"} and "Point" in kept["inputSchema"]["$defs"]
+    assert flat["inputSchema"]["properties"]["p"]["properties"]["x"] == {"type": "integer"}
+    assert "$defs" not in flat["inputSchema"] and flat["outputSchema"] == kept["outputSchema"]  # no $ref in it
+    for gateway in (inlined, declared):
+        document = gateway.get("/openapi.json", "alike").json()
+        assert "Point" in json.dumps(document.get("components", {}))
 
 
 def test_a_result_that_says_it_failed_is_a_rest_failure(served):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import json
 import sys
 import traceback
 from collections.abc import Iterable
@@ -22,6 +23,7 @@ from fastmcp.prompts import Prompt
 from fastmcp.resources import Resource, ResourceTemplate
 from fastmcp.server.providers.filesystem_discovery import extract_components
 from fastmcp.tools import Tool
+from fastmcp.utilities.json_schema import dereference_refs
 from fastmcp.utilities.types import find_kwarg_by_type
 from fastmcp.utilities.versions import version_sort_key
 from mcp_types import SERVER_INFO_META_KEY
@@ -59,6 +61,8 @@ class LoadedNamespace:
     # Tools that take a fastmcp `Context` (progress, logging, sampling, elicitation): run through the bridge.
     context_tools: set[str] = field(default_factory=set)
     asking_tools: set[str] = field(default_factory=set)  # the Context tools that may ask the client (asks.py)
+    # The descriptors whose schemas have `$ref`s, with them inlined as FastMCP's default serves them (`inlined`)
+    inlined: dict[str, dict[str, Any]] = field(default_factory=dict)
     folder: Path | None = None  # where the files were imported from (resolved): the tools' own frames
 
     def surface(self) -> dict[str, list[dict[str, Any]]]:
@@ -90,9 +94,22 @@ def _dump(model: Any) -> dict[str, Any]:
 def describe(tool: Tool) -> dict[str, Any]:
     """The tool as MCP `tools/list` shows it, its `_meta` the author's only. Its schemas are sent as declared,
     `$defs` and `$ref`s kept, as the spec asks (SEP-1613): FastMCP's default (`dereference_schemas`) inlines
-    them for clients that do not follow `$ref`, and fails the conformance scenario json-schema-2020-12."""
+    them for clients that do not follow `$ref`, and fails the conformance scenario json-schema-2020-12 (the
+    gateway sends `inlined` instead only when asked)."""
     data = _dump(tool.to_mcp_tool())
     return {key: data[key] for key in DESCRIPTOR_FIELDS if key in data}
+
+
+def inlined(descriptor: dict[str, Any]) -> dict[str, Any] | None:
+    """The descriptor with its schemas' `$ref`s inlined by fastmcp's own `dereference_refs` (FastMCP's default,
+    `dereference_schemas`, for clients such as VS Code's Copilot that do not follow `$ref`); None when no
+    schema has one. The gateway lists it instead when TOOLDOCK_INLINE_SCHEMA_REFS asks (runtime.engine)."""
+    flat = dict(descriptor)
+    for key in ("inputSchema", "outputSchema"):
+        schema = descriptor.get(key)
+        if isinstance(schema, dict) and ("$defs" in schema or '"$ref"' in json.dumps(schema)):
+            flat[key] = dereference_refs(schema)
+    return flat if flat != descriptor else None
 
 
 def _import_file(path: Path) -> ModuleType:
@@ -254,6 +271,9 @@ def _add(loaded: LoadedNamespace, component: Any) -> str | None:
             loaded.asking_tools.discard(component.name)
         loaded.tools[component.name] = component
         loaded.descriptors.append(describe(component))
+        loaded.inlined.pop(component.name, None)
+        if (flat := inlined(loaded.descriptors[-1])) is not None:
+            loaded.inlined[component.name] = flat
         fn = getattr(component, "fn", None)
         parameter = _context_parameter(fn) if fn is not None else None
         if parameter is not None:

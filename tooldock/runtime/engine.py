@@ -138,7 +138,7 @@ class Engine:
         entry = self.namespace(namespace, key)
         if (views := session_views(entry.worker)) is not None:
             return self.visible(entry.source.name, views.tools_for(session), key)
-        return self.visible(entry.source.name, entry.tools, key)
+        return self.visible(entry.source.name, entry.listed(self.settings.inline_schema_refs), key)
 
     def surface(self, namespace: str | None, kind: str, session: Any = None) -> list[dict[str, Any]]:
         entry = self.namespace(namespace)

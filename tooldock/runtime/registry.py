@@ -38,6 +38,12 @@ class NamespaceEntry:
     def tools(self) -> list[dict[str, Any]]:
         return self.worker.tools if self.worker is not None else []
 
+    def listed(self, inline_refs: bool) -> list[dict[str, Any]]:
+        """The tools as MCP lists them: with their schemas' `$ref`s inlined, as FastMCP's default serves them,
+        when `inline_refs` (TOOLDOCK_INLINE_SCHEMA_REFS, for clients that do not follow `$ref`)."""
+        flat = getattr(self.worker, "inlined_tools", None) if inline_refs else None
+        return [flat.get(t["name"], t) for t in self.tools] if flat else self.tools
+
     def surface(self, kind: str) -> list[dict[str, Any]]:
         """`resources`, `resourceTemplates` or `prompts`, as the worker last described them."""
         return list(self.worker.surface.get(kind, ())) if self.worker is not None else []

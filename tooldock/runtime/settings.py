@@ -26,6 +26,7 @@ ENV_VARS = (
     "TOOLDOCK_LIVENESS_INTERVAL",
     "TOOLDOCK_LEAN_MCP",
     "TOOLDOCK_LEAN_REST",
+    "TOOLDOCK_INLINE_SCHEMA_REFS",
     "TOOLDOCK_FORK_WORKERS",
     "TOOLDOCK_DNS_REBINDING_PROTECTION",
     "TOOLDOCK_SOCKET_DIR",
@@ -242,6 +243,7 @@ class Settings:
     fork_workers: bool = True  # process backend: fork workers from a warm interpreter per environment
     lean_mcp: bool = True  # MCP tools/call of plain tools, tools/list and ping answered without the SDK's machinery
     lean_rest: bool = True  # POST /tools/{name} answered before FastAPI's routing and layers
+    inline_schema_refs: bool = False  # MCP tools/list: schemas' `$ref`s inlined (FastMCP's default), not as declared
     socket_dir: Path | None = None  # docker backend: where worker containers' sockets live on the host
     dns_rebinding_protection: bool = True
     enable_legacy_mcp: bool = True
@@ -294,6 +296,7 @@ class Settings:
             fork_workers=env_bool(env, "TOOLDOCK_FORK_WORKERS", True),
             lean_mcp=env_bool(env, "TOOLDOCK_LEAN_MCP", True),
             lean_rest=env_bool(env, "TOOLDOCK_LEAN_REST", True),
+            inline_schema_refs=env_bool(env, "TOOLDOCK_INLINE_SCHEMA_REFS", False),
             socket_dir=Path(env["TOOLDOCK_SOCKET_DIR"]).expanduser().absolute()
             if env.get("TOOLDOCK_SOCKET_DIR")
             else None,

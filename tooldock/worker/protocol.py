@@ -70,6 +70,14 @@ ERROR_CODES = frozenset(
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str)
 
 
+def tools_of(handshake: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """A handshake's tools as declared, and by name those whose schemas have `$ref`s with them inlined
+    (`inlined_tools`; none from a worker older than that field)."""
+    inlined = handshake.get("inlined_tools")
+    flat = {t["name"]: t for t in inlined if isinstance(t, dict)} if isinstance(inlined, list) else {}
+    return list(handshake.get("tools") or []), flat
+
+
 def tool_kinds(handshake: dict[str, Any]) -> tuple[frozenset[str], frozenset[str] | None]:
     """A handshake's `plain_tools`, and its `asking_tools` (None from a worker that does not say: all may ask)."""
 

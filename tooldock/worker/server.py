@@ -176,6 +176,7 @@ class WorkerServer:
             "namespace": self.namespace,
             "pid": os.getpid(),
             "tools": self.loaded.descriptors,
+            **({"inlined_tools": list(self.loaded.inlined.values())} if self.loaded.inlined else {}),
             "plain_tools": sorted(set(self.loaded.tools) - self.loaded.context_tools),
             "asking_tools": sorted(self.loaded.asking_tools),
             **self.loaded.surface(),
