@@ -225,3 +225,12 @@ def test_versions_of_a_tool_are_one_tool_and_an_unversioned_repeat_is_a_duplicat
     assert report.tools == ("calc",) and report.skipped == ("c2",)
     ((problem,),) = [report.problems]
     assert problem.code == "duplicate_tool" and problem.line == 7 and "also at line 3" in problem.message
+
+
+def test_an_empty_tool_name_is_the_functions_name_as_fastmcp_makes_it():
+    """`@tool(name="")` is a tool named after its function (fastmcp's `name or fn.__name__`): it was not read
+    as a tool at all, so its rules went unchecked and `check` counted one tool fewer than `serve` served."""
+    served = validate_source("t.py", "from fastmcp.tools import tool\n@tool(name='')\ndef f(x: int) -> int:\n    '''D.'''\n")
+    assert served.tools == ("f",)
+    unchecked = validate_source("t.py", "from fastmcp.tools import tool\n@tool('')\ndef f(x) -> int:\n    return 1\n")
+    assert sorted(p.code for p in unchecked.problems) == ["missing_docstring", "missing_type_hint"]

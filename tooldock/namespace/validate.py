@@ -49,15 +49,16 @@ def _is_component(dec: ast.expr) -> bool:
 
 
 def decorator_tool_name(dec: ast.expr, fn_name: str) -> str | None:
-    """The tool name if `dec` is `@tool`, `@x.tool`, `@tool(...)` or `@x.tool(...)`, else None."""
+    """The tool name if `dec` is `@tool`, `@x.tool`, `@tool(...)` or `@x.tool(...)`, else None. An empty
+    name given is no name: fastmcp names the tool after its function then."""
     if _decorator_name(dec) != "tool":
         return None
     if isinstance(dec, ast.Call):
         if dec.args and isinstance(dec.args[0], ast.Constant) and isinstance(dec.args[0].value, str):
-            return dec.args[0].value
+            return dec.args[0].value or fn_name
         for kw in dec.keywords:
             if kw.arg == "name" and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str):
-                return kw.value.value
+                return kw.value.value or fn_name
     return fn_name
 
 
