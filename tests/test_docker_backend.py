@@ -265,10 +265,12 @@ def test_idle_container_scales_to_zero_and_wakes(docker_gateway, deployed, docke
     folder.mkdir()
     shutil.copy(FIXTURES / "tools" / "broken-file" / "good.py", folder / "good.py")
     (folder / "tooldock.yaml").write_text("idle_timeout: 1\n")
-    name = json.loads(tooldock_cli("deploy", str(folder), "--json", env=deployed["env"]).stdout)["container"]
+    env = {**deployed["env"], "TOOLDOCK_INLINE_SCHEMA_REFS": "true"}  # what deploys a container hands it on
+    name = json.loads(tooldock_cli("deploy", str(folder), "--json", env=env).stdout)["container"]
     docker_gateway.wait_for(lambda: docker_gateway.get("/tools", "sleepy").status_code == 200, what="discovery")
     assert docker_gateway.call("sleepy", "still_works", x=3).json() == {"result": 6}
     container = docker.DockerClient(base_url=docker_host).containers.get(name)
+    assert "TOOLDOCK_INLINE_SCHEMA_REFS=true" in container.attrs["Config"]["Env"]
 
     def stopped() -> bool:
         container.reload()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -16,14 +17,14 @@ from conftest import FIXTURES
 
 
 class WorkerProc:
-    def __init__(self, folder: Path, files: list[str] | None = None) -> None:
+    def __init__(self, folder: Path, files: list[str] | None = None, env: dict[str, str] | None = None) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="tdw-"))
         self.socket = self.dir / "w.sock"
         args = [sys.executable, "-m", "tooldock.worker", "--namespace", folder.name, "--dir", str(folder),
                 "--socket", str(self.socket)]
         for f in files or []:
             args += ["--file", f]
-        self.proc = subprocess.Popen(args, stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(args, stderr=subprocess.PIPE, env={**os.environ, **(env or {})})
         deadline = time.monotonic() + 60
         while not self.socket.exists():
             assert self.proc.poll() is None, self.proc.stderr.read().decode()
@@ -233,6 +234,30 @@ def test_a_tool_fastmcp_cannot_make_costs_only_itself_and_is_named(tmp_path):
         assert reply["result"]["structuredContent"] == {"result": 4}
     finally:
         w.close()
+
+
+def test_a_worker_inlines_its_schemas_refs_only_when_the_gateway_lists_them_so(tmp_path):
+    """TOOLDOCK_INLINE_SCHEMA_REFS: the inlined schemas travel in the handshake beside the declared ones, for
+    the tools that have `$ref`s; without it nothing is inlined (jsonref, which does it, costs 80 ms to import)."""
+    (tmp_path / "models.py").write_text(
+        "import enum\nfrom fastmcp.tools import tool\n\n\nclass Color(enum.Enum):\n    RED = 'red'\n\n\n"
+        "@tool\ndef paint(c: Color) -> str:\n    'D.'\n    return c.value\n\n\n"
+        "@tool\ndef plain(x: int) -> int:\n    'D.'\n    return x\n"
+    )
+    for env, inlined in (({}, None), ({"TOOLDOCK_INLINE_SCHEMA_REFS": "true"}, ["paint"])):
+        w = WorkerProc(tmp_path, ["models.py"], env)
+        try:
+            declared = {t["name"]: t for t in w.handshake["tools"]}
+            assert declared["paint"]["inputSchema"]["properties"]["c"] == {"$ref": "#/$defs/Color"}
+            flat = w.handshake.get("inlined_tools")
+            assert ([t["name"] for t in flat] if flat else None) == inlined
+            if flat:
+                assert flat[0]["inputSchema"]["properties"]["c"] == {"enum": ["red"], "type": "string"}
+                assert {k: v for k, v in flat[0].items() if k != "inputSchema"} == {
+                    k: v for k, v in declared["paint"].items() if k != "inputSchema"
+                }
+        finally:
+            w.close()
 
 
 def test_a_missing_submodule_of_an_installed_package_does_not_ask_for_the_package(tmp_path):

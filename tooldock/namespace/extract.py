@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import json
+import os
 import sys
 import traceback
 from collections.abc import Iterable
@@ -29,7 +30,7 @@ from fastmcp.utilities.versions import version_sort_key
 from mcp_types import SERVER_INFO_META_KEY
 
 from tooldock.namespace.asks import may_ask
-from tooldock.namespace.models import Problem
+from tooldock.namespace.models import INLINE_REFS_ENV, Problem
 from tooldock.namespace.origins import TOOL_IMPORT
 from tooldock.namespace.validate import FileReport, validate_source
 
@@ -63,6 +64,7 @@ class LoadedNamespace:
     asking_tools: set[str] = field(default_factory=set)  # the Context tools that may ask the client (asks.py)
     # The descriptors whose schemas have `$ref`s, with them inlined as FastMCP's default serves them (`inlined`)
     inlined: dict[str, dict[str, Any]] = field(default_factory=dict)
+    inline_refs: bool = False  # make `inlined` (the gateway asked, INLINE_REFS_ENV): jsonref costs 80 ms to import
     folder: Path | None = None  # where the files were imported from (resolved): the tools' own frames
 
     def surface(self) -> dict[str, list[dict[str, Any]]]:
@@ -173,7 +175,8 @@ def load_namespace(folder: Path, filenames: Iterable[str]) -> LoadedNamespace:
     folder = folder.resolve()
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
-    loaded = LoadedNamespace(folder=folder)
+    inline_refs = os.environ.get(INLINE_REFS_ENV, "").lower() in ("1", "true", "yes", "on")  # env_bool's words
+    loaded = LoadedNamespace(folder=folder, inline_refs=inline_refs)
     for filename in filenames:
         path = folder / filename
         try:
@@ -272,7 +275,7 @@ def _add(loaded: LoadedNamespace, component: Any) -> str | None:
         loaded.tools[component.name] = component
         loaded.descriptors.append(describe(component))
         loaded.inlined.pop(component.name, None)
-        if (flat := inlined(loaded.descriptors[-1])) is not None:
+        if loaded.inline_refs and (flat := inlined(loaded.descriptors[-1])) is not None:
             loaded.inlined[component.name] = flat
         fn = getattr(component, "fn", None)
         parameter = _context_parameter(fn) if fn is not None else None

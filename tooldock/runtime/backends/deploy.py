@@ -9,12 +9,14 @@ after `drain` seconds. A container that never becomes ready is removed, and the 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import time
 from pathlib import Path
 from typing import Any
 
 from tooldock.errors import DeployError
+from tooldock.namespace.models import INLINE_REFS_ENV
 from tooldock.runtime.backends.containers import (
     LABEL_MANAGED,
     LABEL_NAMESPACE,
@@ -66,7 +68,8 @@ def deploy_image(
     gen = max((generation(c) for c in old), default=0) + 1
     name = container_name(namespace, gen)
     sockets = socket_dir_for(root, name)
-    env = {**dict(config.env), **(env or {})}
+    asked = {INLINE_REFS_ENV: os.environ[INLINE_REFS_ENV]} if os.environ.get(INLINE_REFS_ENV) else {}  # as listed
+    env = {**asked, **dict(config.env), **(env or {})}
     try:
         container = client.containers.run(image.id, **run_settings(config, sockets, name, gen, env))
     except DockerException as exc:

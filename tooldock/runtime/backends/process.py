@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 import tooldock
-from tooldock.namespace.models import NamespaceSource, ScanResult
+from tooldock.namespace.models import INLINE_REFS_ENV, NamespaceSource, ScanResult
 from tooldock.namespace.scanner import scan_tools_dir
 from tooldock.runtime.backends.environments import Environments
 from tooldock.runtime.backends.forking import Forked, ForkServerError, ForkServers, warn
@@ -27,7 +27,8 @@ from tooldock.runtime.workerclient import SecretEnv
 from tooldock.worker.family import Family
 
 # Only these variables of the gateway's environment reach a worker: never the gateway's tokens.
-PASSTHROUGH_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "SSL_CERT_FILE", "SSL_CERT_DIR")
+# INLINE_REFS_ENV: a worker inlines its tools' `$ref`s for the gateway only when the gateway lists them so.
+PASSTHROUGH_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "SSL_CERT_FILE", "SSL_CERT_DIR", INLINE_REFS_ENV)
 # An early fork server (warm_up) that no worker was forked from this long after it started exits: every
 # namespace had requirements of its own, so the base environment's would only hold memory.
 EARLY_UNUSED_EXIT = 120.0
