@@ -16,7 +16,7 @@ from tooldock.manager.workspace import Workspace, atomic_write, decode_code
 from tooldock.namespace.credentials import WRITTEN, written_credentials
 from tooldock.namespace.models import problem_text
 from tooldock.namespace.scanner import MAX_TOOL_FILE_BYTES
-from tooldock.namespace.validate import decorator_description, decorator_tool_name, validate_source
+from tooldock.namespace.validate import decorator_tool_name, given_description, literal_text, validate_source
 
 
 def create_namespace(ws: Workspace, name: object) -> dict[str, Any]:
@@ -43,11 +43,7 @@ def delete_namespace(ws: Workspace, name: object) -> dict[str, Any]:
 
 def _description(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
     """The first paragraph of the tool's description: `@tool(description="...")`'s, else its docstring's."""
-    given = next((g for g in map(decorator_description, fn.decorator_list) if g is not None), None)
-    if isinstance(given, ast.Constant) and isinstance(given.value, str) and given.value.strip():
-        doc = given.value
-    else:
-        doc = ast.get_docstring(fn) or ""
+    doc = literal_text(given_description(fn)) or ast.get_docstring(fn) or ""
     return doc.split("\n\n", 1)[0].strip()
 
 

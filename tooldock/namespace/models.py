@@ -13,10 +13,10 @@ if TYPE_CHECKING:
 NetworkMode = Literal["none", "egress"]
 
 # A YAML, TOML or JSON file nested thousands of levels deep: its parser raises RecursionError, not its error.
+NESTED_TOO_DEEPLY = "nested too deeply to read (lists or tables thousands of levels deep); flatten it"
 # The gateway setting that lists tool schemas with their `$ref`s inlined; it reaches workers too (process workers
 # through their environment, containers through `deploy`), which inline them only then (extract.inlined).
 INLINE_REFS_ENV = "TOOLDOCK_INLINE_SCHEMA_REFS"
-NESTED_TOO_DEEPLY = "nested too deeply to read (lists or tables thousands of levels deep); flatten it"
 
 
 @dataclass(frozen=True)

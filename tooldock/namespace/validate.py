@@ -145,7 +145,7 @@ def _validate(filename: str, source: str) -> FileReport:
                     "duplicate_tool",
                 )
             )
-        if not ast.get_docstring(node) and not any(_described(d) for d in node.decorator_list):
+        if not ast.get_docstring(node) and not _described(node):
             own.append(
                 Problem(
                     filename,
@@ -177,20 +177,28 @@ def _validate(filename: str, source: str) -> FileReport:
     return FileReport(tuple(tools), tuple(problems), others, tuple(skipped), tuple(functions), tuple(sorted(versioned)))
 
 
-def decorator_description(dec: ast.expr) -> ast.expr | None:
-    """The `description=...` given to `@tool(...)` (fastmcp takes it instead of the docstring), else None."""
-    if not (isinstance(dec, ast.Call) and _decorator_name(dec) == "tool"):
-        return None
-    return next((k.value for k in dec.keywords if k.arg == "description"), None)
+def given_description(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.expr | None:
+    """The `description=...` the function's `@tool(...)` gives (fastmcp takes it instead of the docstring)."""
+    for dec in fn.decorator_list:
+        if isinstance(dec, ast.Call) and _decorator_name(dec) == "tool":
+            for keyword in dec.keywords:
+                if keyword.arg == "description":
+                    return keyword.value
+    return None
 
 
-def _described(dec: ast.expr) -> bool:
-    """`@tool(..., description=...)` with a description that is not left empty. A value computed at import
-    time (a name, an f-string) counts: it cannot be read here."""
-    given = decorator_description(dec)
-    if given is None:
-        return False
-    return not isinstance(given, ast.Constant) or (isinstance(given.value, str) and bool(given.value.strip()))
+def literal_text(value: ast.expr | None) -> str | None:
+    """`value` when it is a string literal with some text in it, else None."""
+    if isinstance(value, ast.Constant) and isinstance(value.value, str) and value.value.strip():
+        return value.value
+    return None
+
+
+def _described(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Whether `@tool(description=...)` describes the tool: a description that is not left empty. A value
+    computed at import time (a name, an f-string) counts: it cannot be read here."""
+    given = given_description(fn)
+    return given is not None and (not isinstance(given, ast.Constant) or literal_text(given) is not None)
 
 
 def _versioned(dec: ast.expr) -> bool:
