@@ -116,6 +116,10 @@ async def _answers(session: Any) -> dict[str, Any]:
     asks += [("call decorated", session.call_tool, ("decorated", {"x": 3}))]
     asks += [("call moved", session.call_tool, ("moved", {"p": {"x": 1}, "c": "blue", "by": {"x": 2}}))]
     listed = await session.list_tools()
+    # in the order the file defines them, as a FastMCP server's decorators register them
+    out["order"] = ([t.name for t in listed.tools], [str(r.uri) for r in (await session.list_resources()).resources],
+                    [t.uri_template for t in (await session.list_resource_templates()).resource_templates],
+                    [p.name for p in (await session.list_prompts()).prompts])
     for tool in listed.tools:  # as listed, but for fastmcp's own `_meta.fastmcp` (tags), which ToolDock drops
         dumped = tool.model_dump(mode="json", by_alias=True, exclude_none=True)
         meta = {k: v for k, v in dumped.pop("_meta", {}).items() if k != "fastmcp"}
@@ -134,18 +138,21 @@ async def _answers(session: Any) -> dict[str, Any]:
 
 def _direct(path: Path) -> dict[str, Any]:
     from fastmcp import Client, FastMCP
+    from fastmcp.decorators import get_fastmcp_meta
 
     spec = importlib.util.spec_from_file_location("like_fastmcp", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     server = FastMCP("direct")
-    for name in ("config", "blob", "user", "fail"):
-        server.add_resource(getattr(module, name))
-    for name in ("greet", "convo", "refuses"):
-        server.add_prompt(getattr(module, name))
-    for name in ("soft", "soft_ctx", "decorated", "moved"):
-        server.add_tool(getattr(module, name))
+    for obj in vars(module).values():  # in the file's order, as its decorators would on a server
+        kind = getattr(get_fastmcp_meta(obj), "type", None)
+        if kind == "tool":
+            server.add_tool(obj)
+        elif kind in ("resource", "template"):
+            server.add_resource(obj)
+        elif kind == "prompt":
+            server.add_prompt(obj)
 
     async def main() -> dict[str, Any]:
         async with Client(server) as client:  # in memory; its session is the official SDK's ClientSession
@@ -166,6 +173,7 @@ def test_resources_and_prompts_answer_as_fastmcp_answers(served, tmp_path: Path)
     through = run_mcp(served, "alike", _answers)
     direct = _direct(tmp_path / "src" / "alike" / "alike.py")
     assert set(through) == set(direct)
+    assert through["order"][0] == ["moved", "soft", "soft_ctx", "decorated"]  # not alphabetical: as written
     for label in direct:
         assert through[label] == direct[label], label
     # the failures are among them, worded as FastMCP words them (no ToolDock code in front)

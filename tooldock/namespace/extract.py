@@ -225,12 +225,14 @@ def _not_made(filename: str, report: FileReport, components: list[Any], rejected
 def _components(path: Path, own: _OwnObjects, lines: dict[str, int]) -> tuple[list[Any], dict[str, Problem]]:
     """The file's tools, resources and prompts, each made by fastmcp on its own (`extract_components` over
     one attribute, duck-typed as a module), so one it rejects (a return type pydantic cannot describe, a
-    resource template whose parameters do not match its URI) costs only itself; in `dir()` order, as
-    fastmcp's own discovery takes them. Also the problem of each one rejected, by its name. `lines`: the
-    `def` line of the file's tools, as the static checks read them."""
+    resource template whose parameters do not match its URI) costs only itself. In the order the file
+    defines them, as a FastMCP server's decorators register them and as `check` reads them (fastmcp's own
+    file discovery takes `dir()`'s alphabetical order): the author's order is the order clients list. Also
+    the problem of each one rejected, by its name. `lines`: the `def` line of the file's tools, as the
+    static checks read them."""
     components: list[Any] = []
     rejected: dict[str, Problem] = {}
-    for name in sorted(vars(own)):
+    for name in list(vars(own)):
         obj = getattr(own, name)
         try:
             components.extend(extract_components(cast(ModuleType, SimpleNamespace(**{name: obj}))))
