@@ -54,7 +54,7 @@ def test_upstream_folders_list_their_servers_and_a_bad_tools_toml_is_a_problem(t
     (tmp_path / "up").mkdir()
     (tmp_path / "up" / "tools.toml").write_text('[[servers]]\nnamespace = "time"\ncommand = "uvx mcp-server-time"\n')
     report = json.loads(tooldock_cli("check", "--json", str(tmp_path)).stdout)
-    assert report["namespaces"] == [{"name": "up", "problems": [], "servers": ["time"]}]
+    assert report["namespaces"] == [{"name": "up", "problems": [], "servers": ["time"], "warnings": []}]
     (tmp_path / "up" / "tools.toml").write_text('[[servers]]\nnamespace = "time"\n')  # neither command nor url
     proc = tooldock_cli("check", str(tmp_path), check=False)
     assert proc.returncode == 1 and proc.stdout.startswith("up: 0 upstream server(s)\n  up/tools.toml")
@@ -181,7 +181,7 @@ def test_import_finds_what_only_importing_the_files_can(tmp_path):
     assert proc.returncode == 1, proc.stderr
     assert "importing 3 namespace(s) in their environments" in proc.stderr
     found = {n["name"]: n for n in json.loads(proc.stdout)["namespaces"]}
-    assert found["basic-tool"] == {"name": "basic-tool", "problems": [], "tools": ["say_hello"]}
+    assert found["basic-tool"] == {"name": "basic-tool", "problems": [], "tools": ["say_hello"], "warnings": []}
     assert found["broken"]["tools"] == ["served"]
     assert [(p["file"], p["line"], p["code"]) for p in found["broken"]["problems"]] == [
         ("mixed.py", 12, "not_a_tool"), ("needs.py", 1, "dependency_error")]
@@ -259,3 +259,29 @@ def test_a_manager_that_dies_is_reported_and_the_gateway_serves_on(make_gateway)
     gw.wait_for(lambda: "tooldock: the manager exited with code -9; the gateway serves on without it" in gw.logs,
                 timeout=10, what="the manager's exit to be reported")
     assert gw.call("multi-tool", "add", a=1, b=2).json() == {"result": 3}
+
+
+def test_tool_names_clients_may_refuse_are_warnings_that_pass_the_check(tmp_path):
+    """MCP's tool names are 1-128 of letters, digits, '_', '-', '.' (SEP-986): fastmcp serves others with a
+    warning in the worker's log, and so does ToolDock; check names them with their lines, exit 0."""
+    names = tmp_path / "tools" / "names"
+    names.mkdir(parents=True)
+    long = "t" * 129
+    (names / "tools.py").write_text(
+        "from fastmcp.tools import tool\n\n\n"
+        "@tool(name='get weather')\ndef weather(city: str) -> str:\n    'Weather.'\n    return city\n\n\n"
+        f"@tool(name='{long}')\ndef long(x: int) -> int:\n    'Long.'\n    return x\n\n\n"
+        "@tool(name='ok.name-2')\ndef fine(x: int) -> int:\n    'Fine.'\n    return x\n"
+    )
+    proc = tooldock_cli("check", str(tmp_path / "tools"))
+    assert proc.returncode == 0 and proc.stderr.endswith("1 namespace(s), 0 problem(s), 2 warning(s)\n"), proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "  names/tools.py:5: warning: tool name 'get weather' has characters MCP tool names do not allow (' '): " \
+           "clients may refuse the tool; use letters, digits, '_', '-' and '.' (e.g. @tool(name='get_weather'))" in lines
+    assert "  names/tools.py:11: warning: tool name 'tttttttttttttttttttt'... is 129 characters long; MCP tool names " \
+           "have at most 128 (clients may refuse the tool): give a shorter one with @tool(name=...)" in lines
+    report = json.loads(tooldock_cli("check", "--json", str(tmp_path / "tools")).stdout)
+    assert report["ok"] is True and report["problem_count"] == 0 and report["warning_count"] == 2
+    warned = report["namespaces"][0]["warnings"]
+    assert [(w["file"], w["line"], w["code"]) for w in warned] == [("tools.py", 5, "tool_name"), ("tools.py", 11, "tool_name")]
+    assert report["namespaces"][0]["tools"] == ["get weather", long, "ok.name-2"]

@@ -579,6 +579,22 @@ def test_code_that_reads_its_secrets_or_holds_data_is_written(lay, line):
     assert result == {"written": True, "filename": "new_tool.py", "tools_found": ["f"]}, result
 
 
+def test_write_tool_warns_of_tool_names_clients_may_refuse(lay):
+    """Served (fastmcp serves them too), so written; but the LLM is told, while it can still rename them."""
+    code = (
+        "from fastmcp.tools import tool\n\n\n"
+        "@tool(name='get weather')\ndef weather(city: str) -> str:\n    'Weather.'\n    return city\n\n\n"
+        "@tool(name='calc.add-2')\ndef add(x: int) -> int:\n    'Add.'\n    return x\n"
+    )
+    result = files.write_tool(lay.ws, "calc", "names.py", code)
+    assert result["written"] is True and result["tools_found"] == ["get weather", "calc.add-2"]
+    assert result["name_warnings"] == [
+        "tool name 'get weather' has characters MCP tool names do not allow (' '): clients may refuse the tool; "
+        "use letters, digits, '_', '-' and '.' (e.g. @tool(name='get_weather'))",
+    ]
+    assert "name_warnings" not in files.write_tool(lay.ws, "calc", "names.py", code.replace("get weather", "get_weather"))
+
+
 # -- requirements -------------------------------------------------------------------------------------------
 
 BAD_PACKAGES = [

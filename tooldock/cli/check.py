@@ -18,7 +18,8 @@ import click
 from tooldock.cli.common import refuse_namespace_folder, settings, writable_state_dir
 from tooldock.cli.serve import tools_dir_argument
 from tooldock.namespace.credentials import credential_problems
-from tooldock.namespace.models import ScanResult, problem_text
+from tooldock.namespace.models import NamespaceSource, ScanResult, problem_text
+from tooldock.namespace.names import tool_name_warning
 
 
 def report(scan: ScanResult) -> dict[str, Any]:
@@ -27,7 +28,11 @@ def report(scan: ScanResult) -> dict[str, Any]:
     namespaces = []
     for source in scan.namespaces:
         problems = [*source.problems, *credential_problems(source)]
-        entry: dict[str, Any] = {"name": source.name, "problems": [p.to_dict() for p in problems]}
+        entry: dict[str, Any] = {
+            "name": source.name,
+            "problems": [p.to_dict() for p in problems],
+            "warnings": _warnings(source),
+        }
         if source.is_upstream:
             servers = source.upstream.servers if source.upstream is not None else ()
             entry["servers"] = [s.namespace or "(unprefixed)" for s in servers]
@@ -37,12 +42,25 @@ def report(scan: ScanResult) -> dict[str, Any]:
     return _tallied({"namespaces": namespaces, "problems": [p.to_dict() for p in scan.problems]})
 
 
+def _warnings(source: NamespaceSource) -> list[dict[str, Any]]:
+    """What `serve` serves but clients may refuse: tool names outside MCP's rules (SEP-986). Not problems:
+    they leave the exit status alone, as fastmcp serves such tools."""
+    found = []
+    for file in source.files:
+        for name, line in zip(file.tools, file.lines or [None] * len(file.tools), strict=True):
+            message = tool_name_warning(name)
+            if message:
+                found.append({"file": file.filename, "line": line, "code": "tool_name", "message": message})
+    return found
+
+
 SHOWN = 20  # tool names on a namespace's line
 
 
 def _tallied(result: dict[str, Any]) -> dict[str, Any]:
     count = len(result["problems"]) + sum(len(n["problems"]) for n in result["namespaces"])
-    return {**result, "ok": count == 0, "problem_count": count}
+    warned = sum(len(n["warnings"]) for n in result["namespaces"])
+    return {**result, "ok": count == 0, "problem_count": count, "warning_count": warned}
 
 
 def _summary(entry: dict[str, Any]) -> str:
@@ -93,7 +111,8 @@ def check(tools_dir: Path, as_json: bool, imports: bool) -> None:
 
     Lists each namespace's tools and every problem (file:line: what to fix). Exits 1 when there is a
     problem (a tool, file or folder `serve` would leave out, or a credential written into a file, which
-    `build` refuses to put into an image), 0 otherwise. Without --import nothing is
+    `build` refuses to put into an image), 0 otherwise. Warnings (a tool name clients may refuse) are
+    listed and leave the exit status alone. Without --import nothing is
     imported or installed: a failing import or requirement shows when a worker starts or an image is built.
     """
     from tooldock.namespace.scanner import scan_tools_dir
@@ -114,11 +133,15 @@ def check(tools_dir: Path, as_json: bool, imports: bool) -> None:
             click.echo(f"{entry['name']}: {_summary(entry)}")
             for problem in entry["problems"]:
                 click.echo(f"  {entry['name']}/{problem_text(problem)}")
+            for warning in entry["warnings"]:
+                warned = {**warning, "message": f"warning: {warning['message']}"}
+                click.echo(f"  {entry['name']}/{problem_text(warned)}")
         for problem in result["problems"]:
             click.echo(f"not a namespace: {problem_text(problem)}")
         if not scan.namespaces and not scan.problems:
             click.echo(f"no namespace folders in {tools_dir}")
-        found = result["problem_count"]
-        click.echo(f"{len(scan.namespaces)} namespace(s), {found} problem(s)", err=True)
+        found, warned = result["problem_count"], result["warning_count"]
+        also = f", {warned} warning(s)" if warned else ""
+        click.echo(f"{len(scan.namespaces)} namespace(s), {found} problem(s){also}", err=True)
     if not result["ok"]:
         raise SystemExit(1)

@@ -15,6 +15,7 @@ from tooldock.errors import AlreadyExists, InvalidInput, Missing
 from tooldock.manager.workspace import Workspace, atomic_write, decode_code
 from tooldock.namespace.credentials import WRITTEN, written_credentials
 from tooldock.namespace.models import problem_text
+from tooldock.namespace.names import tool_name_warning
 from tooldock.namespace.scanner import MAX_TOOL_FILE_BYTES
 from tooldock.namespace.validate import decorator_tool_name, given_description, literal_text, validate_source
 
@@ -186,7 +187,12 @@ def write_tool(ws: Workspace, namespace: object, filename: object, code: object)
     if refused is not None:
         return refused
     atomic_write(path, text.encode("utf-8"))
-    return {"written": True, "filename": path.name, "tools_found": [name for name, _ in tools_in(text)]}
+    found = [name for name, _ in tools_in(text)]
+    result: dict[str, Any] = {"written": True, "filename": path.name, "tools_found": found}
+    warnings = [w for w in map(tool_name_warning, found) if w]
+    if warnings:  # served, as fastmcp serves them, but clients may refuse them: worth renaming now
+        result["name_warnings"] = warnings
+    return result
 
 
 def delete_tool(ws: Workspace, namespace: object, filename: object) -> dict[str, Any]:

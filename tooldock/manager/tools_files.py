@@ -171,8 +171,9 @@ def register(server: MCPServer, m: Manager) -> None:
         Returns on success: {{"written": true, "filename": "issues.py", "tools_found": ["list_issues"]}}, plus
         "undeclared_secrets" and "next_steps" when the namespace's code reads secrets it does not declare,
         "missing_packages" ([{{"module", "file", "line", "package"}}]) when it imports packages its environment
-        does not have (add them with add_requirement), and "no_network_for" (hosts) when it calls APIs from
-        containers that have no network.
+        does not have (add them with add_requirement), "no_network_for" (hosts) when it calls APIs from
+        containers that have no network, and "name_warnings" when a tool's name is outside MCP's tool-name
+        rules (letters, digits, '_', '-', '.'; at most 128): it is served, but clients may refuse it.
         Returns on validation error: {{"written": false, "error": "No @tool decorator found",
         "details": "line 3: ...", "problems": [{{"file", "line", "code", "message"}}]}}
 

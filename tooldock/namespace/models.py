@@ -82,6 +82,7 @@ class ToolFile:
 
     filename: str
     tools: tuple[str, ...]
+    lines: tuple[int, ...] = ()  # each tool's `def` line, as `tools` lists them (empty: not known)
 
 
 @dataclass(frozen=True)

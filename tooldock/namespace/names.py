@@ -11,6 +11,11 @@ RESERVED = frozenset({"_system"})
 MAX_FILENAME_BYTES = 200  # file systems allow 255, and writes go through a longer temporary name
 TOOL_FILE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*\.py$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # an environment variable's (and a secret's) name
+# MCP's tool names (SEP-986): 1-128 of these characters. The SDK has the same rule
+# (`mcp.shared.tool_name_validation`), but importing the `mcp` package costs seconds, and `tooldock check`
+# imports nothing else of it.
+TOOL_NAME_CHARS = re.compile(r"[A-Za-z0-9_.-]")
+MAX_TOOL_NAME_LEN = 128
 
 
 class NamespaceNameError(ValueError):
@@ -28,6 +33,23 @@ def validate_namespace_name(name: str) -> str:
             "starting with a letter or digit (e.g. 'my-tools')"
         )
     return name
+
+
+def tool_name_warning(name: str) -> str | None:
+    """Why a tool name is outside MCP's tool-name rules (SEP-986), if it is. Such a tool is still served, as
+    fastmcp serves it (with a warning in the worker's log), but clients may refuse it or list it mangled."""
+    bad = "".join(dict.fromkeys(c for c in name if not TOOL_NAME_CHARS.fullmatch(c)))
+    if bad:
+        return (
+            f"tool name {name!r} has characters MCP tool names do not allow ({', '.join(map(repr, bad))}): clients "
+            "may refuse the tool; use letters, digits, '_', '-' and '.' (e.g. @tool(name='get_weather'))"
+        )
+    if len(name) > MAX_TOOL_NAME_LEN:
+        return (
+            f"tool name {name[:20]!r}... is {len(name)} characters long; MCP tool names have at most "
+            f"{MAX_TOOL_NAME_LEN} (clients may refuse the tool): give a shorter one with @tool(name=...)"
+        )
+    return None
 
 
 def validate_filename(filename: str) -> str:

@@ -142,7 +142,7 @@ def scan_namespace(folder: Path) -> NamespaceSource:
             continue
         seen.update({t: path.name for t in report.tools if t not in seen})
         versioned.update(report.versioned)
-        files.append(ToolFile(path.name, report.tools))
+        files.append(ToolFile(path.name, report.tools, tuple(line for _, line in report.functions)))
     if config_problem or any(p.code == "shadows_stdlib" for p in problems):
         # An unreadable config must not start with guessed limits; a file named like a standard-library
         # module breaks imports in the worker even unloaded (the folder is on its import path).
