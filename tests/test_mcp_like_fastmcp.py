@@ -55,12 +55,13 @@ async def soft_ctx(x: int, ctx: Context) -> ToolResult:
                       is_error=True)
 
 
-@tool(description="Described by its decorator, not a docstring.", meta={"openai/outputTemplate": "ui://w.html"})
+@tool(description="Described by its decorator, not a docstring.", meta={"openai/outputTemplate": "ui://w.html"},
+      tags={"ui", "demo"})
 def decorated(x: int) -> int:
     return x
 
 
-@resource("data://config", mime_type="application/json")
+@resource("data://config", mime_type="application/json", tags={"settings"})
 def config() -> dict:
     """Config."""
     return {"a": 1}
@@ -84,7 +85,7 @@ def fail() -> str:
     raise ValueError("nope")
 
 
-@prompt
+@prompt(tags={"social"})
 def greet(name: str, polite: bool = True) -> str:
     """Greet someone."""
     return f"Hello {name}" + ("!" if polite else "")
@@ -120,10 +121,15 @@ async def _answers(session: Any) -> dict[str, Any]:
     out["order"] = ([t.name for t in listed.tools], [str(r.uri) for r in (await session.list_resources()).resources],
                     [t.uri_template for t in (await session.list_resource_templates()).resource_templates],
                     [p.name for p in (await session.list_prompts()).prompts])
-    for tool in listed.tools:  # as listed, but for fastmcp's own `_meta.fastmcp` (tags), which ToolDock drops
-        dumped = tool.model_dump(mode="json", by_alias=True, exclude_none=True)
-        meta = {k: v for k, v in dumped.pop("_meta", {}).items() if k != "fastmcp"}
-        out[f"list {tool.name}"] = {**dumped, "_meta": meta}
+    lists = [("tool", listed.tools), ("prompt", (await session.list_prompts()).prompts)]
+    lists += [("resource", (await session.list_resources()).resources)]
+    for kind, items in lists:
+        for item in items:  # as listed, but for FastMCP's empty `_meta.fastmcp` block, which ToolDock leaves out
+            dumped = item.model_dump(mode="json", by_alias=True, exclude_none=True)
+            meta = dumped.pop("_meta", None) or {}
+            if meta.get("fastmcp") == {"tags": []}:
+                meta.pop("fastmcp")
+            out[f"list {kind} {item.name}"] = {**dumped, "_meta": meta}
     for label, method, args in asks:
         try:
             result = await method(*args)
@@ -184,11 +190,16 @@ def test_resources_and_prompts_answer_as_fastmcp_answers(served, tmp_path: Path)
             "resultType": "complete"}
     assert through["call soft"] == through["call soft_ctx"] == soft
     # a tool described by `@tool(description=...)` instead of a docstring is served, with that description
-    assert through["list decorated"]["description"] == "Described by its decorator, not a docstring."
-    assert through["list decorated"]["_meta"] == {"openai/outputTemplate": "ui://w.html"}
+    assert through["list tool decorated"]["description"] == "Described by its decorator, not a docstring."
+    # the author's `_meta`, and the tags as FastMCP lists them (its clients filter by them)
+    assert through["list tool decorated"]["_meta"] == {"openai/outputTemplate": "ui://w.html",
+                                                       "fastmcp": {"tags": ["demo", "ui"]}}
+    assert through["list prompt greet"]["_meta"] == {"fastmcp": {"tags": ["social"]}}
+    assert through["list resource config"]["_meta"] == {"fastmcp": {"tags": ["settings"]}}
+    assert through["list tool soft"]["_meta"] == {}  # FastMCP's `{"tags": []}` is left out
     # schemas with their `$ref`s inlined, as FastMCP's default lists them (the listing above equals its own)
-    assert '"$ref"' not in json.dumps(through["list moved"]) and through["call moved"]["structuredContent"] == {"x": 3, "y": 0}
-    assert through["list moved"]["inputSchema"]["properties"]["by"]["description"] == "an offset"
+    assert '"$ref"' not in json.dumps(through["list tool moved"]) and through["call moved"]["structuredContent"] == {"x": 3, "y": 0}
+    assert through["list tool moved"]["inputSchema"]["properties"]["by"]["description"] == "an offset"
 
 
 def test_schemas_are_listed_as_declared_unless_asked(make_gateway, tmp_path: Path):

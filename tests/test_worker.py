@@ -492,6 +492,8 @@ def test_versions_of_a_tool_serve_the_highest_as_fastmcp_does(tmp_path):
     w = WorkerProc(tmp_path, ["a.py", "b.py"])
     try:
         assert [(t["name"], t["description"]) for t in w.handshake["tools"]] == [("calc", "Version 3.")]
+        # listed with the version served, as FastMCP lists it (not its `versions`: the others cannot be called)
+        assert w.handshake["tools"][0]["_meta"] == {"fastmcp": {"version": "3"}}
         assert w.handshake["failed_files"] == []
         reply = w.request(id="1", op="tools.call", tool="calc", arguments={"x": 5})
         assert reply["result"]["structuredContent"] == {"result": 15}

@@ -47,7 +47,7 @@ DESCRIPTOR_FIELDS = (
     "execution",
     "_meta",
 )
-FASTMCP_META = "fastmcp"  # fastmcp's key in a component's `_meta`: its tags, server-side bookkeeping
+FASTMCP_META = "fastmcp"  # fastmcp's key in a component's `_meta`: its tags and version, and its own bookkeeping
 
 
 @dataclass
@@ -87,14 +87,28 @@ def own_meta(meta: Any) -> dict[str, Any] | None:
     return kept or None
 
 
+def listed_meta(meta: Any) -> dict[str, Any] | None:
+    """A component's `_meta` as `tools/list` (and the other lists) send it: the author's (`own_meta`), and
+    fastmcp's public block when it says something: `{"fastmcp": {"tags": [...], "version": ...}}`, by which
+    FastMCP's clients filter by tag and see a tool's version. FastMCP lists that block on every component,
+    `{"tags": []}` when there is nothing in it; ToolDock leaves such an empty one out."""
+    listed = own_meta(meta) or {}
+    block = meta.get(FASTMCP_META) if isinstance(meta, dict) else None
+    if isinstance(block, dict):
+        public = {key: value for key, value in block.items() if not key.startswith("_") and value not in ([], None)}
+        if public:
+            listed[FASTMCP_META] = public
+    return listed or None
+
+
 def _dump(model: Any) -> dict[str, Any]:
     data = model.model_dump(mode="json", by_alias=True, exclude_none=True)
-    meta = own_meta(data.pop("_meta", None))
+    meta = listed_meta(data.pop("_meta", None))
     return {**data, "_meta": meta} if meta else data
 
 
 def describe(tool: Tool) -> dict[str, Any]:
-    """The tool as MCP `tools/list` shows it, its `_meta` the author's only. Its schemas are sent as declared,
+    """The tool as MCP `tools/list` shows it, its `_meta` the author's and its tags (`listed_meta`). Its schemas are sent as declared,
     `$defs` and `$ref`s kept, as the spec asks (SEP-1613): FastMCP's default (`dereference_schemas`) inlines
     them for clients that do not follow `$ref`, and fails the conformance scenario json-schema-2020-12 (the
     gateway sends `inlined` instead only when asked)."""
