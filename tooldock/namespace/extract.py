@@ -108,10 +108,10 @@ def _dump(model: Any) -> dict[str, Any]:
 
 
 def describe(tool: Tool) -> dict[str, Any]:
-    """The tool as MCP `tools/list` shows it, its `_meta` the author's and its tags (`listed_meta`). Its schemas are sent as declared,
-    `$defs` and `$ref`s kept, as the spec asks (SEP-1613): FastMCP's default (`dereference_schemas`) inlines
-    them for clients that do not follow `$ref`, and fails the conformance scenario json-schema-2020-12 (the
-    gateway sends `inlined` instead only when asked)."""
+    """The tool as MCP `tools/list` shows it, its `_meta` the author's and its tags (`listed_meta`). Its
+    schemas are sent as declared, `$defs` and `$ref`s kept, as the spec asks (SEP-1613): FastMCP's default
+    (`dereference_schemas`) inlines them for clients that do not follow `$ref`, and fails the conformance
+    scenario json-schema-2020-12 (the gateway sends `inlined` instead only when asked)."""
     data = _dump(tool.to_mcp_tool())
     return {key: data[key] for key in DESCRIPTOR_FIELDS if key in data}
 
