@@ -238,3 +238,64 @@ def test_an_unknown_prompt_names_the_ones_there_are(served):
     error = run_mcp(served, "alike", body)
     assert error.error.code == -32602
     assert error.error.message == "no prompt named 'nope' in namespace 'alike'; available: convo, greet, refuses"
+
+
+VERSIONED = '''from fastmcp.tools import tool
+
+
+@tool(name="calc", version=1)
+def calc_v1(x: int) -> int:
+    """Version 1."""
+    return x
+
+
+@tool(name="calc", version=2)
+def calc_v2(x: int) -> int:
+    """Version 2."""
+    return x * 2
+
+
+@tool
+def plain(x: int) -> int:
+    """No versions."""
+    return x
+'''
+
+
+def test_a_version_that_is_not_served_is_refused_not_run_as_another(make_gateway, tmp_path: Path):
+    """FastMCP's client asks for a version with `call_tool(..., version=...)` (`_meta.fastmcp.version`). Only
+    the highest is served, and listed as FastMCP lists it; a call asking for another is refused with the
+    one there is (it ran the highest in its place), on the SDK's path (a session's first call) and the lean
+    path (after a list), as a call asking a version of a tool that has none."""
+    from fastmcp import Client
+    from fastmcp.client.transports import StreamableHttpTransport
+
+    (tmp_path / "src" / "ver").mkdir(parents=True)
+    (tmp_path / "src" / "ver" / "ver.py").write_text(VERSIONED)
+    gateway = make_gateway(tmp_path / "src")
+
+    async def main() -> tuple[dict[str, Any], dict[str, Any]]:
+        out: dict[str, Any] = {}
+
+        async def call(label: str, name: str, version: str | None) -> None:
+            try:
+                out[label] = (await client.call_tool(name, {"x": 3}, version=version)).structured_content
+            except Exception as exc:  # the client raises the JSON-RPC error
+                out[label] = str(exc)
+
+        transport = StreamableHttpTransport(f"{gateway.url}/mcp", headers=gateway.headers("ver"))
+        async with Client(transport) as client:
+            await call("sdk path", "calc", "1")
+            listed = {t.name: t.meta for t in await client.list_tools()}
+            for label, name, version in (("lean path", "calc", "1"), ("served", "calc", "2"), ("unasked", "calc", None),
+                                         ("none there", "plain", "1")):
+                await call(label, name, version)
+        return listed, out
+
+    listed, out = anyio.run(main)
+    assert listed["calc"] == {"fastmcp": {"version": "2"}} and not listed["plain"]
+    refused = "tool 'calc' has no version '1' here: only its highest version, '2', is served; call it without a " \
+              "version, or with that one"
+    assert out["sdk path"] == out["lean path"] == refused, out
+    assert out["served"] == out["unasked"] == {"result": 6}
+    assert out["none there"] == "tool 'plain' has no versions here, so no version '1': call it without one"

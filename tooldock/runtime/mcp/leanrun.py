@@ -20,6 +20,7 @@ from tooldock.runtime.mcp.inputreq import legacy_rounds
 from tooldock.runtime.mcp.leanmodern import shape as modern_shape
 from tooldock.runtime.mcp.plainresult import as_sent
 from tooldock.runtime.mcp.results import error_payload, upstream_error
+from tooldock.runtime.mcp.versions import check_version
 from tooldock.runtime.observe import call_info
 
 log = logging.getLogger("tooldock.mcp")
@@ -57,6 +58,7 @@ async def run(
                 found = jsonin.problem(arguments, "arguments")
                 if found is not None:  # NaN and infinities are not JSON numbers
                     return {"error": {"code": types.INVALID_PARAMS, "message": f"invalid arguments: {found}"}}
+                check_version(engine, namespace, params["name"], params.get("_meta"), session, key)
                 called = await _call(engine, namespace, params["name"], arguments, relay, key, session)
                 result = {k: v for k, v in called.items() if v is not None}
         except (ToolNotFound, NotInScope) as err:

@@ -54,6 +54,7 @@ from tooldock.runtime.mcp.relay import McpRelay
 from tooldock.runtime.mcp.results import error_result, upstream_error
 from tooldock.runtime.mcp.rules import precheck
 from tooldock.runtime.mcp.tasks import TasksExtension, install_tasks
+from tooldock.runtime.mcp.versions import check_version
 from tooldock.runtime.settings import Settings
 from tooldock.upstream.catalog import ACTIVATE
 
@@ -158,6 +159,7 @@ def _server_for(
         try:
             with request_id_of(ctx), calling(ctx):
                 arguments, caller = params.arguments or {}, key_of_request(ctx.request)
+                check_version(engine, namespace, params.name, params.meta, key, caller)  # FastMCP's `version=`
                 result = await engine.call_tool(namespace, params.name, arguments, relay, session=key, key=caller)
         except (ToolNotFound, NotInScope) as err:  # unknown, or outside the API key's scope: a JSON-RPC error
             raise MCPError(types.INVALID_PARAMS, err.message) from err

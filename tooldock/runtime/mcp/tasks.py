@@ -48,6 +48,7 @@ from tooldock.runtime.mcp.caller import calling
 from tooldock.runtime.mcp.results import error_payload, error_result
 from tooldock.runtime.mcp.tasklisten import TaskListen
 from tooldock.runtime.mcp.taskstore import Task, TaskStore, TooManyTasks
+from tooldock.runtime.mcp.versions import check_version
 from tooldock.runtime.questions import declared as declared_capabilities
 from tooldock.runtime.questions import unmet
 from tooldock.runtime.workerclient import round_fields
@@ -235,6 +236,7 @@ class TasksExtension(Extension):
         try:
             tool = self.engine.get_tool(self.namespace, params.name, session, key)
             entry = self.engine.namespace(self.namespace, key)
+            check_version(self.engine, self.namespace, params.name, params.meta, session, key)
         except ToolDockError:
             return await call_next(ctx)  # the plain path says what is wrong, as it always does
         mode = mode_of(tool, entry.source.config)
