@@ -471,3 +471,45 @@ def test_a_context_tools_questions_reach_the_client_that_declared_them(own):
     asked.clear()
     result, _ = run_relay(sock, key, body, sampling_callback=sample, list_roots_callback=roots)
     assert result.is_error and "elicitation" in text(result).lower() and asked == []
+
+
+VERSIONED = '''from fastmcp.tools import tool
+
+
+@tool(name="calc", version=1)
+def calc_v1(x: int) -> int:
+    """Version 1."""
+    return x
+
+
+@tool(name="calc", version=2)
+def calc_v2(x: int) -> int:
+    """Version 2."""
+    return x * 2
+'''
+
+
+def test_a_version_the_socket_does_not_serve_is_refused(own):
+    """FastMCP's client asks for a version as `_meta.fastmcp.version`; the relay lists the one served (the
+    highest) and refuses another, as the gateway's MCP paths do, instead of running the highest for it."""
+    from mcp.shared.exceptions import MCPError
+
+    gateway, sock, keys = own
+    add_namespace(gateway, "ver", VERSIONED)
+    gateway.wait_for(lambda: "ver" in gateway.get("/namespaces").text, 60, "the new namespace")
+    _, key = keys.create("ver", "write", ("ver",))
+
+    async def body(session):
+        listed = {t.name: t.meta for t in (await session.list_tools()).tools}
+        served = await session.call_tool("oubliette_ver_calc", {"x": 3}, meta={"fastmcp": {"version": "2"}})
+        try:
+            await session.call_tool("oubliette_ver_calc", {"x": 3}, meta={"fastmcp": {"version": "1"}})
+        except MCPError as exc:
+            return listed, served, str(exc)
+        return listed, served, "no error"
+
+    (listed, served, refused), _ = run_relay(sock, key, body)
+    assert listed == {"oubliette_ver_calc": {"fastmcp": {"version": "2"}}}
+    assert served.structured_content == {"result": 6}
+    assert refused == ("tool 'oubliette_ver_calc' has no version '1' here: only its highest version, '2', is "
+                       "served; call it without a version, or with that one")

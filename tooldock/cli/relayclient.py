@@ -36,6 +36,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 import tooldock
 from tooldock.cli.relaysocket import Notice, RelayError, SocketClient
 from tooldock.cli.relayviews import ACTIVATED, Activations
+from tooldock.namespace.versions import version_refusal
 from tooldock.runtime.questions import ask_session, declared
 from tooldock.runtime.relay.protocol import (
     CALL,
@@ -160,6 +161,8 @@ def build_server(client: SocketClient, tools: KeyTools) -> Server[Any]:
             return types.CallToolResult(content=[types.TextContent(type="text", text=tools.refused)], is_error=True)
         if params.name not in tools.registered:
             raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}")
+        if refusal := version_refusal(params.name, ctx.meta, tools.registered[params.name].meta):
+            raise MCPError(types.INVALID_PARAMS, refusal)  # FastMCP's `version=`: only the listed one is served
         name = params.name.removeprefix(tools.prefix)
         meta, notices = caller_meta(ctx, tools.log_level)
         try:

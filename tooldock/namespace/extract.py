@@ -33,6 +33,7 @@ from tooldock.namespace.asks import may_ask
 from tooldock.namespace.models import INLINE_REFS_ENV, Problem
 from tooldock.namespace.origins import TOOL_IMPORT
 from tooldock.namespace.validate import FileReport, validate_source
+from tooldock.namespace.versions import FASTMCP_META
 
 # The fields of an MCP `Tool` that ToolDock pre-extracts and serves (seed 000, "Tools method compliance");
 # `execution.taskSupport` is fastmcp's `@tool(task=...)`, which the gateway's tasks extension reads.
@@ -47,7 +48,6 @@ DESCRIPTOR_FIELDS = (
     "execution",
     "_meta",
 )
-FASTMCP_META = "fastmcp"  # fastmcp's key in a component's `_meta`: its tags and version, and its own bookkeeping
 
 
 @dataclass
