@@ -58,21 +58,21 @@ def test_namespaces_lists_only_the_keys_namespaces_and_tools(keyed: Keyed):
     listing = keyed.request("GET", "/namespaces", keyed.project_reader).json()
     assert [n["name"] for n in listing["namespaces"]] == ["project"]
     project = listing["namespaces"][0]
-    assert project["tools"] == ["echo", "list_projects", "slow"] and project["tool_count"] == 3
+    assert project["tools"] == ["list_projects", "echo", "slow"] and project["tool_count"] == 3  # as defined
     keyed.gateway.conforms("/namespaces", "get", listing)  # as the OpenAPI document says
     _, everything = keyed.keys.create("reader-all", "read")
     listing = keyed.request("GET", "/namespaces", everything).json()
     assert {n["name"]: n["tools"] for n in listing["namespaces"]} == {
-        "billing": ["balance"], "project": ["echo", "list_projects", "slow"]}
+        "billing": ["balance"], "project": ["list_projects", "echo", "slow"]}
 
 
 @pytest.mark.parametrize("path, namespace", [("/tools", "project"), ("/tools/list", "project"),
                                              ("/ns/project/tools", None), ("/ns/project/tools/list", None)])
 def test_tool_listings_are_narrowed_to_the_scope(keyed: Keyed, path: str, namespace: str | None):
     tools = keyed.request("GET", path, keyed.project_reader, namespace).json()["tools"]
-    assert [t["name"] for t in tools] == ["echo", "list_projects", "slow"]
+    assert [t["name"] for t in tools] == ["list_projects", "echo", "slow"]  # in the order the file defines them
     tools = keyed.request("GET", path, keyed.project_writer, namespace).json()["tools"]
-    assert [t["name"] for t in tools] == ["create", "echo", "fail", "list_projects", "slow"]
+    assert [t["name"] for t in tools] == ["create", "list_projects", "echo", "fail", "slow"]
 
 
 @pytest.mark.parametrize("method, path, namespace, body", [

@@ -173,7 +173,7 @@ class Engine:
             listed = self.visible(name, entry.tools, key)
             raise ToolNotFound(
                 f"no tool named {tool!r} in namespace {name!r}; "
-                f"available: {', '.join(t['name'] for t in listed) or 'none'}",
+                f"available: {', '.join(sorted(t['name'] for t in listed)) or 'none'}",
                 {"namespace": name, "tool": tool},
             )
         if key is not None and not key.allows_tool(name, found):
