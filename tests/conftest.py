@@ -26,6 +26,21 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 EXAMPLES = ROOT / "examples"
 TOOLDOCK = str(Path(sys.executable).parent / "tooldock")
 TOKEN = "test-token-0123456789"
+# A tool file with two versions of one tool (fastmcp 4's `@tool(version=...)`): the highest, 2, is served.
+VERSIONED_CALC = '''from fastmcp.tools import tool
+
+
+@tool(name="calc", version=1)
+def calc_v1(x: int) -> int:
+    """Version 1."""
+    return x
+
+
+@tool(name="calc", version=2)
+def calc_v2(x: int) -> int:
+    """Version 2."""
+    return x * 2
+'''
 # Worker environments are cached across test runs (and shared by all tests of a run): building them is
 # the slow part, and the cache key covers everything that goes into them.
 STATE_DIR = Path(os.environ.get("TOOLDOCK_TEST_STATE_DIR", ROOT / ".tooldock-test-state"))

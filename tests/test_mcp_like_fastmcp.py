@@ -11,7 +11,7 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import run_mcp
+from conftest import VERSIONED_CALC, run_mcp
 from mcp.shared.exceptions import MCPError
 
 FILE = '''import enum
@@ -240,20 +240,7 @@ def test_an_unknown_prompt_names_the_ones_there_are(served):
     assert error.error.message == "no prompt named 'nope' in namespace 'alike'; available: convo, greet, refuses"
 
 
-VERSIONED = '''from fastmcp.tools import tool
-
-
-@tool(name="calc", version=1)
-def calc_v1(x: int) -> int:
-    """Version 1."""
-    return x
-
-
-@tool(name="calc", version=2)
-def calc_v2(x: int) -> int:
-    """Version 2."""
-    return x * 2
-
+VERSIONED = VERSIONED_CALC + '''
 
 @tool
 def plain(x: int) -> int:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TOOLDOCK, Gateway
+from conftest import TOOLDOCK, VERSIONED_CALC, Gateway
 from relaykit import CONTEXT_TOOL, LATER_TOOL, RELAY_TOOLS, add_namespace, cleanup, relay_env
 
 from tooldock.keys import KeyStore
@@ -473,29 +473,13 @@ def test_a_context_tools_questions_reach_the_client_that_declared_them(own):
     assert result.is_error and "elicitation" in text(result).lower() and asked == []
 
 
-VERSIONED = '''from fastmcp.tools import tool
-
-
-@tool(name="calc", version=1)
-def calc_v1(x: int) -> int:
-    """Version 1."""
-    return x
-
-
-@tool(name="calc", version=2)
-def calc_v2(x: int) -> int:
-    """Version 2."""
-    return x * 2
-'''
-
-
 def test_a_version_the_socket_does_not_serve_is_refused(own):
     """FastMCP's client asks for a version as `_meta.fastmcp.version`; the relay lists the one served (the
     highest) and refuses another, as the gateway's MCP paths do, instead of running the highest for it."""
     from mcp.shared.exceptions import MCPError
 
     gateway, sock, keys = own
-    add_namespace(gateway, "ver", VERSIONED)
+    add_namespace(gateway, "ver", VERSIONED_CALC)
     gateway.wait_for(lambda: "ver" in gateway.get("/namespaces").text, 60, "the new namespace")
     _, key = keys.create("ver", "write", ("ver",))
 

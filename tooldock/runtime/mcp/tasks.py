@@ -41,6 +41,7 @@ from tooldock.errors import (
     ToolFailed,
     UpstreamError,
 )
+from tooldock.namespace.versions import version_refusal
 from tooldock.runtime import jsonin, requestid
 from tooldock.runtime.access import key_of_request
 from tooldock.runtime.engine import Engine
@@ -48,7 +49,6 @@ from tooldock.runtime.mcp.caller import calling
 from tooldock.runtime.mcp.results import error_payload, error_result
 from tooldock.runtime.mcp.tasklisten import TaskListen
 from tooldock.runtime.mcp.taskstore import Task, TaskStore, TooManyTasks
-from tooldock.runtime.mcp.versions import check_version
 from tooldock.runtime.questions import declared as declared_capabilities
 from tooldock.runtime.questions import unmet
 from tooldock.runtime.workerclient import round_fields
@@ -236,9 +236,10 @@ class TasksExtension(Extension):
         try:
             tool = self.engine.get_tool(self.namespace, params.name, session, key)
             entry = self.engine.namespace(self.namespace, key)
-            check_version(self.engine, self.namespace, params.name, params.meta, session, key)
         except ToolDockError:
             return await call_next(ctx)  # the plain path says what is wrong, as it always does
+        if version_refusal(params.name, params.meta, tool.get("_meta")):  # not served: the plain path refuses it
+            return await call_next(ctx)
         mode = mode_of(tool, entry.source.config)
         if mode == "forbidden" or jsonin.problem(params.arguments or {}, "arguments") is not None:
             return await call_next(ctx)
