@@ -38,6 +38,7 @@ class Relay:
         self.event, self.ask = event, ask
         self.client = client  # what the calling MCP client supports: {"sampling": bool, "elicitation": bool, ...}
         self.rounds: dict[str, Any] = {}  # a guard's inputResponses / requestState (protocol.round_fields)
+        self.scope: str | None = None  # the calling MCP session's: `ctx.set_state()` is kept by it (protocol.scope_of)
 
 
 class Bridge:

@@ -143,9 +143,10 @@ class DirectCalls:
             roots=types.RootsCapability() if flags.get("roots") else None,
         )
         channel = CallChannel(relay, next(self._ids), progress, log_level, logs)
-        connection = Connection(
+        connection = Connection(  # `session_id`: fastmcp keys `ctx.set_state()` and `ctx.session_id` by it
             channel,
             protocol_version=PROTOCOL,
+            session_id=relay.scope,
             client_params=types.InitializeRequestParams(
                 protocol_version=PROTOCOL, capabilities=capabilities, client_info=_CLIENT
             ),

@@ -22,7 +22,8 @@ new ops `resources.read` {"uri"}, `prompts.get` {"name", "arguments"} and `compl
 "argument"} answer with the MCP result object. A `tools.call` may say what the calling client supports,
 {"client": {"sampling": true, "elicitation": true, "roots": false}, "progress": true, "logLevel": "info"}
 (`"inputRequired": true` in "client": a 2026-07-28 caller, asked through input_required rounds, for whom a
-question it did not declare is MCP's -32021 MissingRequiredClientCapability);
+question it did not declare is MCP's -32021 MissingRequiredClientCapability), and `"scope"`, an opaque id of
+the calling MCP session (the same for each of its calls), by which fastmcp keeps `ctx.set_state()`;
 while a tool that takes a fastmcp `Context` runs, the worker sends messages tied to the call's id:
     {"op": "event", "id": "7", "event": "progress", "data": {"progress": 1, "total": 3, "message": null}}
     {"op": "event", "id": "7", "event": "log", "data": {"level": "info", "logger": null, "data": "..."}}
@@ -148,6 +149,15 @@ def round_fields(request: dict[str, Any]) -> dict[str, Any]:
     if isinstance(state, str):
         fields["requestState"] = state
     return fields
+
+
+def scope_of(request: dict[str, Any]) -> str | None:
+    """The calling MCP session's scope a request carries (`scope`: 32 hex digits, runtime/mcp/scope.py), if
+    well formed: the worker keys the session's `ctx.set_state()` by it."""
+    scope = request.get("scope")
+    if isinstance(scope, str) and len(scope) == 32 and all(c in "0123456789abcdef" for c in scope):
+        return scope
+    return None
 
 
 def error_text(result: dict[str, Any]) -> str:

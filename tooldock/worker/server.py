@@ -210,6 +210,7 @@ class WorkerServer:
 
         relay = Relay(event, ask, client if isinstance(client, dict) else {})
         relay.rounds = round_fields(request)
+        relay.scope = protocol.scope_of(request)
         return relay
 
     async def call_tool(self, request: dict[str, Any], send: Any) -> dict[str, Any]:

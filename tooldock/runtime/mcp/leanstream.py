@@ -27,6 +27,7 @@ from mcp.shared.exceptions import MCPError
 from starlette.types import Send
 
 from tooldock.runtime.mcp.events import SessionEvents
+from tooldock.runtime.mcp.scope import scope_of
 from tooldock.runtime.questions import CAPABILITIES, declared, question, undeclared
 from tooldock.worker.protocol import shown_level
 
@@ -143,7 +144,12 @@ class StreamRelay:
             self.asks.forget(self.session, rid)
 
     def call_fields(self) -> dict[str, Any]:
-        return {"client": dict(self.client), "progress": self.token is not None, "logLevel": self.log_level}
+        return {
+            "client": dict(self.client),
+            "progress": self.token is not None,
+            "logLevel": self.log_level,
+            "scope": scope_of(self.session),  # whose `ctx.set_state()` the call's is (scope.py)
+        }
 
     async def handle(self, message: dict[str, Any]) -> dict[str, Any] | None:
         if message.get("op") != "event":

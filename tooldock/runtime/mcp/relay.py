@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from tooldock.runtime.mcp import inputreq
+from tooldock.runtime.mcp.scope import scope_of_request
 from tooldock.runtime.questions import CAPABILITIES, ask_session, declared, models, undeclared
 from tooldock.worker.protocol import shown_level
 
@@ -27,9 +28,10 @@ class McpRelay:
         self.ctx, self.log_level = ctx, log_level
         self.session_key: Any = None  # whose activation an upstream namespace applies (mcp.server.session_key)
         self.round = inputreq.current.get()  # a 2026-07-28 request's input rounds (set by inputreq.InputRounds)
+        self.scope = scope_of_request(ctx)  # whose `ctx.set_state()` the call's is (scope.py)
 
     def call_fields(self) -> dict[str, Any]:
-        """What the worker needs to know about the caller: its capabilities, progress, log level."""
+        """What the worker needs to know about the caller: its capabilities, progress, log level, session."""
         session = self.ctx.session
         caps = session.client_capabilities
         can_ask = caps is not None and (self.round is not None or bool(getattr(session, "can_send_request", True)))
@@ -44,6 +46,7 @@ class McpRelay:
             "client": client,
             "progress": token is not None,
             "logLevel": self.log_level,
+            "scope": self.scope,
         }
 
     async def handle(self, message: dict[str, Any]) -> dict[str, Any] | None:
