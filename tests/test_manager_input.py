@@ -451,6 +451,11 @@ BAD_TOOLS = [
         'from fastmcp.tools import tool\n\n\n@tool\ndef f(*args: int) -> int:\n    """Doc."""\n    return 0\n',
         "Invalid tool file", 5, "unsupported_parameter", id="star-args",
     ),
+    pytest.param(
+        'from fastmcp.tools import tool\nfrom fastmcp.utilities.authorization import require_scopes\n\n\n'
+        '@tool(auth=require_scopes("admin"))\ndef f(a: int) -> int:\n    """Doc."""\n    return a\n',
+        "An auth= check ToolDock cannot apply", 6, "auth_check", id="auth-check",
+    ),
     pytest.param(tool_source("add"), "Duplicate tool name", None, "duplicate_tool", id="duplicate-function-name"),
     pytest.param(
         tool_source("plus").replace("@tool", '@tool(name="add")'), "Duplicate tool name", None, "duplicate_tool",

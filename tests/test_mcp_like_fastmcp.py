@@ -286,3 +286,87 @@ def test_a_version_that_is_not_served_is_refused_not_run_as_another(make_gateway
     assert out["sdk path"] == out["lean path"] == refused, out
     assert out["served"] == out["unasked"] == {"result": 6}
     assert out["none there"] == "tool 'plain' has no versions here, so no version '1': call it without one"
+
+
+DEPENDENT = '''from fastmcp.dependencies import Depends, Progress
+from fastmcp.resources import resource
+from fastmcp.server.dependencies import get_context as current
+from fastmcp.tools import tool
+from fastmcp.utilities.authorization import require_scopes
+
+
+def connection() -> str:
+    return "conn"
+
+
+@tool
+def with_db(x: int, db: str = Depends(connection)) -> str:
+    """A dependency fastmcp resolves."""
+    return f"{x}:{db}"
+
+
+@tool
+async def counted(x: int, progress: Progress = Progress()) -> str:
+    """Progress as a dependency: it needs the call's Context."""
+    await progress.set_total(2)
+    await progress.increment()
+    return "counted"
+
+
+@tool
+def in_context(x: int) -> bool:
+    """The call's Context by fastmcp's get_context(), under another name."""
+    return current().request_id is not None
+
+
+@tool(auth=require_scopes("admin"))
+def admin_only(x: int) -> int:
+    """Admins only."""
+    return x
+
+
+@resource("data://admin", auth=require_scopes("admin"))
+def admin_data() -> str:
+    """Admins only."""
+    return "secret"
+'''
+
+
+async def _dependent(session: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"tools": [t.name for t in (await session.list_tools()).tools],
+                           "resources": [str(r.uri) for r in (await session.list_resources()).resources]}
+    for name in ("with_db", "counted", "in_context"):
+        for path in ("first", "again"):  # a session's first call goes through the SDK, later ones the lean path
+            result = await session.call_tool(name, {"x": 2}, progress_callback=_ignore)
+            out[f"{name} {path}"] = (result.is_error, result.structured_content)
+    return out
+
+
+async def _ignore(*_: Any) -> None:
+    return None
+
+
+def test_dependencies_and_auth_checks_as_fastmcp_serves_them(make_gateway, tmp_path: Path):
+    """A tool whose fastmcp dependencies need the call's Context (`Progress()`, or `get_context()` in its body)
+    runs with one, as in FastMCP (it failed: 'Failed to resolve dependency'); a component with an `auth=`
+    check, which FastMCP hides from a caller without a token and ToolDock cannot apply, is not served, and
+    the namespace says why (it was served to every caller)."""
+    (tmp_path / "src" / "deps").mkdir(parents=True)
+    (tmp_path / "src" / "deps" / "deps.py").write_text(DEPENDENT)
+    gateway = make_gateway(tmp_path / "src")
+    global _answers
+    through = run_mcp(gateway, "deps", _dependent)
+    saved, _answers = _answers, _dependent
+    try:
+        direct = _direct(tmp_path / "src" / "deps" / "deps.py")
+    finally:
+        _answers = saved
+    assert through == direct
+    assert through["tools"] == ["with_db", "counted", "in_context"] and through["resources"] == []
+    assert through["counted again"] == (False, {"result": "counted"})
+    assert through["in_context first"] == through["in_context again"] == (False, {"result": True})
+    problems = {p["line"]: p for p in gateway.get("/namespaces").json()["namespaces"][0]["problems"]}
+    assert problems[33]["code"] == "auth_check" and problems[38]["code"] == "auth_check", problems
+    assert "tool 'admin_only' has an authorization check (auth=...), which ToolDock cannot apply" in \
+        problems[33]["message"]
+    assert "resource 'admin_data' has an authorization check" in problems[38]["message"]  # its decorator's line

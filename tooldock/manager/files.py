@@ -175,6 +175,7 @@ def check_tool_code(ws: Workspace, namespace: str, filename: str, code: str) -> 
         "undefined_decorator": "@tool is not imported",
         "sdk_server": "MCP SDK server object instead of @tool",
         "hardcoded_secret": "A secret is written into the code",
+        "auth_check": "An auth= check ToolDock cannot apply",
     }.get(first, "Invalid tool file")
     return {"written": False, "error": headline, "details": "\n".join(lines), "problems": problems}
 

@@ -20,8 +20,10 @@ from typing import Any, cast
 
 from fastmcp import Context
 from fastmcp.decorators import get_fastmcp_meta
+from fastmcp.dependencies import Dependency
 from fastmcp.prompts import Prompt
 from fastmcp.resources import Resource, ResourceTemplate
+from fastmcp.server.dependencies import get_context
 from fastmcp.server.providers.filesystem_discovery import extract_components
 from fastmcp.tools import Tool
 from fastmcp.utilities.json_schema import dereference_refs
@@ -32,7 +34,7 @@ from mcp_types import SERVER_INFO_META_KEY
 from tooldock.namespace.asks import may_ask
 from tooldock.namespace.models import INLINE_REFS_ENV, Problem
 from tooldock.namespace.origins import TOOL_IMPORT
-from tooldock.namespace.validate import FileReport, validate_source
+from tooldock.namespace.validate import AUTH_CHECK, FileReport, validate_source
 from tooldock.namespace.versions import FASTMCP_META
 
 # The fields of an MCP `Tool` that ToolDock pre-extracts and serves (seed 000, "Tools method compliance");
@@ -248,13 +250,19 @@ def _components(path: Path, own: _OwnObjects, lines: dict[str, int]) -> tuple[li
     rejected: dict[str, Problem] = {}
     for name in list(vars(own)):
         obj = getattr(own, name)
+        kind = getattr(get_fastmcp_meta(obj), "type", None) or "component"
         try:
-            components.extend(extract_components(cast(ModuleType, SimpleNamespace(**{name: obj}))))
+            made = extract_components(cast(ModuleType, SimpleNamespace(**{name: obj})))
         except Exception as exc:
             reason = " ".join(str(exc).split("\n\nFor further information", 1)[0].split())  # pydantic's link
-            kind = getattr(get_fastmcp_meta(obj), "type", None) or "component"
             line = lines.get(name) or _first_line(obj) or _line_of(exc, path)
             rejected[name] = Problem(path.name, f"{kind} {name!r} cannot be served: {reason}", line, "invalid_tool")
+            continue
+        if any(getattr(component, "auth", None) is not None for component in made):
+            line = lines.get(name) or _first_line(obj)
+            rejected[name] = Problem(path.name, AUTH_CHECK.format(kind=kind, name=name), line, "auth_check")
+            continue
+        components.extend(made)
     return components, rejected
 
 
@@ -295,9 +303,9 @@ def _add(loaded: LoadedNamespace, component: Any) -> str | None:
             loaded.inlined[component.name] = flat
         fn = getattr(component, "fn", None)
         parameter = _context_parameter(fn) if fn is not None else None
-        if parameter is not None:
+        if parameter is not None or (fn is not None and _runs_on_server(fn)):
             loaded.context_tools.add(component.name)
-            if may_ask(fn, parameter):
+            if parameter is None or may_ask(fn, parameter):  # a dependency's use is not read: it may ask
                 loaded.asking_tools.add(component.name)
     elif isinstance(component, ResourceTemplate):
         if component.uri_template in loaded.templates:
@@ -313,6 +321,21 @@ def _add(loaded: LoadedNamespace, component: Any) -> str | None:
             return f"duplicate prompt name {component.name!r}"
         loaded.prompts[component.name] = component
     return None
+
+
+def _runs_on_server(fn: Any) -> bool:
+    """Whether a tool with no Context parameter needs the worker's FastMCP server all the same: a fastmcp
+    dependency as a parameter's default (`Progress()`, `CurrentContext()`, or `Depends(f)`, whose `f` may take
+    one), which `Tool.run` alone cannot resolve, or fastmcp's `get_context()` called in its body (by any name)."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    if any(isinstance(p.default, Dependency) for p in parameters):
+        return True
+    fn = inspect.unwrap(fn)
+    code, names = getattr(fn, "__code__", None), getattr(fn, "__globals__", {})
+    return code is not None and any(n == "get_context" or names.get(n) is get_context for n in code.co_names)
 
 
 def _context_parameter(fn: Any) -> str | None:

@@ -134,6 +134,7 @@ def _validate(filename: str, source: str) -> FileReport:
             continue
         own = _param_problems(filename, node)
         own.extend(p for p in (_server_problem(origins, filename, node, d) for d in node.decorator_list) if p)
+        own.extend(p for p in (_auth_problem(filename, node),) if p)
         is_versioned = any(_versioned(d) for d in node.decorator_list)
         if names[0] in lines and not (is_versioned and names[0] in versioned):
             own.append(
@@ -199,6 +200,25 @@ def _described(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     computed at import time (a name, an f-string) counts: it cannot be read here."""
     given = given_description(fn)
     return given is not None and (not isinstance(given, ast.Constant) or literal_text(given) is not None)
+
+
+# fastmcp's `auth=` checks read the OAuth token of a request to FastMCP's own server; behind the gateway there
+# is none (callers present ToolDock's API keys), so FastMCP would hide such a component from every caller.
+# Serving it to everyone instead would drop the author's restriction unsaid: it is not served, and says so
+# (here for `@tool(auth=...)` as written; extract.py for any component that importing gives an auth check).
+AUTH_CHECK = (
+    "{kind} {name!r} has an authorization check (auth=...), which ToolDock cannot apply: callers authenticate "
+    "to the gateway with its API keys, not with an OAuth token to the tool's server, so it is not served (as "
+    "FastMCP hides it from a caller without a token); remove auth= and limit who may reach it with API key "
+    "scopes (tooldock keys create --namespace GLOB --tool GLOB ...)"
+)
+
+
+def _auth_problem(filename: str, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Problem | None:
+    for dec in fn.decorator_list:
+        if isinstance(dec, ast.Call) and _decorator_name(dec) == "tool" and any(k.arg == "auth" for k in dec.keywords):
+            return Problem(filename, AUTH_CHECK.format(kind="tool", name=fn.name), fn.lineno, "auth_check")
+    return None
 
 
 def _versioned(dec: ast.expr) -> bool:
