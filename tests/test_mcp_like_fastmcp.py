@@ -370,3 +370,59 @@ def test_dependencies_and_auth_checks_as_fastmcp_serves_them(make_gateway, tmp_p
     assert "tool 'admin_only' has an authorization check (auth=...), which ToolDock cannot apply" in \
         problems[33]["message"]
     assert "resource 'admin_data' has an authorization check" in problems[38]["message"]  # its decorator's line
+
+
+VERSIONED_OTHERS = '''from fastmcp.prompts import prompt
+from fastmcp.resources import resource
+
+
+@resource("data://motd", version="1")
+def motd_v1() -> str:
+    """Old message."""
+    return "v1"
+
+
+@resource("data://motd", version="2")
+def motd_v2() -> str:
+    """New message."""
+    return "v2"
+
+
+@prompt(version="1")
+def greet() -> str:
+    """Old greeting."""
+    return "hello v1"
+
+
+@prompt(name="greet", version="3")
+def greet_v3() -> str:
+    """New greeting."""
+    return "hello v3"
+'''
+
+
+async def _versioned(session: Any) -> dict[str, Any]:
+    read = await session.read_resource("data://motd")
+    got = await session.get_prompt("greet", {})
+    return {"resources": [(str(r.uri), r.description) for r in (await session.list_resources()).resources],
+            "prompts": [(p.name, p.description) for p in (await session.list_prompts()).prompts],
+            "read": read.contents[0].text, "get": got.messages[0].content.text}
+
+
+def test_versions_of_a_resource_or_prompt_serve_the_highest(make_gateway, tmp_path: Path):
+    """Versions of one resource or prompt (`version=...`) are one, and the highest is served, as FastMCP
+    serves them (the first defined was served, and the others reported as duplicates)."""
+    (tmp_path / "src" / "vers").mkdir(parents=True)
+    (tmp_path / "src" / "vers" / "vers.py").write_text(VERSIONED_OTHERS)
+    gateway = make_gateway(tmp_path / "src")
+    global _answers
+    through = run_mcp(gateway, "vers", _versioned)
+    saved, _answers = _answers, _versioned
+    try:
+        direct = _direct(tmp_path / "src" / "vers" / "vers.py")
+    finally:
+        _answers = saved
+    assert through == direct
+    assert through == {"resources": [("data://motd", "New message.")], "prompts": [("greet", "New greeting.")],
+                       "read": "v2", "get": "hello v3"}
+    assert gateway.get("/namespaces").json()["namespaces"][0]["problems"] == []

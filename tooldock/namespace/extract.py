@@ -308,18 +308,22 @@ def _add(loaded: LoadedNamespace, component: Any) -> str | None:
             if parameter is None or may_ask(fn, parameter):  # a dependency's use is not read: it may ask
                 loaded.asking_tools.add(component.name)
     elif isinstance(component, ResourceTemplate):
-        if component.uri_template in loaded.templates:
-            return f"duplicate resource template {component.uri_template!r}"
-        loaded.templates[component.uri_template] = component
+        return _slot(loaded.templates, component.uri_template, component, "resource template")
     elif isinstance(component, Resource):
-        uri = str(component.uri)
-        if uri in loaded.resources:
-            return f"duplicate resource {uri!r}"
-        loaded.resources[uri] = component
+        return _slot(loaded.resources, str(component.uri), component, "resource")
     elif isinstance(component, Prompt):
-        if component.name in loaded.prompts:
-            return f"duplicate prompt name {component.name!r}"
-        loaded.prompts[component.name] = component
+        return _slot(loaded.prompts, component.name, component, "prompt name")
+    return None
+
+
+def _slot(table: dict[str, Any], key: str, component: Any, what: str) -> str | None:
+    """File a resource, template or prompt under `key`; versions of one (`version=...`) are one, and the
+    highest is served, as fastmcp serves them. The problem text when `key` is taken by an unversioned one."""
+    known = table.get(key)
+    if known is not None and (known.version is None or component.version is None):
+        return f"duplicate {what} {key!r}"
+    if known is None or max(known, component, key=version_sort_key) is component:
+        table[key] = component
     return None
 
 
