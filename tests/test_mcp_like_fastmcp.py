@@ -426,3 +426,47 @@ def test_versions_of_a_resource_or_prompt_serve_the_highest(make_gateway, tmp_pa
     assert through == {"resources": [("data://motd", "New message.")], "prompts": [("greet", "New greeting.")],
                        "read": "v2", "get": "hello v3"}
     assert gateway.get("/namespaces").json()["namespaces"][0]["problems"] == []
+
+
+def test_an_upstream_fastmcp_servers_versions_can_be_called(make_gateway, tmp_path: Path):
+    """An upstream FastMCP server lists a tool's versions (`_meta.fastmcp.versions`) and serves each; through
+    an upstream namespace a FastMCP client's `version=` reaches it (the gateway refused every version but the
+    highest, though the listing offered them), on the SDK's path and the lean path, and a version the server
+    does not list is refused as before."""
+    import shlex
+    import sys
+
+    from conftest import FIXTURES
+    from fastmcp import Client
+    from fastmcp.client.transports import StreamableHttpTransport
+
+    command = f"{shlex.quote(sys.executable)} {shlex.quote(str(FIXTURES / 'upstreams' / 'fastmcp_versions.py'))}"
+    (tmp_path / "src" / "up").mkdir(parents=True)
+    (tmp_path / "src" / "up" / "tools.toml").write_text(
+        f'active_toolsets = ["*"]\n[[servers]]\nnamespace = "v"\ncommand = "{command}"\n'
+    )
+    gateway = make_gateway(tmp_path / "src")
+
+    async def main() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+
+        async def call(label: str, version: str | None) -> None:
+            try:
+                out[label] = (await client.call_tool("v_calc", {"x": 5}, version=version)).structured_content
+            except Exception as exc:  # the client raises the JSON-RPC error
+                out[label] = str(exc)
+
+        transport = StreamableHttpTransport(f"{gateway.url}/mcp", headers=gateway.headers("up"))
+        async with Client(transport) as client:
+            await call("sdk path", "1")
+            out["listed"] = {t.name: t.meta for t in await client.list_tools()}["v_calc"]
+            for label, version in (("lean path", "1"), ("highest", "2"), ("unasked", None), ("not there", "3")):
+                await call(label, version)
+        return out
+
+    out = anyio.run(main)
+    assert out["listed"]["fastmcp"]["versions"] == ["2", "1"] and out["listed"]["fastmcp"]["version"] == "2"
+    assert out["sdk path"] == out["lean path"] == {"result": 6}, out  # version 1's answer: 5 + 1
+    assert out["highest"] == out["unasked"] == {"result": 10}
+    assert out["not there"] == "tool 'v_calc' has no version '3' here: its versions are '2', '1'; call it " \
+                               "without a version (the highest), or with one of them"

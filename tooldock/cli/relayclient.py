@@ -161,7 +161,7 @@ def build_server(client: SocketClient, tools: KeyTools) -> Server[Any]:
             return types.CallToolResult(content=[types.TextContent(type="text", text=tools.refused)], is_error=True)
         if params.name not in tools.registered:
             raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}")
-        if refusal := version_refusal(params.name, ctx.meta, tools.registered[params.name].meta):
+        if refusal := version_refusal(params.name, ctx.meta, tools.registered[params.name].meta, served_only=True):
             raise MCPError(types.INVALID_PARAMS, refusal)  # FastMCP's `version=`: only the listed one is served
         name = params.name.removeprefix(tools.prefix)
         meta, notices = caller_meta(ctx, tools.log_level)

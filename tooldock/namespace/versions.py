@@ -11,9 +11,13 @@ asked for, and running the highest in its place would answer with another tool's
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextvars import ContextVar
 from typing import Any
 
 FASTMCP_META = "fastmcp"  # fastmcp's key in a component's `_meta`: its tags and version, and its own bookkeeping
+# The version the MCP call being served asked for and may have (runtime/mcp/versions.py sets it for each call
+# it checks): an upstream namespace sends it on to its server (upstream/worker.py), which has them all.
+CALL_VERSION: ContextVar[str | None] = ContextVar("tooldock_call_version", default=None)
 
 
 def asked_version(meta: Any) -> str | None:
@@ -23,12 +27,27 @@ def asked_version(meta: Any) -> str | None:
     return version if isinstance(version, str) else None
 
 
-def version_refusal(tool: str, call_meta: Any, listed_meta: Any) -> str | None:
+def listed_versions(meta: Any) -> list[str]:
+    """The versions a listed tool's `_meta` says can be called (`versions`: an upstream FastMCP server lists
+    them all; a worker namespace lists only the one served, as `version`)."""
+    block = meta.get(FASTMCP_META) if isinstance(meta, Mapping) else None
+    versions = block.get("versions") if isinstance(block, Mapping) else None
+    return [v for v in versions if isinstance(v, str)] if isinstance(versions, list) else []
+
+
+def version_refusal(tool: str, call_meta: Any, listed_meta: Any, *, served_only: bool = False) -> str | None:
     """Why a call of `tool` whose `_meta` is `call_meta` cannot be served by the tool listed with
-    `listed_meta`; None when it names no version, or the one served."""
+    `listed_meta`; None when it names no version, the one served, or one the listing says it has (unless
+    `served_only`: a path that cannot pass a version on, as the relay socket)."""
     asked, served = asked_version(call_meta), asked_version(listed_meta)
-    if asked is None or asked == served:
+    offered = [] if served_only else listed_versions(listed_meta)
+    if asked is None or asked == served or asked in offered:
         return None
+    if len(offered) > 1:
+        return (
+            f"tool {tool!r} has no version {asked!r} here: its versions are {', '.join(map(repr, offered))}; "
+            "call it without a version (the highest), or with one of them"
+        )
     if served is None:
         return f"tool {tool!r} has no versions here, so no version {asked!r}: call it without one"
     return (

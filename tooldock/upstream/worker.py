@@ -24,6 +24,7 @@ from mcp.shared.exceptions import MCPError
 from tooldock.errors import InvalidArguments, NotFound, ToolInactive
 from tooldock.namespace.models import NamespaceSource
 from tooldock.namespace.toolsfile import UpstreamConfig
+from tooldock.namespace.versions import CALL_VERSION, FASTMCP_META
 from tooldock.upstream.asking import drive, put, refusal_mid_call
 from tooldock.upstream.cache import SchemaCache
 from tooldock.upstream.catalog import ACTIVATE, Activation, Catalog, names_in, prefixed
@@ -233,8 +234,12 @@ class UpstreamWorker:
                 {"op": "event", "event": "progress", "data": {"progress": value, "total": total, "message": message}}
             )
 
+        version = CALL_VERSION.get()  # a FastMCP client's `version=`, which this server's listing offered
+
         async def work(conn: Connection) -> dict[str, Any]:
-            params = {"name": item.original, "arguments": arguments}
+            params: dict[str, Any] = {"name": item.original, "arguments": arguments}
+            if version is not None:
+                params["_meta"] = {FASTMCP_META: {"version": version}}
             return await self._rounds(conn, "tools/call", params, relay, progress if wants_progress else None)
 
         return await self._tracked(item.server, relay, work)

@@ -41,7 +41,7 @@ from tooldock.errors import (
     ToolFailed,
     UpstreamError,
 )
-from tooldock.namespace.versions import version_refusal
+from tooldock.namespace.versions import CALL_VERSION, asked_version, version_refusal
 from tooldock.runtime import jsonin, requestid
 from tooldock.runtime.access import key_of_request
 from tooldock.runtime.engine import Engine
@@ -240,6 +240,7 @@ class TasksExtension(Extension):
             return await call_next(ctx)  # the plain path says what is wrong, as it always does
         if version_refusal(params.name, params.meta, tool.get("_meta")):  # not served: the plain path refuses it
             return await call_next(ctx)
+        CALL_VERSION.set(asked_version(params.meta))  # the task's runner inherits it (an upstream server's version)
         mode = mode_of(tool, entry.source.config)
         if mode == "forbidden" or jsonin.problem(params.arguments or {}, "arguments") is not None:
             return await call_next(ctx)

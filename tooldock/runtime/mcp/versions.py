@@ -7,14 +7,18 @@ from __future__ import annotations
 from typing import Any
 
 from tooldock.errors import ToolNotFound
-from tooldock.namespace.versions import asked_version, version_refusal
+from tooldock.namespace.versions import CALL_VERSION, asked_version, version_refusal
 from tooldock.runtime.engine import Engine
 
 
 def check_version(engine: Engine, namespace: str | None, tool: str, meta: Any, session: Any, key: Any) -> None:
-    """Refuse (ToolNotFound) a call of `tool` whose `_meta` asks for a version other than the one served; a
-    call that names no version, or that one, goes on. A tool the caller cannot reach is the engine's to say."""
-    if asked_version(meta) is None:
+    """Refuse (ToolNotFound) a call of `tool` whose `_meta` asks for a version the tool's listing does not
+    offer (a worker namespace offers the one served; an upstream FastMCP server lists all of its own); a call
+    that names no version, or one offered, goes on, its version in CALL_VERSION for an upstream server. A
+    tool the caller cannot reach is the engine's to say."""
+    asked = asked_version(meta)
+    CALL_VERSION.set(asked)
+    if asked is None:
         return
     refusal = version_refusal(tool, meta, engine.get_tool(namespace, tool, session, key).get("_meta"))
     if refusal is not None:
