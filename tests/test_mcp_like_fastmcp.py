@@ -249,11 +249,12 @@ def plain(x: int) -> int:
 '''
 
 
-def test_a_version_that_is_not_served_is_refused_not_run_as_another(make_gateway, tmp_path: Path):
-    """FastMCP's client asks for a version with `call_tool(..., version=...)` (`_meta.fastmcp.version`). Only
-    the highest is served, and listed as FastMCP lists it; a call asking for another is refused with the
-    one there is (it ran the highest in its place), on the SDK's path (a session's first call) and the lean
-    path (after a list), as a call asking a version of a tool that has none."""
+def test_each_version_of_a_tool_can_be_called(make_gateway, tmp_path: Path):
+    """FastMCP's client asks for a version with `call_tool(..., version=...)` (`_meta.fastmcp.version`). The
+    highest is listed, with all the versions, as FastMCP lists it, and each runs when asked for (the highest
+    ran in its place, and later any other was refused), on the SDK's path (a session's first call) and the
+    lean path (after a list); a version the tool does not have is refused with those it has, as a version
+    asked of a tool that has none is."""
     from fastmcp import Client
     from fastmcp.client.transports import StreamableHttpTransport
 
@@ -275,16 +276,16 @@ def test_a_version_that_is_not_served_is_refused_not_run_as_another(make_gateway
             await call("sdk path", "calc", "1")
             listed = {t.name: t.meta for t in await client.list_tools()}
             for label, name, version in (("lean path", "calc", "1"), ("served", "calc", "2"), ("unasked", "calc", None),
-                                         ("none there", "plain", "1")):
+                                         ("not there", "calc", "3"), ("none there", "plain", "1")):
                 await call(label, name, version)
         return listed, out
 
     listed, out = anyio.run(main)
-    assert listed["calc"] == {"fastmcp": {"version": "2"}} and not listed["plain"]
-    refused = "tool 'calc' has no version '1' here: only its highest version, '2', is served; call it without a " \
-              "version, or with that one"
-    assert out["sdk path"] == out["lean path"] == refused, out
+    assert listed["calc"] == {"fastmcp": {"version": "2", "versions": ["2", "1"]}} and not listed["plain"]
+    assert out["sdk path"] == out["lean path"] == {"result": 3}, out  # version 1 returns x
     assert out["served"] == out["unasked"] == {"result": 6}
+    assert out["not there"] == "tool 'calc' has no version '3' here: its versions are '2', '1'; call it without " \
+                              "a version (the highest), or with one of them"
     assert out["none there"] == "tool 'plain' has no versions here, so no version '1': call it without one"
 
 

@@ -473,9 +473,10 @@ def test_a_context_tools_questions_reach_the_client_that_declared_them(own):
     assert result.is_error and "elicitation" in text(result).lower() and asked == []
 
 
-def test_a_version_the_socket_does_not_serve_is_refused(own):
-    """FastMCP's client asks for a version as `_meta.fastmcp.version`; the relay lists the one served (the
-    highest) and refuses another, as the gateway's MCP paths do, instead of running the highest for it."""
+def test_each_version_of_a_tool_can_be_called_through_the_relay(own):
+    """FastMCP's client asks for a version as `_meta.fastmcp.version`; the relay lists a tool's versions,
+    passes the one asked for on to the socket, which runs it, and refuses one not listed, as the gateway's
+    MCP paths do (the highest ran for any version asked, and later every other was refused)."""
     from mcp.shared.exceptions import MCPError
 
     gateway, sock, keys = own
@@ -485,15 +486,16 @@ def test_a_version_the_socket_does_not_serve_is_refused(own):
 
     async def body(session):
         listed = {t.name: t.meta for t in (await session.list_tools()).tools}
-        served = await session.call_tool("oubliette_ver_calc", {"x": 3}, meta={"fastmcp": {"version": "2"}})
+        answers = [(await session.call_tool("oubliette_ver_calc", {"x": 3}, meta={"fastmcp": {"version": v}})
+                    ).structured_content for v in ("2", "1")]
         try:
-            await session.call_tool("oubliette_ver_calc", {"x": 3}, meta={"fastmcp": {"version": "1"}})
+            await session.call_tool("oubliette_ver_calc", {"x": 3}, meta={"fastmcp": {"version": "7"}})
         except MCPError as exc:
-            return listed, served, str(exc)
-        return listed, served, "no error"
+            return listed, answers, str(exc)
+        return listed, answers, "no error"
 
-    (listed, served, refused), _ = run_relay(sock, key, body)
-    assert listed == {"oubliette_ver_calc": {"fastmcp": {"version": "2"}}}
-    assert served.structured_content == {"result": 6}
-    assert refused == ("tool 'oubliette_ver_calc' has no version '1' here: only its highest version, '2', is "
-                       "served; call it without a version, or with that one")
+    (listed, answers, refused), _ = run_relay(sock, key, body)
+    assert listed == {"oubliette_ver_calc": {"fastmcp": {"version": "2", "versions": ["2", "1"]}}}
+    assert answers == [{"result": 6}, {"result": 3}]  # version 2 doubles, version 1 returns x
+    assert refused == ("tool 'oubliette_ver_calc' has no version '7' here: its versions are '2', '1'; call it "
+                       "without a version (the highest), or with one of them")

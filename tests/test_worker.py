@@ -485,18 +485,24 @@ def calc_v{v}(x: int) -> int:
 
 
 def test_versions_of_a_tool_serve_the_highest_as_fastmcp_does(tmp_path):
-    # fastmcp 4's `@tool(version=...)`: one tool, the highest version served (the first was, with a
-    # "duplicate tool name" line); versions of a name spread over files are one tool too.
+    # fastmcp 4's `@tool(version=...)`: one tool, the highest version listed and run (the first was, with a
+    # "duplicate tool name" line); versions of a name spread over files are one tool too, and a call that
+    # asks for a version runs that one.
     (tmp_path / "a.py").write_text(VERSIONED.format(v=3) + VERSIONED.format(v=1).split("\n", 1)[1])
     (tmp_path / "b.py").write_text(VERSIONED.format(v=2))
     w = WorkerProc(tmp_path, ["a.py", "b.py"])
     try:
         assert [(t["name"], t["description"]) for t in w.handshake["tools"]] == [("calc", "Version 3.")]
-        # listed with the version served, as FastMCP lists it (not its `versions`: the others cannot be called)
-        assert w.handshake["tools"][0]["_meta"] == {"fastmcp": {"version": "3"}}
+        # listed with the version served and all of them, as FastMCP lists it
+        assert w.handshake["tools"][0]["_meta"] == {"fastmcp": {"version": "3", "versions": ["3", "2", "1"]}}
         assert w.handshake["failed_files"] == []
         reply = w.request(id="1", op="tools.call", tool="calc", arguments={"x": 5})
         assert reply["result"]["structuredContent"] == {"result": 15}
+        for rid, version, answer in (("2", "1", 5), ("3", "2", 10), ("4", "3", 15)):
+            reply = w.request(id=rid, op="tools.call", tool="calc", arguments={"x": 5}, version=version)
+            assert reply["result"]["structuredContent"] == {"result": answer}, reply
+        reply = w.request(id="5", op="tools.call", tool="calc", arguments={"x": 5}, version="9")
+        assert reply["error"] == {"code": "tool_not_found", "message": "tool 'calc' has no version '9'"}
     finally:
         w.close()
 

@@ -36,7 +36,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 import tooldock
 from tooldock.cli.relaysocket import Notice, RelayError, SocketClient
 from tooldock.cli.relayviews import ACTIVATED, Activations
-from tooldock.namespace.versions import version_refusal
+from tooldock.namespace.versions import FASTMCP_META, asked_version, version_refusal
 from tooldock.runtime.questions import ask_session, declared
 from tooldock.runtime.relay.protocol import (
     CALL,
@@ -161,10 +161,12 @@ def build_server(client: SocketClient, tools: KeyTools) -> Server[Any]:
             return types.CallToolResult(content=[types.TextContent(type="text", text=tools.refused)], is_error=True)
         if params.name not in tools.registered:
             raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}")
-        if refusal := version_refusal(params.name, ctx.meta, tools.registered[params.name].meta, served_only=True):
-            raise MCPError(types.INVALID_PARAMS, refusal)  # FastMCP's `version=`: only the listed one is served
+        if refusal := version_refusal(params.name, ctx.meta, tools.registered[params.name].meta):
+            raise MCPError(types.INVALID_PARAMS, refusal)  # FastMCP's `version=`: one the listing does not offer
         name = params.name.removeprefix(tools.prefix)
         meta, notices = caller_meta(ctx, tools.log_level)
+        if (version := asked_version(ctx.meta)) is not None:  # passed on: the socket runs that version
+            meta[FASTMCP_META] = {"version": version}
         try:
             if tools.key:
                 await tools.activations.restore(client, tools.key, warn, retry=False)

@@ -54,8 +54,10 @@ DESCRIPTOR_FIELDS = (
 
 @dataclass
 class LoadedNamespace:
-    tools: dict[str, Tool] = field(default_factory=dict)
+    tools: dict[str, Tool] = field(default_factory=dict)  # by name: the highest version of a versioned one
     descriptors: list[dict[str, Any]] = field(default_factory=list)
+    # A versioned tool's versions, each callable by asking for it (`_meta.fastmcp.version`), as FastMCP serves them
+    versions: dict[str, dict[str, Tool]] = field(default_factory=dict)
     failed: list[Problem] = field(default_factory=list)
     # Resources (by URI), resource templates (by URI template) and prompts (by name): served over MCP.
     resources: dict[str, Resource] = field(default_factory=dict)
@@ -214,7 +216,19 @@ def load_namespace(folder: Path, filenames: Iterable[str]) -> LoadedNamespace:
             if problem:
                 loaded.failed.append(Problem(path.name, problem, None, "duplicate_tool"))
         loaded.failed.extend(_not_made(path.name, report, components, set(rejected)))
+    _list_versions(loaded)
     return loaded
+
+
+def _list_versions(loaded: LoadedNamespace) -> None:
+    """A versioned tool's listing names all its versions, highest first (`_meta.fastmcp.versions`), as
+    FastMCP lists them: each can be called (an inlined copy of the descriptor shares its `_meta`)."""
+    for descriptor in loaded.descriptors:
+        versions = loaded.versions.get(descriptor["name"])
+        if versions and len(versions) > 1:
+            ordered = sorted(versions.values(), key=version_sort_key, reverse=True)
+            block = descriptor.setdefault("_meta", {}).setdefault(FASTMCP_META, {})
+            block["versions"] = [str(tool.version) for tool in ordered]
 
 
 def _not_made(filename: str, report: FileReport, components: list[Any], rejected: set[str]) -> list[Problem]:
@@ -290,7 +304,12 @@ def _add(loaded: LoadedNamespace, component: Any) -> str | None:
         known = loaded.tools.get(component.name)
         if known is not None and (known.version is None or component.version is None):
             return f"duplicate tool name {component.name!r}"
-        if known is not None:  # versions of one tool: the highest is served, as fastmcp serves it
+        if component.version is not None:
+            versions = loaded.versions.setdefault(component.name, {})
+            if str(component.version) in versions:
+                return f"duplicate version {str(component.version)!r} of tool {component.name!r}"
+            versions[str(component.version)] = component
+        if known is not None:  # versions of one tool: the highest is listed, as fastmcp lists it
             if max(known, component, key=version_sort_key) is known:
                 return None
             loaded.descriptors = [d for d in loaded.descriptors if d["name"] != component.name]

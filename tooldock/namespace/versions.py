@@ -1,11 +1,11 @@
 """Versions of a tool as MCP carries them: fastmcp's block in `_meta`, `{"fastmcp": {"version": "2"}}`.
 
-A tool's listing says the version served there (namespace/extract.py lists only the highest of a tool's
-versions, as FastMCP lists it); FastMCP's client asks for a version the same way, `call_tool(...,
-version="1")` sent as the call's `_meta.fastmcp.version` (fastmcp's `extract_version_spec` reads only a
-string there). Plain data, so the gateway's MCP paths (runtime/mcp/versions.py) and `tooldock relay`
-(cli/relayclient.py) refuse a version that is not served in the same words: FastMCP would run the version
-asked for, and running the highest in its place would answer with another tool's behaviour, unsaid.
+A tool's listing says the version listed (the highest, as FastMCP lists it) and, when it has more than one,
+all of them (`versions`, highest first: namespace/extract.py lists a file's, an upstream FastMCP server its
+own). FastMCP's client asks for one with `call_tool(..., version="1")`, sent as the call's
+`_meta.fastmcp.version` (fastmcp's `extract_version_spec` reads only a string there). Plain data, so the
+gateway (runtime/versions.py) and `tooldock relay` (cli/relayclient.py) refuse a version the listing does
+not offer in the same words; one it offers goes on to the worker or upstream server in `CALL_VERSION`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from contextvars import ContextVar
 from typing import Any
 
 FASTMCP_META = "fastmcp"  # fastmcp's key in a component's `_meta`: its tags and version, and its own bookkeeping
-# The version the MCP call being served asked for and may have (runtime/mcp/versions.py sets it for each call
-# it checks): an upstream namespace sends it on to its server (upstream/worker.py), which has them all.
+# The version the call being served asked for and may have (runtime/versions.py sets it for each call it
+# checks): the worker client sends it on to the worker (runtime/workerclient.py), an upstream namespace to its
+# server (upstream/worker.py).
 CALL_VERSION: ContextVar[str | None] = ContextVar("tooldock_call_version", default=None)
 
 
@@ -35,12 +36,11 @@ def listed_versions(meta: Any) -> list[str]:
     return [v for v in versions if isinstance(v, str)] if isinstance(versions, list) else []
 
 
-def version_refusal(tool: str, call_meta: Any, listed_meta: Any, *, served_only: bool = False) -> str | None:
+def version_refusal(tool: str, call_meta: Any, listed_meta: Any) -> str | None:
     """Why a call of `tool` whose `_meta` is `call_meta` cannot be served by the tool listed with
-    `listed_meta`; None when it names no version, the one served, or one the listing says it has (unless
-    `served_only`: a path that cannot pass a version on, as the relay socket)."""
+    `listed_meta`; None when it names no version, the one listed, or one of the `versions` listed."""
     asked, served = asked_version(call_meta), asked_version(listed_meta)
-    offered = [] if served_only else listed_versions(listed_meta)
+    offered = listed_versions(listed_meta)
     if asked is None or asked == served or asked in offered:
         return None
     if len(offered) > 1:

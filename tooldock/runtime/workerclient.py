@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tooldock.errors import ToolDockError, WorkerCrashed, from_worker
+from tooldock.namespace.versions import CALL_VERSION
 from tooldock.runtime import requestid
 from tooldock.worker import protocol
 
@@ -192,6 +193,8 @@ class WorkerConnection:
         extra, relay = round_fields.get(), round_relay.get()
         if extra and op in ROUND_OPS:
             fields.update(extra)
+        if op == "tools.call" and (version := CALL_VERSION.get()) is not None:  # FastMCP's `version=` (versions.py)
+            fields["version"] = version
         if relay is not None and on_message is None and op in ("prompts.get", "resources.read"):
             fields.update(relay.call_fields())
             on_message = relay.handle

@@ -23,6 +23,7 @@ from fastmcp import FastMCP
 from fastmcp.utilities.tasks import TaskConfig
 
 from tooldock.namespace.extract import LoadedNamespace, own_meta
+from tooldock.namespace.versions import FASTMCP_META
 from tooldock.worker.direct import DirectCalls
 from tooldock.worker.guard import GuardServer
 from tooldock.worker.protocol import INPUT_REQUIRED
@@ -45,7 +46,9 @@ class Bridge:
     def __init__(self, namespace: str, loaded: LoadedNamespace) -> None:
         self.loaded = loaded
         self.server: FastMCP[Any] = GuardServer(namespace)
-        for tool in loaded.tools.values():
+        served = {id(t) for t in loaded.tools.values()}
+        older = [t for versions in loaded.versions.values() for t in versions.values() if id(t) not in served]
+        for tool in [*loaded.tools.values(), *older]:  # every version of a versioned tool: a call may ask for one
             # The gateway runs tasks (runtime/mcp/tasks.py); in here every call is a plain one, and fastmcp
             # refuses to serve `task=True` tools without a tasks extension of its own.
             self.server.add_tool(tool.model_copy(update={"task_config": TaskConfig(mode="forbidden")}))
@@ -58,9 +61,17 @@ class Bridge:
         self.direct = DirectCalls(self.server)  # Context tool calls, straight to the server (direct.py)
 
     async def call_tool(
-        self, name: str, arguments: dict[str, Any], relay: Relay, progress: bool, log_level: str | None
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        relay: Relay,
+        progress: bool,
+        log_level: str | None,
+        version: Any = None,
     ) -> dict[str, Any]:
-        params = {"name": name, "arguments": arguments}
+        params: dict[str, Any] = {"name": name, "arguments": arguments}
+        if isinstance(version, str):  # one of a versioned tool's versions, as a FastMCP client asks for it
+            params["_meta"] = {FASTMCP_META: {"version": version}}
         body = await self.direct.request("tools/call", params, relay, progress, log_level)
         meta = body.pop("_meta", None) or {}  # the tool's, and fastmcp's own bookkeeping (`wrap_result`)
         if INPUT_REQUIRED in meta:  # a guard asked for input (guard.py)

@@ -155,7 +155,7 @@ class DirectCalls:
         runner = ServerRunner(server=self.server._mcp_server, connection=connection, lifespan_state=self._state)
         params = dict(params)
         if progress:
-            params["_meta"] = {"progressToken": f"p{channel.request_id}"}
+            params["_meta"] = {**params.get("_meta", {}), "progressToken": f"p{channel.request_id}"}
         params.update(relay.rounds)
         result = dict(await runner.on_request(channel, method, params))  # type: ignore[arg-type]
         for key in ("ttlMs", "cacheScope", "resultType"):  # the wire result's, for a client of its own

@@ -10,7 +10,6 @@ import asyncio
 import importlib
 import itertools
 import os
-import reprlib
 import sys
 import threading
 import time
@@ -18,14 +17,13 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pydantic
-from fastmcp.exceptions import ToolError
 from fastmcp.exceptions import ValidationError as FastMCPValidationError
 from mcp.shared.exceptions import MCPError
 
 from tooldock.namespace.extract import LoadedNamespace, own_meta
 from tooldock.worker import protocol, threadhop
 from tooldock.worker.connection import GatewayConnection
+from tooldock.worker.failures import argument_errors, cause_of, error_for, innermost, own_timeout, tool_traceback
 from tooldock.worker.protocol import round_fields
 from tooldock.worker.secretenv import Masker
 
@@ -33,85 +31,12 @@ BRIDGE_MODULE = "tooldock.worker.bridge"  # imports guard.py too
 if TYPE_CHECKING:  # the bridge imports FastMCP's server and client stacks: only when first needed
     from tooldock.worker.bridge import Bridge, Relay
 
-MAX_TRACEBACK = 8000  # characters of a failed call's traceback kept (the end, where the tool's own frames are)
-
-
-def argument_errors(exc: BaseException) -> str:
-    """Arguments that do not fit a tool's parameters, one `argument 'where': what (got value)` each.
-    pydantic's own text puts a documentation link under every error and its internal names beside it
-    (`call[forecast]`, `[type=string_type, input_value=3, input_type=int]`): noise for the person or LLM who
-    has to fix the call. fastmcp raises its ValidationError from pydantic's, whose errors say what was wrong."""
-    cause = exc if isinstance(exc, pydantic.ValidationError) else exc.__cause__
-    if not isinstance(cause, pydantic.ValidationError):
-        return str(exc)
-    found = []
-    for error in cause.errors(include_url=False, include_context=False):
-        where = f"argument {'.'.join(str(part) for part in error['loc'])!r}" if error["loc"] else "the arguments"
-        given = "" if error["type"] in ("missing", "missing_argument") else f" (got {reprlib.repr(error['input'])})"
-        found.append(f"{where}: {error['msg']}{given}")
-    return "; ".join(found)
-
-
-def _error_for(exc: BaseException) -> tuple[str, str, dict[str, Any] | None]:
-    if isinstance(exc, SystemExit):
-        return "internal_error", protocol.exit_message(exc), {"exception": "SystemExit"}
-    if isinstance(exc, (FastMCPValidationError, pydantic.ValidationError)):
-        return "invalid_arguments", argument_errors(exc), None
-    if isinstance(exc, ImportError):
-        return "dependency_error", f"{type(exc).__name__}: {exc}", {"exception": type(exc).__name__}
-    if isinstance(exc, TimeoutError):
-        return "execution_timeout", f"the tool timed out: {exc}", None
-    if isinstance(exc, MCPError):  # the tool chose a JSON-RPC error: a task fails with it (runtime/mcp/tasks.py)
-        data = {"exception": "MCPError", "rpc_code": exc.error.code, "rpc_message": exc.error.message}
-        if exc.error.data is not None:
-            data["rpc_data"] = exc.error.data
-        return "internal_error", exc.error.message, data
-    if isinstance(exc, ToolError):
-        return "internal_error", str(exc), {"exception": type(exc).__name__}
-    return "internal_error", f"{type(exc).__name__}: {exc}", {"exception": type(exc).__name__}
-
-
-def _own_timeout(exc: BaseException, tool: Any) -> BaseException:
-    """fastmcp's answer to a tool that outran its own `@tool(timeout=...)` (an MCPError, -32000) as the
-    TimeoutError it is, so the caller gets `execution_timeout` (504 over REST), as for the gateway's own
-    limit; any other exception as it is. A tool's own MCPError with other words stays the tool's."""
-    timeout = getattr(tool, "timeout", None)
-    if isinstance(exc, MCPError) and timeout is not None:
-        if exc.error.code == -32000 and exc.error.message == f"Tool '{tool.name}' execution timed out after {timeout}s":
-            return TimeoutError(f"it ran longer than its own limit, @tool(timeout={timeout:g})")
-    return exc
-
 
 def _import_bridge() -> None:
     try:
         importlib.import_module(BRIDGE_MODULE)
     except Exception:  # said when the bridge is first used, on the call that needs it
         pass
-
-
-def tool_traceback(exc: BaseException, folder: Path | None) -> str:
-    """A failed call's traceback from the tool's own first frame on. The frames above it (the worker, fastmcp,
-    pydantic, the thread hop: about ten) say nothing to the tool's author, or to an LLM fixing the tool
-    through the manager's test_tool; the frames below it (libraries the tool called) are kept."""
-    shown = traceback.TracebackException.from_exception(exc)
-    if folder is not None:
-        inside = f"{folder}{os.sep}"
-        first = next((i for i, frame in enumerate(shown.stack) if frame.filename.startswith(inside)), None)
-        if first:
-            shown.stack = traceback.StackSummary.from_list(shown.stack[first:])
-    return "".join(shown.format())[-MAX_TRACEBACK:]
-
-
-def _cause(exc: BaseException) -> BaseException:
-    """The tool's own exception inside fastmcp's `ToolError("Error calling tool ...")` around it."""
-    return exc.__cause__ if isinstance(exc, ToolError) and exc.__cause__ is not None else exc
-
-
-def _innermost(exc: BaseException) -> Exception:
-    """The first real error inside anyio's exception groups (the in-memory session runs in task groups)."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc if isinstance(exc, Exception) else RuntimeError(str(exc))
 
 
 class WorkerServer:
@@ -221,6 +146,11 @@ class WorkerServer:
         if not isinstance(arguments, dict):
             return protocol.error(rid, "invalid_arguments", "arguments must be a JSON object")
         started = time.perf_counter()
+        version = request.get("version")
+        if isinstance(version, str) and version != str(tool.version):  # an older version: fastmcp's server picks it
+            if version not in self.loaded.versions.get(tool.name, {}):
+                return protocol.error(rid, "tool_not_found", f"tool {name!r} has no version {version!r}")
+            return await self.call_context_tool(request, send, started)
         if name in self.loaded.context_tools:
             return await self.call_context_tool(request, send, started)
         try:
@@ -229,7 +159,7 @@ class WorkerServer:
         # sys.exit() (argparse on bad arguments, a CLI's main() wrapped as a tool) fails its call, and the
         # worker serves on instead of exiting with every other call in flight.
         except (Exception, SystemExit) as exc:
-            code, message, details = _error_for(_own_timeout(exc, tool))
+            code, message, details = error_for(own_timeout(exc, tool))
             self._failed(name, request, message)
             if details is not None:  # the gateway passes it on only to callers who ask (the manager's test_tool)
                 details["traceback"] = tool_traceback(exc, self.loaded.folder)
@@ -260,14 +190,19 @@ class WorkerServer:
         CALL_FAILURES.set(failures)
         try:
             body = await self.bridge.call_tool(
-                name, request.get("arguments") or {}, relay, bool(request.get("progress")), level
+                name,
+                request.get("arguments") or {},
+                relay,
+                bool(request.get("progress")),
+                level,
+                request.get("version"),
             )
         except MCPError as err:  # the tool raised it (as fastmcp would send it), or the session refused
-            _, message, data = _error_for(err)
+            _, message, data = error_for(err)
             code = "invalid_arguments" if err.error.code == -32602 else "internal_error"
             return protocol.error(rid, code, message, data)
         except Exception as exc:  # the session itself failed: report, never crash the worker
-            code, message, details = _error_for(_innermost(exc))
+            code, message, details = error_for(innermost(exc))
             print(f"[{self.namespace}] tool {name!r} failed{_for(request)}:", file=sys.stderr, flush=True)
             traceback.print_exc(file=sys.stderr)
             return protocol.error(rid, code, message, details)
@@ -276,9 +211,9 @@ class WorkerServer:
             message = f"tool {name!r} asks the client for input; this call has no MCP client to ask: call it over MCP"
             return protocol.error(rid, "internal_error", message)
         if body.get("isError"):
-            late = _own_timeout(_cause(failures[-1]), self.loaded.tools.get(name)) if failures else None
+            late = own_timeout(cause_of(failures[-1]), self.loaded.tools.get(name)) if failures else None
             if isinstance(late, TimeoutError):  # answered as a plain tool's own time limit is
-                code, text, _ = _error_for(late)
+                code, text, _ = error_for(late)
                 self._failed(name, request, text)
                 return protocol.error(rid, code, text)
             invalid = next((f for f in reversed(failures) if isinstance(f, FastMCPValidationError)), None)
@@ -289,7 +224,7 @@ class WorkerServer:
             if not failures:  # no exception: the tool returned `ToolResult(is_error=True)`, passed on as it is
                 return protocol.ok(rid, body, int((time.perf_counter() - started) * 1000))
             # The tool raised: its traceback, as a plain tool's failure gives (the gateway drops it).
-            failed = _cause(failures[-1])
+            failed = cause_of(failures[-1])
             details = {"exception": type(failed).__name__, "traceback": tool_traceback(failed, self.loaded.folder)}
             return protocol.error(rid, "internal_error", text or f"tool {name!r} failed", details)
         return protocol.ok(rid, body, int((time.perf_counter() - started) * 1000))
@@ -324,7 +259,7 @@ class WorkerServer:
             missing = err.error.code in (-32002, -32602) and op == "resources.read"
             return protocol.error(rid, "not_found" if missing else "internal_error", err.error.message)
         except Exception as exc:  # user code
-            code, message, details = _error_for(_innermost(exc))
+            code, message, details = error_for(innermost(exc))
             traceback.print_exc(file=sys.stderr)
             return protocol.error(rid, code, message, details)
 

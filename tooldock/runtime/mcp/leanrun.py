@@ -20,8 +20,8 @@ from tooldock.runtime.mcp.inputreq import legacy_rounds
 from tooldock.runtime.mcp.leanmodern import shape as modern_shape
 from tooldock.runtime.mcp.plainresult import as_sent
 from tooldock.runtime.mcp.results import error_payload, upstream_error
-from tooldock.runtime.mcp.versions import check_version
 from tooldock.runtime.observe import call_info
+from tooldock.runtime.versions import check_version
 
 log = logging.getLogger("tooldock.mcp")
 STREAMED = "tools/call+stream"  # a Context tool's call: answered as an SSE stream

@@ -54,8 +54,8 @@ from tooldock.runtime.mcp.relay import McpRelay
 from tooldock.runtime.mcp.results import error_result, upstream_error
 from tooldock.runtime.mcp.rules import precheck
 from tooldock.runtime.mcp.tasks import TasksExtension, install_tasks
-from tooldock.runtime.mcp.versions import check_version
 from tooldock.runtime.settings import Settings
+from tooldock.runtime.versions import check_version
 from tooldock.upstream.catalog import ACTIVATE
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")

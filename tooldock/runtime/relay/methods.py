@@ -52,6 +52,7 @@ from tooldock.runtime.relay.protocol import (
     qualify,
     split,
 )
+from tooldock.runtime.versions import check_version
 from tooldock.upstream.catalog import ACTIVATE
 
 VIA = "relay"
@@ -159,6 +160,7 @@ class RelayMethods:
         ]
         try:
             with tracing.incoming(carrier), call_info(front_end="relay"):
+                check_version(self.engine, parts[0], parts[1], params.get("_meta"), view, key)  # FastMCP's version=
                 result = await self.engine.call_tool(parts[0], parts[1], arguments, relay=events, key=key, session=view)
         except asyncio.CancelledError:  # its client went away
             audit(key, VIA, name, f"cancelled ({_ms(started)}, request {rid})")

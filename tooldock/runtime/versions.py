@@ -1,6 +1,7 @@
-"""A FastMCP client's choice of a tool's version (`_meta.fastmcp.version`) on the gateway's MCP paths: a
-call asking for a version other than the one served is refused as an unknown tool is (-32602), with the
-version there is (namespace/versions.py says why and words it)."""
+"""A FastMCP client's choice of a tool's version (`_meta.fastmcp.version`), on the gateway's MCP paths and
+its relay socket (where `tooldock relay` passes it on): a version the tool's listing offers is run (the
+worker, or an upstream server, picks it), another is refused as an unknown tool is (-32602), with the
+versions there are (namespace/versions.py words it)."""
 
 from __future__ import annotations
 
