@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -142,7 +143,8 @@ async def _answers(session: Any) -> dict[str, Any]:
     return out
 
 
-def _direct(path: Path) -> dict[str, Any]:
+def _direct(path: Path, answers: Callable[[Any], Awaitable[dict[str, Any]]] | None = None) -> dict[str, Any]:
+    """What `answers` (`_answers`) reads from the file served by FastMCP in process, through the same client."""
     from fastmcp import Client, FastMCP
     from fastmcp.decorators import get_fastmcp_meta
 
@@ -162,7 +164,7 @@ def _direct(path: Path) -> dict[str, Any]:
 
     async def main() -> dict[str, Any]:
         async with Client(server) as client:  # in memory; its session is the official SDK's ClientSession
-            return await _answers(client.session)
+            return await (answers or _answers)(client.session)
 
     return anyio.run(main)
 
@@ -355,14 +357,8 @@ def test_dependencies_and_auth_checks_as_fastmcp_serves_them(make_gateway, tmp_p
     (tmp_path / "src" / "deps").mkdir(parents=True)
     (tmp_path / "src" / "deps" / "deps.py").write_text(DEPENDENT)
     gateway = make_gateway(tmp_path / "src")
-    global _answers
     through = run_mcp(gateway, "deps", _dependent)
-    saved, _answers = _answers, _dependent
-    try:
-        direct = _direct(tmp_path / "src" / "deps" / "deps.py")
-    finally:
-        _answers = saved
-    assert through == direct
+    assert through == _direct(tmp_path / "src" / "deps" / "deps.py", _dependent)
     assert through["tools"] == ["with_db", "counted", "in_context"] and through["resources"] == []
     assert through["counted again"] == (False, {"result": "counted"})
     assert through["in_context first"] == through["in_context again"] == (False, {"result": True})
@@ -416,14 +412,8 @@ def test_versions_of_a_resource_or_prompt_serve_the_highest(make_gateway, tmp_pa
     (tmp_path / "src" / "vers").mkdir(parents=True)
     (tmp_path / "src" / "vers" / "vers.py").write_text(VERSIONED_OTHERS)
     gateway = make_gateway(tmp_path / "src")
-    global _answers
     through = run_mcp(gateway, "vers", _versioned)
-    saved, _answers = _answers, _versioned
-    try:
-        direct = _direct(tmp_path / "src" / "vers" / "vers.py")
-    finally:
-        _answers = saved
-    assert through == direct
+    assert through == _direct(tmp_path / "src" / "vers" / "vers.py", _versioned)
     assert through == {"resources": [("data://motd", "New message.")], "prompts": [("greet", "New greeting.")],
                        "read": "v2", "get": "hello v3"}
     assert gateway.get("/namespaces").json()["namespaces"][0]["problems"] == []
