@@ -29,8 +29,8 @@ def asked_version(meta: Any) -> str | None:
 
 
 def listed_versions(meta: Any) -> list[str]:
-    """The versions a listed tool's `_meta` says can be called (`versions`: an upstream FastMCP server lists
-    them all; a worker namespace lists only the one served, as `version`)."""
+    """The versions a listed tool's `_meta` says can be called (`versions`, listed when it has several: by
+    namespace/extract.py for a file's tool, by an upstream FastMCP server for its own)."""
     block = meta.get(FASTMCP_META) if isinstance(meta, Mapping) else None
     versions = block.get("versions") if isinstance(block, Mapping) else None
     return [v for v in versions if isinstance(v, str)] if isinstance(versions, list) else []

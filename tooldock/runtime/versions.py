@@ -14,9 +14,9 @@ from tooldock.runtime.engine import Engine
 
 def check_version(engine: Engine, namespace: str | None, tool: str, meta: Any, session: Any, key: Any) -> None:
     """Refuse (ToolNotFound) a call of `tool` whose `_meta` asks for a version the tool's listing does not
-    offer (a worker namespace offers the one served; an upstream FastMCP server lists all of its own); a call
-    that names no version, or one offered, goes on, its version in CALL_VERSION for an upstream server. A
-    tool the caller cannot reach is the engine's to say."""
+    offer (`_meta.fastmcp.version` and `versions`); a call that names no version, or one offered, goes on,
+    its version in CALL_VERSION for the worker or upstream server that runs it. A tool the caller cannot
+    reach is the engine's to say."""
     asked = asked_version(meta)
     CALL_VERSION.set(asked)
     if asked is None:

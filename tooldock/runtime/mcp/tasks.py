@@ -240,7 +240,7 @@ class TasksExtension(Extension):
             return await call_next(ctx)  # the plain path says what is wrong, as it always does
         if version_refusal(params.name, params.meta, tool.get("_meta")):  # not served: the plain path refuses it
             return await call_next(ctx)
-        CALL_VERSION.set(asked_version(params.meta))  # the task's runner inherits it (an upstream server's version)
+        CALL_VERSION.set(asked_version(params.meta))  # the task's runner inherits it (FastMCP's `version=`)
         mode = mode_of(tool, entry.source.config)
         if mode == "forbidden" or jsonin.problem(params.arguments or {}, "arguments") is not None:
             return await call_next(ctx)
