@@ -781,3 +781,40 @@ command = "{DEMO}"
     refused, plain = run(gw, without, namespace="relayed", extension=False)
     assert refused.error.code == -32021 and "runs only as a task" in refused.error.message
     assert plain.structured_content == {"result": "slept 0.0"}
+
+
+VERSIONED_TASK = '''from fastmcp.tools import tool
+
+
+@tool(name="calc", version=1, task=True)
+async def calc_v1(x: int) -> int:
+    """Version 1: returns x."""
+    return x
+
+
+@tool(name="calc", version=2, task=True)
+async def calc_v2(x: int) -> int:
+    """Version 2: doubles x."""
+    return x * 2
+'''
+
+
+def test_a_task_runs_the_version_its_call_asked_for(make_gateway, tmp_path):
+    """A versioned tool run as a task runs the version asked for (`_meta.fastmcp.version`), as a plain call
+    does (test_mcp_like_fastmcp): the task's runner is handed it."""
+    (tmp_path / "tools" / "jobs").mkdir(parents=True)
+    (tmp_path / "tools" / "jobs" / "calc.py").write_text(VERSIONED_TASK)
+    gateway = make_gateway(tmp_path / "tools")
+
+    async def body(s: Session) -> list[Any]:
+        done = []
+        for version in ("1", "2"):
+            created = await s.client.session.call_tool("calc", {"x": 3}, meta={"fastmcp": {"version": version}},
+                                                       allow_claimed=True)
+            assert isinstance(created, CreatedTask), created
+            done.append(await s.until(created.task_id))
+        return done
+
+    first, second = run(gateway, body)
+    assert first.status == second.status == "completed", (first, second)
+    assert first.result["structuredContent"] == {"result": 3} and second.result["structuredContent"] == {"result": 6}
