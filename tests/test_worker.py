@@ -516,3 +516,33 @@ def test_two_unversioned_tools_of_one_name_are_still_a_duplicate(tmp_path):
         assert [(t["name"], t["description"]) for t in w.handshake["tools"]] == [("calc", "Version 1.")]
     finally:
         w.close()
+
+
+OLD_VERSION_TIMES_OUT = '''import time
+
+from fastmcp.tools import tool
+
+
+@tool(name="nap", version=1, timeout=0.3)
+def nap_v1(seconds: float) -> str:
+    """Version 1, with a time limit."""
+    time.sleep(seconds)
+    return "v1"
+
+
+@tool(name="nap", version=2)
+def nap_v2(seconds: float) -> str:
+    """Version 2, without one."""
+    return "v2"
+'''
+
+
+def test_an_older_version_that_outruns_its_own_timeout_is_an_execution_timeout(tmp_path):
+    """The version a call asked for is the one whose `@tool(timeout=...)` it outran (not the highest's)."""
+    (tmp_path / "naps.py").write_text(OLD_VERSION_TIMES_OUT)
+    w = WorkerProc(tmp_path, ["naps.py"])
+    try:
+        error = w.request(id="1", op="tools.call", tool="nap", arguments={"seconds": 3}, version="1")["error"]
+        assert error["code"] == "execution_timeout" and "@tool(timeout=0.3)" in error["message"], error
+    finally:
+        w.close()

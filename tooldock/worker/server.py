@@ -211,7 +211,9 @@ class WorkerServer:
             message = f"tool {name!r} asks the client for input; this call has no MCP client to ask: call it over MCP"
             return protocol.error(rid, "internal_error", message)
         if body.get("isError"):
-            late = own_timeout(cause_of(failures[-1]), self.loaded.tools.get(name)) if failures else None
+            version = request.get("version")  # the version that ran: its own `@tool(timeout=...)`
+            ran = self.loaded.versions.get(name, {}).get(version) if isinstance(version, str) else None
+            late = own_timeout(cause_of(failures[-1]), ran or self.loaded.tools.get(name)) if failures else None
             if isinstance(late, TimeoutError):  # answered as a plain tool's own time limit is
                 code, text, _ = error_for(late)
                 self._failed(name, request, text)
