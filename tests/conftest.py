@@ -355,10 +355,23 @@ def docker_host() -> Iterator[str]:
             message = f"dockerd did not start; see {STATE_DIR / 'dockerd.log'}"
             pytest.fail(message) if os.environ.get("CI") == "true" else pytest.skip(message)
         time.sleep(0.5)
+    _sweep_leftovers(host)
     yield host
     proc.terminate()
     proc.wait(30)
     log.close()
+
+
+def _sweep_leftovers(host: str) -> None:
+    """The test engine keeps its state in /var/lib/tooldock-test-docker: worker containers an interrupted
+    earlier run left behind would count as older generations of the namespaces the tests deploy. Swept only
+    when this session has just started that engine (no other run can be using it); an engine found running,
+    or found through DOCKER_HOST, is never touched."""
+    import docker
+
+    client = docker.DockerClient(base_url=host)
+    for container in client.containers.list(all=True, filters={"label": "io.tooldock.namespace"}, ignore_removed=True):
+        container.remove(force=True)
 
 
 def serve_registry(tmp: Path, users: dict[str, str] | None = None) -> tuple[str, subprocess.Popen[bytes]]:

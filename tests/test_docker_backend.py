@@ -145,7 +145,8 @@ def test_redeploy_swaps_the_namespace_without_restarting_the_gateway(docker_gate
     before = deployed["results"]["basic-tool"]["container"]
     result = json.loads(tooldock_cli("deploy", str(deployed["src"] / "basic-tool"), "--json", "--drain", "10",
                                      env=deployed["env"]).stdout)
-    assert result["replaced"] == [before] and result["generation"] == 2
+    assert result["replaced"] == [before]
+    assert result["generation"] == deployed["results"]["basic-tool"]["generation"] + 1
     docker_gateway.wait_for(
         lambda: docker_gateway.call("basic-tool", "say_hello", name="Ada").json() == {"result": "Howdy, Ada!"},
         what="the new version to be served")
