@@ -338,6 +338,8 @@ def docker_host() -> Iterator[str]:
         return
     host = f"unix://{DOCKERD_SOCKET}"
     if answers(host):
+        if os.environ.get("CI") == "true":  # one run per CI machine: a test engine found running is a killed run's
+            _sweep_leftovers(host)
         yield host
         return
     require("dockerd", root=True)
@@ -364,9 +366,10 @@ def docker_host() -> Iterator[str]:
 
 def _sweep_leftovers(host: str) -> None:
     """The test engine keeps its state in /var/lib/tooldock-test-docker: worker containers an interrupted
-    earlier run left behind would count as older generations of the namespaces the tests deploy. Swept only
-    when this session has just started that engine (no other run can be using it); an engine found running,
-    or found through DOCKER_HOST, is never touched."""
+    earlier run left behind would count as older generations of the namespaces the tests deploy. Swept when
+    this session has just started that engine (no other run can be using it), or under CI=true (one run per
+    machine: an engine found running is left by a run that was killed); an engine found running otherwise (a
+    developer's other run may be using it), or found through DOCKER_HOST, is never touched."""
     import docker
 
     client = docker.DockerClient(base_url=host)
