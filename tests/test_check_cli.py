@@ -9,7 +9,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import EXAMPLES, FIXTURES, TOOLDOCK, tooldock_cli
 
 
@@ -285,26 +284,3 @@ def test_tool_names_clients_may_refuse_are_warnings_that_pass_the_check(tmp_path
     warned = report["namespaces"][0]["warnings"]
     assert [(w["file"], w["line"], w["code"]) for w in warned] == [("tools.py", 5, "tool_name"), ("tools.py", 11, "tool_name")]
     assert report["namespaces"][0]["tools"] == ["get weather", long, "ok.name-2"]
-
-
-def test_session_visibility_calls_are_warned_of(tmp_path):
-    """`ctx.disable_components()` and its kin fail behind ToolDock (test_context_state): check says so, with
-    the line of each call, and a comment that names them is not one."""
-    ns = tmp_path / "tools" / "vis"
-    ns.mkdir(parents=True)
-    (ns / "tools.py").write_text(
-        "from fastmcp import Context\nfrom fastmcp.tools import tool\n\n\n"
-        "@tool\nasync def unlock(ctx: Context) -> str:\n    'Unlock.'\n"
-        "    await ctx.enable_components(tags={'admin'})  # shows them\n"
-        "    # ctx.reset_visibility() would undo it\n"
-        "    await ctx.disable_components (names={'unlock'})\n    return 'ok'\n"
-    )
-    proc = tooldock_cli("check", str(tmp_path / "tools"))
-    assert proc.returncode == 0 and proc.stderr.endswith("1 namespace(s), 0 problem(s), 2 warning(s)\n"), proc.stderr
-    assert "  vis/tools.py:8: warning: ctx.enable_components() fails behind ToolDock: the gateway lists a " \
-           "namespace's tools, resources and prompts the same for every session (session visibility is not " \
-           "supported); leave it out, or put the components in separate namespaces or limit an API key's scope" \
-           in proc.stdout.splitlines()
-    report = json.loads(tooldock_cli("check", "--json", str(tmp_path / "tools")).stdout)
-    warned = report["namespaces"][0]["warnings"]
-    assert [(w["line"], w["code"]) for w in warned] == [(8, "session_visibility"), (10, "session_visibility")]

@@ -79,35 +79,3 @@ def test_calls_without_a_session_keep_no_state(gateway):
     answer = gateway.post("/tools/recall", "memo", {})
     assert answer.status_code == 200, answer.text
     assert answer.json()["result"]["value"] is None
-
-
-VISIBILITY = FILE + '''
-
-@tool
-async def hide(ctx: Context) -> str:
-    """Hides recall for this session."""
-    await ctx.disable_components(names={"recall"})
-    return "hidden"
-'''
-
-
-def test_session_visibility_fails_where_it_did_nothing(make_gateway, tmp_path: Path):
-    """FastMCP hides a session's components by its visibility rules; the gateway lists them the same for every
-    session, so the call fails and says so (it succeeded and the tool stayed listed and callable); state
-    is untouched."""
-    (tmp_path / "src" / "vis").mkdir(parents=True)
-    (tmp_path / "src" / "vis" / "vis.py").write_text(VISIBILITY)
-    gateway = make_gateway(tmp_path / "src")
-
-    async def body(session: Any) -> tuple[Any, Any, list[str]]:
-        await session.call_tool("remember", {"value": "kept"})
-        hidden = await session.call_tool("hide", {})
-        return hidden, (await session.call_tool("recall", {})).structured_content, \
-            [t.name for t in (await session.list_tools()).tools]
-
-    hidden, recalled, listed = run_mcp(gateway, "vis", body)
-    assert hidden.is_error
-    text = hidden.content[0].text
-    assert "session visibility (ctx.enable_components, ctx.disable_components, ctx.reset_visibility) is not " \
-           "supported behind ToolDock" in text and "separate namespaces" in text, text
-    assert recalled["value"] == "kept" and "recall" in listed

@@ -20,7 +20,6 @@ from tooldock.cli.serve import tools_dir_argument
 from tooldock.namespace.credentials import credential_problems
 from tooldock.namespace.models import NamespaceSource, ScanResult, problem_text
 from tooldock.namespace.names import tool_name_warning
-from tooldock.namespace.unsupported import visibility_warnings
 
 
 def report(scan: ScanResult) -> dict[str, Any]:
@@ -44,21 +43,14 @@ def report(scan: ScanResult) -> dict[str, Any]:
 
 
 def _warnings(source: NamespaceSource) -> list[dict[str, Any]]:
-    """What `serve` serves but clients may refuse, tool names outside MCP's rules (SEP-986), and fastmcp
-    features that fail behind ToolDock (session visibility). Not problems: they leave the exit status alone,
-    as fastmcp serves such tools."""
+    """What `serve` serves but clients may refuse: tool names outside MCP's rules (SEP-986). Not problems:
+    they leave the exit status alone, as fastmcp serves such tools."""
     found = []
     for file in source.files:
         for name, line in zip(file.tools, file.lines or [None] * len(file.tools), strict=True):
             message = tool_name_warning(name)
             if message:
                 found.append({"file": file.filename, "line": line, "code": "tool_name", "message": message})
-        try:
-            text = (source.path / file.filename).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):  # the scan read it a moment ago; a file gone since is not a warning
-            continue
-        for line, message in visibility_warnings(text):
-            found.append({"file": file.filename, "line": line, "code": "session_visibility", "message": message})
     return found
 
 

@@ -19,7 +19,6 @@ from collections.abc import Awaitable, Callable
 from types import UnionType
 from typing import Any
 
-from fastmcp import FastMCP
 from fastmcp.utilities.tasks import TaskConfig
 
 from tooldock.namespace.extract import LoadedNamespace, own_meta
@@ -40,12 +39,14 @@ class Relay:
         self.client = client  # what the calling MCP client supports: {"sampling": bool, "elicitation": bool, ...}
         self.rounds: dict[str, Any] = {}  # a guard's inputResponses / requestState (protocol.round_fields)
         self.scope: str | None = None  # the calling MCP session's: `ctx.set_state()` is kept by it (protocol.scope_of)
+        self.visibility: list[dict[str, Any]] = []  # the session's visibility rules (visibility.py)
 
 
 class Bridge:
     def __init__(self, namespace: str, loaded: LoadedNamespace) -> None:
         self.loaded = loaded
-        self.server: FastMCP[Any] = GuardServer(namespace)
+        self.server: GuardServer = GuardServer(namespace)
+        self.server.rules.loaded = loaded  # what a session's visibility rules are matched against
         served = {id(t) for t in loaded.tools.values()}
         older = [t for versions in loaded.versions.values() for t in versions.values() if id(t) not in served]
         for tool in [*loaded.tools.values(), *older]:  # every version of a versioned tool: a call may ask for one

@@ -30,6 +30,7 @@ from mcp.server.runner import ServerRunner
 from mcp.shared.exceptions import MCPError
 
 from tooldock.worker.protocol import LOG_LEVELS, shown_level
+from tooldock.worker.visibility import CALL
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
@@ -38,6 +39,9 @@ if TYPE_CHECKING:
 
 PROTOCOL = "2025-11-25"  # what the in-memory sessions spoke: `ctx.elicit()` and sampling have a back-channel
 _CLIENT = types.Implementation(name="tooldock-gateway", version="1")
+LIST_CHANGED = frozenset(
+    {"notifications/tools/list_changed", "notifications/resources/list_changed", "notifications/prompts/list_changed"}
+)
 # A question the calling client did not declare: refused as the SDK's client refuses it.
 UNDECLARED = {
     "sampling/createMessage": ("sampling", "Sampling not supported"),
@@ -81,6 +85,8 @@ class CallChannel:
                 await self.progress(data.get("progress", 0), data.get("total"), data.get("message"))
         elif method == "notifications/message" and self._logs and shown_level(data, self._log_level):
             await self.relay.event("log", data)
+        elif method in LIST_CHANGED:  # the session's visibility rules changed (visibility.py)
+            await self.relay.event("changed", {"method": method})
 
     async def send_raw_request(self, method: str, params: Mapping[str, Any] | None, opts: Any = None) -> dict[str, Any]:
         flag, refusal = UNDECLARED.get(method, ("", ""))
@@ -157,7 +163,11 @@ class DirectCalls:
         if progress:
             params["_meta"] = {**params.get("_meta", {}), "progressToken": f"p{channel.request_id}"}
         params.update(relay.rounds)
-        result = dict(await runner.on_request(channel, method, params))  # type: ignore[arg-type]
+        token = CALL.set(relay)  # whose visibility rules fastmcp reads and writes (visibility.py)
+        try:
+            result = dict(await runner.on_request(channel, method, params))  # type: ignore[arg-type]
+        finally:
+            CALL.reset(token)
         for key in ("ttlMs", "cacheScope", "resultType"):  # the wire result's, for a client of its own
             result.pop(key, None)
         return result

@@ -14,8 +14,8 @@ The worker's server has no request-state boundary of its own: the gateway seals 
 It also finds a tool by its name directly. fastmcp's `get_tool` asks its providers, then the session's
 visibility rules (kept in a key-value store) and the auth checks: an eighth of a Context tool call's CPU
 in the worker, run twice a call. Here every tool is the namespace's own, without auth or versions, and a
-session's visibility rules are refused (visibility.py: the gateway lists the tools); a tool with an auth
-check, a version or a visibility mark still goes through fastmcp.
+tool a session's visibility rules hide never gets here (the gateway refuses its call: visibility.py); a
+tool with an auth check, a version or a visibility mark still goes through fastmcp.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from key_value.aio.stores.memory import MemoryStore
 from mcp.server.request_state import RequestStateBoundary
 
 from tooldock.worker.protocol import INPUT_REQUIRED, exit_message
-from tooldock.worker.visibility import NoSessionVisibility
+from tooldock.worker.visibility import SessionRules
 
 # Set by the caller of a Context tool to a list that `GuardServer.call_tool` appends to when the call
 # fails: fastmcp answers every failure with an `isError` result, and the worker still tells the gateway what
@@ -50,7 +50,8 @@ def _carried(result: Any) -> dict[str, Any]:
 
 class GuardServer(FastMCP[Any]):
     def __init__(self, name: str) -> None:
-        super().__init__(name, session_state_store=NoSessionVisibility(MemoryStore()))  # visibility.py
+        self.rules = SessionRules(MemoryStore())  # a session's visibility rules are the gateway's (visibility.py)
+        super().__init__(name, session_state_store=self.rules)
         lowlevel = self._mcp_server
         lowlevel.middleware[:] = [m for m in lowlevel.middleware if not isinstance(m, RequestStateBoundary)]
         self._direct: dict[str, Tool | None] = {}  # None: a name fastmcp must resolve

@@ -58,6 +58,7 @@ OPS = frozenset(
         "prompts.get",
         "completion.complete",
         "answer",
+        "visibility.hidden",
     }
 )
 # Handshake fields beside `tools`: what MCP lists besides tools, as MCP descriptors.
@@ -158,6 +159,13 @@ def scope_of(request: dict[str, Any]) -> str | None:
     if isinstance(scope, str) and len(scope) == 32 and all(c in "0123456789abcdef" for c in scope):
         return scope
     return None
+
+
+def visibility_of(request: dict[str, Any]) -> list[dict[str, Any]]:
+    """The calling MCP session's visibility rules a request carries (`visibility`: fastmcp's rule objects,
+    worker/visibility.py), those that are objects; none when it carries none."""
+    rules = request.get("visibility")
+    return [rule for rule in rules if isinstance(rule, dict)] if isinstance(rules, list) else []
 
 
 def error_text(result: dict[str, Any]) -> str:

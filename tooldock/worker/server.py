@@ -136,6 +136,7 @@ class WorkerServer:
         relay = Relay(event, ask, client if isinstance(client, dict) else {})
         relay.rounds = round_fields(request)
         relay.scope = protocol.scope_of(request)
+        relay.visibility = protocol.visibility_of(request)
         return relay
 
     async def call_tool(self, request: dict[str, Any], send: Any) -> dict[str, Any]:
@@ -273,6 +274,10 @@ class WorkerServer:
             return await self.mcp_op(request, send)
         if op == "tools.list":
             return protocol.ok(rid, {"tools": self.loaded.descriptors})
+        if op == "visibility.hidden":  # what a session's rules hide of this namespace (visibility.py)
+            from tooldock.worker.visibility import hidden_by  # here: a namespace of plain tools never needs it
+
+            return protocol.ok(rid, await hidden_by(self.loaded, protocol.visibility_of(request)))
         if op == "tools.get_schema":
             found = next((d for d in self.loaded.descriptors if d["name"] == request.get("tool")), None)
             if found is None:

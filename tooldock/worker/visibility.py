@@ -1,52 +1,67 @@
-"""Session visibility (`ctx.enable_components()`, `ctx.disable_components()`, `ctx.reset_visibility()`),
-refused with an error that says so, where it did nothing.
+"""Session visibility (`ctx.enable_components()`, `ctx.disable_components()`, `ctx.reset_visibility()`)
+behind the gateway: the rules are the session's, kept by the gateway; the worker applies them.
 
 FastMCP keeps a session's visibility rules in its state store and filters that session's lists and calls
-by them. Behind the gateway the lists are the gateway's, the same for every session, and plain tools never
-reach the worker's FastMCP server: a tool that hid or showed components succeeded and changed nothing
-(the hidden tool was still listed and still ran). Until the gateway applies such rules itself, storing
-them fails instead, before fastmcp sends its list-changed notifications, so the tool's author finds out at
-the first call (`tooldock check` warns of the calls too). Everything else in the state store, the session
-state a tool keeps with `ctx.set_state()`, passes through.
+by them. Behind ToolDock the lists are the gateway's and plain tools never reach the worker's FastMCP
+server, so the gateway keeps each MCP session's rules (runtime/mcp/visibility.py) and hands them to the
+worker with every call it makes for that session (the worker protocol's `visibility`). Here the server's
+state store answers fastmcp's reads of the rules key with the call's rules and turns its writes into a
+`visibility` event to the gateway: the new rules, with what they hide (`hidden_by`, fastmcp's own
+transforms applied to the namespace's components). So a resource, template or prompt the session hid is
+not found by fastmcp itself, and the gateway filters its lists and refuses hidden tools. Kept by the
+gateway, the rules outlive a worker restart or a reload, as the session does.
+
+A call without a session (2026-07-28, REST, the relay socket) has nothing to key rules to: a write fails
+with FastMCP's own words for an unauthenticated 2026-07-28 request. Everything else in the state store,
+the session state a tool keeps with `ctx.set_state()`, passes through.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, SupportsFloat
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, SupportsFloat
 
 from key_value.aio.protocols.key_value import AsyncKeyValue
 from key_value.aio.wrappers.base import BaseWrapper
 
+if TYPE_CHECKING:
+    from tooldock.namespace.extract import LoadedNamespace
+
 RULES_SUFFIX = ":_visibility_rules"  # fastmcp's key for a session's rules (transforms/visibility.py)
-REFUSAL = (
-    "session visibility (ctx.enable_components, ctx.disable_components, ctx.reset_visibility) is not "
-    "supported behind ToolDock: the gateway lists a namespace's tools, resources and prompts the same for "
-    "every session. Leave the call out; to show different tools to different callers, put them in separate "
-    "namespaces or limit an API key's scope to some tools"
+MAX_RULES = 200  # more than any tool needs; a tool that adds a rule at every call is stopped here
+# FastMCP's words (transforms/visibility.py) for a request with no session to key the rules to.
+NO_SESSION = (
+    "Session visibility rules are scoped to a client, and this unauthenticated request carries no client "
+    "identity: MCP 2026-07-28 HTTP connections have no session. Call the tool on a session (an MCP client "
+    "of protocol 2025-11-25 or older) to hide or show components for that session"
 )
+# The call fastmcp's reads and writes of the rules key belong to: its `bridge.Relay` (set by direct.py).
+CALL: ContextVar[Any] = ContextVar("tooldock_visibility_call", default=None)
 
 
-class SessionVisibilityUnsupported(RuntimeError):
-    """A tool tried to change its session's visibility rules."""
-
-
-def _refuse(key: str) -> None:
-    if key.endswith(RULES_SUFFIX):
-        raise SessionVisibilityUnsupported(REFUSAL)
-
-
-class NoSessionVisibility(BaseWrapper):
-    """The worker server's state store: `store`, but for session visibility rules, which it refuses."""
+class SessionRules(BaseWrapper):
+    """The worker server's state store: `store`, but the visibility rules are the calling session's, from
+    the gateway and back to it. `loaded`: the namespace whose components the rules are matched against."""
 
     def __init__(self, store: AsyncKeyValue) -> None:
         self.key_value = store
+        self.loaded: LoadedNamespace | None = None
         super().__init__()
+
+    async def get(self, key: str, *, collection: str | None = None) -> dict[str, Any] | None:
+        if not key.endswith(RULES_SUFFIX):
+            return await self.key_value.get(key=key, collection=collection)
+        call = CALL.get()
+        rules = call.visibility if call is not None else []
+        return {"value": list(rules)} if rules else None
 
     async def put(
         self, key: str, value: Mapping[str, Any], *, collection: str | None = None, ttl: SupportsFloat | None = None
     ) -> None:
-        _refuse(key)
+        if key.endswith(RULES_SUFFIX):
+            await self._keep(value)
+            return
         await self.key_value.put(key=key, value=value, collection=collection, ttl=ttl)
 
     async def put_many(
@@ -57,6 +72,53 @@ class NoSessionVisibility(BaseWrapper):
         collection: str | None = None,
         ttl: SupportsFloat | None = None,
     ) -> None:
-        for key in keys:
-            _refuse(key)
-        await self.key_value.put_many(keys=keys, values=values, collection=collection, ttl=ttl)
+        for key, value in zip(keys, values, strict=True):
+            await self.put(key, value, collection=collection, ttl=ttl)
+
+    async def _keep(self, value: Mapping[str, Any]) -> None:
+        """The session's new rules: the call's from now on, and the gateway's."""
+        call = CALL.get()
+        if call is None or call.scope is None:
+            raise RuntimeError(NO_SESSION)
+        rules = list(value.get("value") or [])
+        if len(rules) > MAX_RULES:
+            raise RuntimeError(
+                f"a session holds at most {MAX_RULES} visibility rules; call ctx.reset_visibility() and "
+                "set the ones needed again"
+            )
+        call.visibility = rules
+        hidden = await hidden_by(self.loaded, rules) if self.loaded is not None else {}
+        await call.event("visibility", {"rules": rules, "hidden": hidden})
+
+
+async def hidden_by(loaded: LoadedNamespace, rules: list[dict[str, Any]]) -> dict[str, Any]:
+    """What `rules` hide of the namespace, by fastmcp's own transforms (later rules win): the names of the
+    tools whose every version is hidden, the hidden versions of the others, and the URIs, URI templates and
+    names of the hidden resources, templates and prompts."""
+    from fastmcp.server.transforms.visibility import create_visibility_transforms, is_enabled
+
+    transforms = create_visibility_transforms(rules)
+
+    async def off(kind: str, components: list[Any]) -> list[Any]:
+        for transform in transforms:
+            components = list(await getattr(transform, f"list_{kind}")(components))
+        return [c for c in components if not is_enabled(c)]
+
+    every = [t for name, tool in loaded.tools.items() for t in (loaded.versions.get(name) or {"": tool}).values()]
+    hidden_tools: dict[str, set[str]] = {}
+    for tool in await off("tools", every):
+        hidden_tools.setdefault(tool.name, set()).add(str(tool.version) if tool.version is not None else "")
+    tools, versions = [], {}
+    for name, hidden in hidden_tools.items():
+        all_versions = loaded.versions.get(name)
+        if not all_versions or hidden >= set(all_versions):
+            tools.append(name)
+        else:
+            versions[name] = sorted(hidden)
+    return {
+        "tools": sorted(tools),
+        "versions": versions,
+        "resources": sorted(str(r.uri) for r in await off("resources", list(loaded.resources.values()))),
+        "templates": sorted(t.uri_template for t in await off("resource_templates", list(loaded.templates.values()))),
+        "prompts": sorted(p.name for p in await off("prompts", list(loaded.prompts.values()))),
+    }

@@ -212,7 +212,7 @@ class LeanPath:
             await _answer(send, sid_raw, 202, None)  # a client's answer to a streamed call's question
             return None
         plan = self._plan(namespace, msg)
-        if plan is None:
+        if plan is None or (plan != CANCELLED and known.state.visibility.rules):  # filtered on the SDK's path
             return body.replay()
         session = None
         if plan != CANCELLED and self.engine.upstream(namespace):  # whose view of it this session sees
@@ -233,7 +233,7 @@ class LeanPath:
         answer = relay = None
         if plan == STREAMED:
             answer = SseAnswer(send, (SESSION, sid_raw), transport, rid)
-            relay = StreamRelay(answer, params, known.state.log_level, known.caps, self._asks, sid)
+            relay = StreamRelay(answer, params, known.state, known.caps, self._asks, sid)
             relay.session_key = session
         idle = _Hold(transport)  # the session's idle countdown waits for this request, as the SDK's would
         call = _Call()

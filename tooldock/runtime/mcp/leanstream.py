@@ -28,6 +28,8 @@ from starlette.types import Send
 
 from tooldock.runtime.mcp.events import SessionEvents
 from tooldock.runtime.mcp.scope import scope_of
+from tooldock.runtime.mcp.session import SessionState
+from tooldock.runtime.mcp.visibility import LIST_CHANGED
 from tooldock.runtime.questions import CAPABILITIES, declared, question, undeclared
 from tooldock.worker.protocol import shown_level
 
@@ -129,9 +131,10 @@ class StreamRelay:
     answers come back in POSTs of their own (string ids, never the SDK session's integer ones)."""
 
     def __init__(
-        self, answer: SseAnswer, params: dict[str, Any], log_level: str | None, caps: Any, asks: Asks, session: str
+        self, answer: SseAnswer, params: dict[str, Any], state: SessionState, caps: Any, asks: Asks, session: str
     ) -> None:
-        self.answer, self.log_level, self.asks, self.session = answer, log_level, asks, session
+        self.answer, self.asks, self.session = answer, asks, session
+        self.log_level, self.visibility = state.log_level, state.visibility  # its rules: visibility.py
         meta = params.get("_meta")
         self.token = meta.get("progressToken") if isinstance(meta, dict) else None
         self.client = declared(caps)
@@ -149,6 +152,7 @@ class StreamRelay:
             "progress": self.token is not None,
             "logLevel": self.log_level,
             "scope": scope_of(self.session),  # whose `ctx.set_state()` the call's is (scope.py)
+            **self.visibility.fields(),
         }
 
     async def handle(self, message: dict[str, Any]) -> dict[str, Any] | None:
@@ -168,6 +172,10 @@ class StreamRelay:
                 if data.get(name) is not None:
                     params[name] = data[name]
             await self.answer.message({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
+        elif message.get("event") == "visibility":
+            self.visibility.keep(data)
+        elif message.get("event") == "changed" and str(data.get("method")) in LIST_CHANGED:
+            await self.answer.message({"jsonrpc": "2.0", "method": str(data["method"])})
         return None
 
     async def ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -53,7 +53,9 @@ from tooldock.runtime.mcp.lean import LeanPath
 from tooldock.runtime.mcp.relay import McpRelay
 from tooldock.runtime.mcp.results import error_result, upstream_error
 from tooldock.runtime.mcp.rules import precheck
+from tooldock.runtime.mcp.session import SessionState
 from tooldock.runtime.mcp.tasks import TasksExtension, install_tasks
+from tooldock.runtime.mcp.visibility import check_visible, hidden_for
 from tooldock.runtime.settings import Settings
 from tooldock.runtime.versions import check_version
 from tooldock.upstream.catalog import ACTIVATE
@@ -93,16 +95,6 @@ def session_key(ctx: Any) -> Any:
     return connection_of(ctx)
 
 
-class SessionState:
-    """What ToolDock keeps per MCP connection: the log level it asked for, its resource subscriptions, and
-    its streamable HTTP session id (None on legacy SSE), by which the metrics tell an open session."""
-
-    def __init__(self, sid: str | None = None) -> None:
-        self.log_level: str | None = None
-        self.subscriptions: set[str] = set()
-        self.sid = sid
-
-
 def _server_for(
     namespace: str,
     engine: Engine,
@@ -115,7 +107,8 @@ def _server_for(
         found = sessions.get(conn)
         if found is None:
             request = getattr(ctx, "request", None)
-            found = sessions[conn] = SessionState(request.headers.get("mcp-session-id") if request else None)
+            sid = request.headers.get("mcp-session-id") if request else None
+            found = sessions[conn] = SessionState(sid, lambda: engine.registry.snapshot.generation)
             seen(ctx, found)  # the lean path may take this session's next lists and calls
         return found
 
@@ -126,6 +119,7 @@ def _server_for(
             raise MCPError(types.INVALID_REQUEST, err.message) from err
 
     async def worker(op: str, ctx: Any, **fields: Any) -> dict[str, Any]:
+        fields.update(state(ctx).visibility.fields())  # fastmcp hides what the session's rules hide
         try:
             with request_id_of(ctx), calling(ctx):
                 return await engine.worker_request(namespace, op, session_key(ctx), **fields)
@@ -140,18 +134,21 @@ def _server_for(
         except ToolDockError as err:  # worded as FastMCP words it (its message alone); ToolDock's code as data
             raise MCPError(types.INTERNAL_ERROR, err.message, {"code": err.code}) from err
 
-    def surface(ctx: Any, kind: str) -> list[dict[str, Any]]:
+    async def surface(ctx: Any, kind: str) -> list[dict[str, Any]]:
         entry()
-        return engine.surface(namespace, kind, session_key(ctx))
+        hidden = await hidden_for(state(ctx).visibility, namespace, engine)  # the session's visibility rules
+        items = engine.surface(namespace, kind, session_key(ctx))
+        return hidden.surface(kind, items) if hidden is not None else items
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-        state(ctx)
         entry()
         tools = engine.list_tools(namespace, session_key(ctx), key_of_request(ctx.request))  # an API key's scope
+        if (hidden := await hidden_for(state(ctx).visibility, namespace, engine)) is not None:
+            tools = hidden.tools_listed(tools)
         return types.ListToolsResult(tools=[types.Tool.model_validate(t) for t in tools])
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        relay = McpRelay(ctx, state(ctx).log_level)
+        relay = McpRelay(ctx, state(ctx).log_level, state(ctx).visibility)
         relay.session_key = key = session_key(ctx)
         found = jsonin.problem(params.arguments or {}, "arguments")
         if found is not None:  # NaN and infinities: the SDK's parser takes them as numbers, JSON has none
@@ -160,6 +157,7 @@ def _server_for(
             with request_id_of(ctx), calling(ctx):
                 arguments, caller = params.arguments or {}, key_of_request(ctx.request)
                 check_version(engine, namespace, params.name, params.meta, key, caller)  # FastMCP's `version=`
+                await check_visible(relay.visibility, namespace, engine, params.name, params.meta, key, caller)
                 result = await engine.call_tool(namespace, params.name, arguments, relay, session=key, key=caller)
         except (ToolNotFound, NotInScope) as err:  # unknown, or outside the API key's scope: a JSON-RPC error
             raise MCPError(types.INVALID_PARAMS, err.message) from err
@@ -182,13 +180,12 @@ def _server_for(
             await connection_of(ctx).send_resource_list_changed()
 
     async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
-        state(ctx)
         return types.ListResourcesResult(
-            resources=[types.Resource.model_validate(r) for r in surface(ctx, "resources")]
+            resources=[types.Resource.model_validate(r) for r in await surface(ctx, "resources")]
         )
 
     async def list_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
-        templates = surface(ctx, "resourceTemplates")
+        templates = await surface(ctx, "resourceTemplates")
         return types.ListResourceTemplatesResult(
             resource_templates=[types.ResourceTemplate.model_validate(t) for t in templates]
         )
@@ -207,8 +204,7 @@ def _server_for(
         return types.EmptyResult()
 
     async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
-        state(ctx)
-        return types.ListPromptsResult(prompts=[types.Prompt.model_validate(p) for p in surface(ctx, "prompts")])
+        return types.ListPromptsResult(prompts=[types.Prompt.model_validate(p) for p in await surface(ctx, "prompts")])
 
     async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
         return types.GetPromptResult.model_validate(

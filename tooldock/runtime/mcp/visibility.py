@@ -1,0 +1,157 @@
+"""Session visibility: what a Context tool's `ctx.disable_components()` / `ctx.enable_components()` /
+`ctx.reset_visibility()` hides from the MCP session that called it, and from no other.
+
+FastMCP keeps a session's rules in its state store and filters that session's lists and lookups by them.
+Behind ToolDock the gateway keeps them, in the session's `SessionState`: the worker reports a tool's new
+rules with what they hide of the namespace (a `visibility` event; worker/visibility.py matches them with
+fastmcp's own transforms), and the gateway hands the rules back with every call it sends the worker for
+that session, so fastmcp finds the rules where it looks for them. The gateway filters the session's tool,
+resource, template and prompt lists and refuses a hidden tool's call as an unknown tool's; fastmcp itself
+refuses a hidden resource, template or prompt. A reload can change what the rules hide (a new tool with a
+hidden tag): the next list or call of the session asks the worker again (`visibility.hidden`).
+
+Only sessions have rules (handshake-era MCP, streamable HTTP or legacy SSE); the lean path hands the
+requests of a session that has some to the SDK's path, where these filters run.
+
+A versioned tool is listed with its highest version's schema (namespace/extract.py): when the rules hide
+that version but not all, the tool is hidden (FastMCP would list the highest version left), and a call
+asking for a hidden version is refused as a version the tool does not have.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import mcp_types as types
+
+from tooldock.errors import ToolNotFound
+from tooldock.namespace.versions import FASTMCP_META, asked_version
+from tooldock.runtime.engine import Engine
+
+# What a tool's new rules tell its session, as fastmcp sends it (the worker passes it on as a `changed` event).
+LIST_CHANGED = {
+    "notifications/tools/list_changed": types.ToolListChangedNotification(),
+    "notifications/resources/list_changed": types.ResourceListChangedNotification(),
+    "notifications/prompts/list_changed": types.PromptListChangedNotification(),
+}
+MAX_RULES_BYTES = 256 * 1024  # a session's rules as JSON; a worker that sends more is not believed
+KINDS = {"resources": "uri", "resourceTemplates": "uriTemplate", "prompts": "name"}  # surface kind -> its key
+HIDDEN_FIELD = {"resources": "resources", "resourceTemplates": "templates", "prompts": "prompts"}
+
+
+def _names(value: Any) -> frozenset[str]:
+    return frozenset(v for v in value if isinstance(v, str)) if isinstance(value, list) else frozenset()
+
+
+class Hidden:
+    """What a session's rules hide of its namespace (worker/visibility.py's `hidden_by`, checked here)."""
+
+    __slots__ = ("kinds", "tools", "versions")
+
+    def __init__(self, data: Any) -> None:
+        data = data if isinstance(data, dict) else {}
+        self.tools = _names(data.get("tools"))
+        versions = data.get("versions")
+        versions = versions if isinstance(versions, dict) else {}
+        self.versions = {str(name): _names(listed) for name, listed in versions.items()}
+        self.kinds = {kind: _names(data.get(field)) for kind, field in HIDDEN_FIELD.items()}
+
+    def hides_tool(self, tool: dict[str, Any]) -> bool:
+        """Whether the listed tool is hidden: every version of it, or the one listed."""
+        name = tool.get("name")
+        if name in self.tools:
+            return True
+        return (asked_version(tool.get("_meta")) or "") in self.versions.get(str(name), frozenset())
+
+    def tools_listed(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """`tools` without the hidden ones; a versioned tool's `versions` without its hidden versions."""
+        shown = []
+        for tool in tools:
+            if self.hides_tool(tool):
+                continue
+            hidden = self.versions.get(str(tool.get("name")))
+            if hidden:
+                meta = tool["_meta"]
+                block = meta[FASTMCP_META]
+                versions = [v for v in block.get("versions") or [] if v not in hidden]
+                tool = {**tool, "_meta": {**meta, FASTMCP_META: {**block, "versions": versions}}}
+            shown.append(tool)
+        return shown
+
+    def surface(self, kind: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """A resource, template or prompt list without the hidden ones."""
+        hidden, key = self.kinds.get(kind, frozenset()), KINDS.get(kind, "name")
+        return [item for item in items if item.get(key) not in hidden] if hidden else items
+
+    def refuses_call(self, tool: dict[str, Any], meta: Any) -> bool:
+        """Whether a call of the listed `tool` with the call's `_meta` asks for something hidden."""
+        if self.hides_tool(tool):
+            return True
+        asked = asked_version(meta)
+        return asked is not None and asked in self.versions.get(str(tool.get("name")), frozenset())
+
+
+class SessionRules:
+    """One session's visibility rules, and what they hide of its namespace as of a registry generation."""
+
+    __slots__ = ("generation", "hidden", "now", "rules")
+
+    def __init__(self, now: Callable[[], int]) -> None:
+        self.now = now  # the registry's generation now: what the rules hide is as of one
+        self.rules: list[dict[str, Any]] = []
+        self.hidden = Hidden(None)
+        self.generation = -1
+
+    def keep(self, data: Any) -> None:
+        """The rules and what they hide, as a worker reported them (a `visibility` event)."""
+        data = data if isinstance(data, dict) else {}
+        rules = data.get("rules")
+        rules = [rule for rule in rules if isinstance(rule, dict)] if isinstance(rules, list) else []
+        if len(json.dumps(rules, default=str)) > MAX_RULES_BYTES:
+            raise ValueError(f"a session's visibility rules are limited to {MAX_RULES_BYTES} bytes")
+        self.rules, self.hidden, self.generation = rules, Hidden(data.get("hidden")), self.now()
+
+    def fields(self) -> dict[str, Any]:
+        """What a request to the worker carries for this session: its rules, when it has any."""
+        return {"visibility": self.rules} if self.rules else {}
+
+
+async def hidden_for(rules: SessionRules, namespace: str, engine: Engine) -> Hidden | None:
+    """What the session's rules hide of the namespace as it is now (None: the session has no rules). After a
+    reload the worker matches them again; a worker that cannot answer leaves the last answer in place."""
+    if not rules.rules:
+        return None
+    generation = rules.now()
+    if rules.generation != generation:
+        entry = engine.registry.snapshot.entries.get(namespace)
+        worker = entry.worker if entry is not None else None
+        if worker is not None and hasattr(worker, "request"):
+            try:
+                answer = await worker.request("visibility.hidden", visibility=rules.rules)
+            except Exception:  # a worker that is down: its last answer stands until it is back
+                return rules.hidden
+            rules.hidden, rules.generation = Hidden(answer), generation
+    return rules.hidden
+
+
+async def check_visible(
+    rules: SessionRules | None, namespace: str, engine: Engine, name: str, meta: Any, session: Any, key: Any
+) -> None:
+    """Refuse a call of a tool, or of a version, the session's rules hide, as one the namespace does not have
+    (ToolNotFound, worded as `Engine.get_tool` words it): the session cannot tell them apart."""
+    hidden = await hidden_for(rules, namespace, engine) if rules is not None else None
+    if hidden is None:
+        return
+    tool = engine.get_tool(namespace, name, session, key)  # an unknown tool is refused there, as ever
+    if not hidden.refuses_call(tool, meta):
+        return
+    if not hidden.hides_tool(tool):
+        raise ToolNotFound(f"tool {name!r} has no version {asked_version(meta)!r} here", {"tool": name})
+    shown = hidden.tools_listed(engine.list_tools(namespace, session, key))
+    available = ", ".join(sorted(str(t.get("name")) for t in shown)) or "none"
+    raise ToolNotFound(
+        f"no tool named {name!r} in namespace {namespace!r}; available: {available}",
+        {"namespace": namespace, "tool": name},
+    )
