@@ -143,9 +143,9 @@ async def _answers(session: Any) -> dict[str, Any]:
     return out
 
 
-def _direct(path: Path, answers: Callable[[Any], Awaitable[dict[str, Any]]] | None = None) -> dict[str, Any]:
-    """What `answers` (`_answers`) reads from the file served by FastMCP in process, through the same client."""
-    from fastmcp import Client, FastMCP
+def fastmcp_server(path: Path) -> Any:
+    """The tool file served by a FastMCP server of its own, as its author would serve it without ToolDock."""
+    from fastmcp import FastMCP
     from fastmcp.decorators import get_fastmcp_meta
 
     spec = importlib.util.spec_from_file_location("like_fastmcp", path)
@@ -161,9 +161,15 @@ def _direct(path: Path, answers: Callable[[Any], Awaitable[dict[str, Any]]] | No
             server.add_resource(obj)
         elif kind == "prompt":
             server.add_prompt(obj)
+    return server
+
+
+def _direct(path: Path, answers: Callable[[Any], Awaitable[dict[str, Any]]] | None = None) -> dict[str, Any]:
+    """What `answers` (`_answers`) reads from the file served by FastMCP in process, through the same client."""
+    from fastmcp import Client
 
     async def main() -> dict[str, Any]:
-        async with Client(server) as client:  # in memory; its session is the official SDK's ClientSession
+        async with Client(fastmcp_server(path)) as client:  # in memory; its session is the SDK's ClientSession
             return await (answers or _answers)(client.session)
 
     return anyio.run(main)

@@ -7,7 +7,6 @@ restart and apply to what a reload adds; a call without a session is refused as 
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import os
 import signal
@@ -151,22 +150,9 @@ def _notice_method(message: Any) -> str | None:
 
 def _direct(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     """The steps against the file served by FastMCP in process, through the official SDK's ClientSession."""
-    from fastmcp import Client, FastMCP
-    from fastmcp.decorators import get_fastmcp_meta
+    from fastmcp import Client
+    from test_mcp_like_fastmcp import fastmcp_server
 
-    spec = importlib.util.spec_from_file_location("visible_direct", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    server = FastMCP("direct")
-    for obj in vars(module).values():
-        kind = getattr(get_fastmcp_meta(obj), "type", None)
-        if kind == "tool":
-            server.add_tool(obj)
-        elif kind in ("resource", "template"):
-            server.add_resource(obj)
-        elif kind == "prompt":
-            server.add_prompt(obj)
     notices: list[str] = []
 
     async def handler(message: Any) -> None:
@@ -174,7 +160,7 @@ def _direct(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
             notices.append(method)
 
     async def main() -> list[dict[str, Any]]:
-        async with Client(server, message_handler=handler) as client:
+        async with Client(fastmcp_server(path), message_handler=handler) as client:
             return await _steps(client.session, notices)
 
     return anyio.run(main), notices
