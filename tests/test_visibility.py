@@ -319,3 +319,25 @@ def test_over_legacy_sse(gateway):
                 return before, await _names(session)
 
     assert asyncio.run(main()) == (["add", "public", "toggle", "wipe"], ["add", "public", "toggle"])
+
+
+def test_what_a_worker_reports_is_checked():
+    """A worker runs the namespace's code: what it reports is taken only in the expected shape, and a rule
+    list over the limit is refused (the relay drops the event; the session's rules stay as they were)."""
+    from tooldock.runtime.mcp.visibility import MAX_RULES_BYTES, Hidden, SessionRules
+
+    listed = [{"name": "wipe"}, {"name": "add", "_meta": {"fastmcp": {"version": "2", "versions": ["2", "1"]}}}]
+    garbled = Hidden({"tools": "wipe", "versions": ["add"], "resources": {"data://x": 1}, "prompts": None})
+    assert garbled.tools_listed(listed) == listed and garbled.surface("resources", [{"uri": "data://x"}])
+    hidden = Hidden({"tools": ["wipe", 3], "versions": {"add": ["1"]}})
+    assert hidden.tools_listed(listed) == [
+        {"name": "add", "_meta": {"fastmcp": {"version": "2", "versions": ["2"]}}}
+    ]
+    assert hidden.refuses_call(listed[1], {"fastmcp": {"version": "1"}})
+    assert not hidden.refuses_call(listed[1], {"fastmcp": {"version": "2"}}) and not hidden.refuses_call(listed[1], None)
+    rules = SessionRules(lambda: 7)
+    rules.keep({"rules": [{"enabled": False, "names": ["wipe"]}, "junk"], "hidden": {"tools": ["wipe"]}})
+    assert rules.rules == [{"enabled": False, "names": ["wipe"]}] and rules.generation == 7
+    with pytest.raises(ValueError, match="limited"):
+        rules.keep({"rules": [{"names": ["x" * MAX_RULES_BYTES]}]})
+    assert rules.rules == [{"enabled": False, "names": ["wipe"]}] and rules.fields() == {"visibility": rules.rules}

@@ -72,10 +72,10 @@ class Hidden:
             if self.hides_tool(tool):
                 continue
             hidden = self.versions.get(str(tool.get("name")))
-            if hidden:
-                meta = tool["_meta"]
-                block = meta[FASTMCP_META]
-                versions = [v for v in block.get("versions") or [] if v not in hidden]
+            meta = tool.get("_meta") or {}
+            block = meta.get(FASTMCP_META)
+            if hidden and isinstance(block, dict) and isinstance(block.get("versions"), list):
+                versions = [v for v in block["versions"] if v not in hidden]
                 tool = {**tool, "_meta": {**meta, FASTMCP_META: {**block, "versions": versions}}}
             shown.append(tool)
         return shown
@@ -127,7 +127,7 @@ async def hidden_for(rules: SessionRules, namespace: str, engine: Engine) -> Hid
     if rules.generation != generation:
         entry = engine.registry.snapshot.entries.get(namespace)
         worker = entry.worker if entry is not None else None
-        if worker is not None and hasattr(worker, "request"):
+        if worker is not None:
             try:
                 answer = await worker.request("visibility.hidden", visibility=rules.rules)
             except Exception:  # a worker that is down: its last answer stands until it is back
