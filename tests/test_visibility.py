@@ -334,7 +334,8 @@ def test_what_a_worker_reports_is_checked():
         {"name": "add", "_meta": {"fastmcp": {"version": "2", "versions": ["2"]}}}
     ]
     assert hidden.refuses_call(listed[1], {"fastmcp": {"version": "1"}})
-    assert not hidden.refuses_call(listed[1], {"fastmcp": {"version": "2"}}) and not hidden.refuses_call(listed[1], None)
+    assert not hidden.refuses_call(listed[1], {"fastmcp": {"version": "2"}})
+    assert not hidden.refuses_call(listed[1], None)
     rules = SessionRules(lambda: 7)
     rules.keep({"rules": [{"enabled": False, "names": ["wipe"]}, "junk"], "hidden": {"tools": ["wipe"]}})
     assert rules.rules == [{"enabled": False, "names": ["wipe"]}] and rules.generation == 7
