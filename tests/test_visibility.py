@@ -280,11 +280,13 @@ def test_rules_outlive_a_worker_restart_and_apply_to_what_a_reload_adds(make_gat
 
 
 def test_a_call_without_a_session_is_refused_as_fastmcp_refuses_it(gateway):
-    """REST (and 2026-07-28, the relay socket) has no session to keep rules for: FastMCP's own refusal."""
+    """REST (and 2026-07-28, the relay socket) has no session to keep rules for: refused, as FastMCP refuses
+    an unauthenticated 2026-07-28 request."""
     answer = gateway.post("/tools/toggle", "vis", {"rule": json.dumps({"op": "disable", "names": ["wipe"]})})
     assert answer.status_code == 500, answer.text
     message = answer.json()["error"]["message"]
-    assert "Session visibility rules are scoped to a client" in message and "have no session" in message, message
+    assert "Session visibility rules are scoped to a client, and this request has no session to keep them " \
+           "for: REST calls, the relay socket and MCP 2026-07-28 requests have none" in message, message
     assert gateway.post("/tools/wipe", "vis", {"x": 3}).json() == {"result": "wiped 3"}
 
 

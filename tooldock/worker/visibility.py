@@ -11,8 +11,8 @@ transforms applied to the namespace's components). So a resource, template or pr
 not found by fastmcp itself, and the gateway filters its lists and refuses hidden tools. Kept by the
 gateway, the rules outlive a worker restart or a reload, as the session does.
 
-A call without a session (2026-07-28, REST, the relay socket) has nothing to key rules to: a write fails
-with FastMCP's own words for an unauthenticated 2026-07-28 request. Everything else in the state store,
+A call without a session (2026-07-28, REST, the relay socket) has nothing to key rules to: a write fails,
+as FastMCP refuses it for an unauthenticated 2026-07-28 request. Everything else in the state store,
 the session state a tool keeps with `ctx.set_state()`, passes through.
 """
 
@@ -30,11 +30,11 @@ if TYPE_CHECKING:
 
 RULES_SUFFIX = ":_visibility_rules"  # fastmcp's key for a session's rules (transforms/visibility.py)
 MAX_RULES = 200  # more than any tool needs; a tool that adds a rule at every call is stopped here
-# FastMCP's words (transforms/visibility.py) for a request with no session to key the rules to.
+# FastMCP's refusal for a request with no session (transforms/visibility.py), in ToolDock's terms.
 NO_SESSION = (
-    "Session visibility rules are scoped to a client, and this unauthenticated request carries no client "
-    "identity: MCP 2026-07-28 HTTP connections have no session. Call the tool on a session (an MCP client "
-    "of protocol 2025-11-25 or older) to hide or show components for that session"
+    "Session visibility rules are scoped to a client, and this request has no session to keep them for: "
+    "REST calls, the relay socket and MCP 2026-07-28 requests have none. Call the tool from an MCP client on "
+    "a session (protocol 2025-11-25 or older) to hide or show components for that session"
 )
 # The call fastmcp's reads and writes of the rules key belong to: its `bridge.Relay` (set by direct.py).
 CALL: ContextVar[Any] = ContextVar("tooldock_visibility_call", default=None)
