@@ -326,7 +326,10 @@ def test_over_legacy_sse(gateway):
 def test_what_a_worker_reports_is_checked():
     """A worker runs the namespace's code: what it reports is taken only in the expected shape, and a rule
     list over the limit is refused (the relay drops the event; the session's rules stay as they were)."""
-    from tooldock.runtime.mcp.visibility import MAX_RULES_BYTES, Hidden, SessionRules
+    from tooldock.runtime.mcp.visibility import MAX_RULES_BYTES, NOTICES, Hidden, SessionRules
+    from tooldock.worker.protocol import LIST_CHANGED
+
+    assert set(NOTICES) == LIST_CHANGED  # every notice a worker may pass on, the gateway sends
 
     listed = [{"name": "wipe"}, {"name": "add", "_meta": {"fastmcp": {"version": "2", "versions": ["2", "1"]}}}]
     garbled = Hidden({"tools": "wipe", "versions": ["add"], "resources": {"data://x": 1}, "prompts": None})

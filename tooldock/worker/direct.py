@@ -29,7 +29,7 @@ from mcp.server.connection import Connection
 from mcp.server.runner import ServerRunner
 from mcp.shared.exceptions import MCPError
 
-from tooldock.worker.protocol import LOG_LEVELS, shown_level
+from tooldock.worker.protocol import LIST_CHANGED, LOG_LEVELS, shown_level
 from tooldock.worker.visibility import CALL
 
 if TYPE_CHECKING:
@@ -39,9 +39,6 @@ if TYPE_CHECKING:
 
 PROTOCOL = "2025-11-25"  # what the in-memory sessions spoke: `ctx.elicit()` and sampling have a back-channel
 _CLIENT = types.Implementation(name="tooldock-gateway", version="1")
-LIST_CHANGED = frozenset(
-    {"notifications/tools/list_changed", "notifications/resources/list_changed", "notifications/prompts/list_changed"}
-)
 # A question the calling client did not declare: refused as the SDK's client refuses it.
 UNDECLARED = {
     "sampling/createMessage": ("sampling", "Sampling not supported"),

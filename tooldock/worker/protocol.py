@@ -61,6 +61,11 @@ OPS = frozenset(
         "visibility.hidden",
     }
 )
+# A Context tool's `changed` event names one of these: fastmcp told the session its lists changed (a session's
+# visibility rules did: worker/visibility.py); the gateway sends it on to the calling session.
+LIST_CHANGED = frozenset(
+    {"notifications/tools/list_changed", "notifications/resources/list_changed", "notifications/prompts/list_changed"}
+)
 # Handshake fields beside `tools`: what MCP lists besides tools, as MCP descriptors.
 SURFACE_KINDS = ("resources", "resourceTemplates", "prompts")
 ERROR_CODES = frozenset(

@@ -182,7 +182,7 @@ class WorkerServer:
         print(f"[{self.namespace}] tool {name!r} failed{_for(request)}: {why}", file=sys.stderr, flush=True)
 
     async def call_context_tool(self, request: dict[str, Any], send: Any, started: float) -> dict[str, Any]:
-        rid, name = request.get("id"), str(request.get("tool"))
+        rid, name, version = request.get("id"), str(request.get("tool")), request.get("version")
         relay = self.relay(request, send)
         level = request.get("logLevel") if isinstance(request.get("logLevel"), str) else None
         from tooldock.worker.guard import CALL_FAILURES  # loaded with the bridge, not by plain workers
@@ -196,7 +196,7 @@ class WorkerServer:
                 relay,
                 bool(request.get("progress")),
                 level,
-                request.get("version"),
+                version,
             )
         except MCPError as err:  # the tool raised it (as fastmcp would send it), or the session refused
             _, message, data = error_for(err)
@@ -212,7 +212,7 @@ class WorkerServer:
             message = f"tool {name!r} asks the client for input; this call has no MCP client to ask: call it over MCP"
             return protocol.error(rid, "internal_error", message)
         if body.get("isError"):
-            version = request.get("version")  # the version that ran: its own `@tool(timeout=...)`
+            # the version that ran: its own `@tool(timeout=...)`
             ran = self.loaded.versions.get(name, {}).get(version) if isinstance(version, str) else None
             late = own_timeout(cause_of(failures[-1]), ran or self.loaded.tools.get(name)) if failures else None
             if isinstance(late, TimeoutError):  # answered as a plain tool's own time limit is

@@ -29,9 +29,8 @@ from starlette.types import Send
 from tooldock.runtime.mcp.events import SessionEvents
 from tooldock.runtime.mcp.scope import scope_of
 from tooldock.runtime.mcp.session import SessionState
-from tooldock.runtime.mcp.visibility import LIST_CHANGED
 from tooldock.runtime.questions import CAPABILITIES, declared, question, undeclared
-from tooldock.worker.protocol import shown_level
+from tooldock.worker.protocol import LIST_CHANGED, shown_level
 
 HEADERS = [
     (b"cache-control", b"no-cache, no-transform"),

@@ -19,7 +19,7 @@ from typing import Any
 
 from tooldock.runtime.mcp import inputreq
 from tooldock.runtime.mcp.scope import scope_of_request
-from tooldock.runtime.mcp.visibility import LIST_CHANGED, SessionRules
+from tooldock.runtime.mcp.visibility import NOTICES, SessionRules
 from tooldock.runtime.questions import CAPABILITIES, ask_session, declared, models, undeclared
 from tooldock.worker.protocol import shown_level
 
@@ -27,10 +27,11 @@ from tooldock.worker.protocol import shown_level
 class McpRelay:
     def __init__(self, ctx: Any, log_level: str | None, visibility: SessionRules | None = None) -> None:
         self.ctx, self.log_level = ctx, log_level
-        self.visibility = visibility  # the session's visibility rules (visibility.py); None: it has none to keep
         self.session_key: Any = None  # whose activation an upstream namespace applies (mcp.server.session_key)
         self.round = inputreq.current.get()  # a 2026-07-28 request's input rounds (set by inputreq.InputRounds)
         self.scope = scope_of_request(ctx)  # whose `ctx.set_state()` the call's is (scope.py)
+        # The session's visibility rules (visibility.py); None: a call with no session has none to keep
+        self.visibility = visibility if self.scope is not None else None
 
     def call_fields(self) -> dict[str, Any]:
         """What the worker needs to know about the caller: its capabilities, progress, log level, session."""
@@ -45,7 +46,7 @@ class McpRelay:
         if self.round is not None:  # asked through input_required: an undeclared question is -32021
             client["inputRequired"] = True
         fields = {"client": client, "progress": token is not None, "logLevel": self.log_level, "scope": self.scope}
-        if self.visibility is not None and self.scope is not None:
+        if self.visibility is not None:
             fields.update(self.visibility.fields())
         return fields
 
@@ -63,9 +64,9 @@ class McpRelay:
             await session.send_log_message(
                 level, data.get("data"), data.get("logger"), related_request_id=self.ctx.request_id
             )
-        elif kind == "visibility" and self.visibility is not None and self.scope is not None:
+        elif kind == "visibility" and self.visibility is not None:
             self.visibility.keep(data)
-        elif kind == "changed" and (notice := LIST_CHANGED.get(str(data.get("method")))) is not None:
+        elif kind == "changed" and (notice := NOTICES.get(str(data.get("method")))) is not None:
             await session.send_notification(notice, related_request_id=self.ctx.request_id)
 
     async def _ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -30,15 +30,22 @@ from tooldock.errors import ToolNotFound
 from tooldock.namespace.versions import FASTMCP_META, asked_version
 from tooldock.runtime.engine import Engine
 
-# What a tool's new rules tell its session, as fastmcp sends it (the worker passes it on as a `changed` event).
-LIST_CHANGED = {
-    "notifications/tools/list_changed": types.ToolListChangedNotification(),
-    "notifications/resources/list_changed": types.ResourceListChangedNotification(),
-    "notifications/prompts/list_changed": types.PromptListChangedNotification(),
+# What a tool's new rules tell its session, as fastmcp sends it (a `changed` event: protocol.LIST_CHANGED).
+NOTICES: dict[str, types.ServerNotification] = {
+    n.method: n
+    for n in (
+        types.ToolListChangedNotification(),
+        types.ResourceListChangedNotification(),
+        types.PromptListChangedNotification(),
+    )
 }
 MAX_RULES_BYTES = 256 * 1024  # a session's rules as JSON; a worker that sends more is not believed
-KINDS = {"resources": "uri", "resourceTemplates": "uriTemplate", "prompts": "name"}  # surface kind -> its key
-HIDDEN_FIELD = {"resources": "resources", "resourceTemplates": "templates", "prompts": "prompts"}
+# A surface kind (as the gateway lists it) -> the field of `hidden_by`'s answer, and what names an item.
+SURFACE = {
+    "resources": ("resources", "uri"),
+    "resourceTemplates": ("templates", "uriTemplate"),
+    "prompts": ("prompts", "name"),
+}
 
 
 def _names(value: Any) -> frozenset[str]:
@@ -56,7 +63,7 @@ class Hidden:
         versions = data.get("versions")
         versions = versions if isinstance(versions, dict) else {}
         self.versions = {str(name): _names(listed) for name, listed in versions.items()}
-        self.kinds = {kind: _names(data.get(field)) for kind, field in HIDDEN_FIELD.items()}
+        self.kinds = {kind: _names(data.get(field)) for kind, (field, _) in SURFACE.items()}
 
     def hides_tool(self, tool: dict[str, Any]) -> bool:
         """Whether the listed tool is hidden: every version of it, or the one listed."""
@@ -82,7 +89,7 @@ class Hidden:
 
     def surface(self, kind: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """A resource, template or prompt list without the hidden ones."""
-        hidden, key = self.kinds.get(kind, frozenset()), KINDS.get(kind, "name")
+        hidden, key = self.kinds.get(kind, frozenset()), SURFACE.get(kind, ("", "name"))[1]
         return [item for item in items if item.get(key) not in hidden] if hidden else items
 
     def refuses_call(self, tool: dict[str, Any], meta: Any) -> bool:
