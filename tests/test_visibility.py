@@ -347,3 +347,48 @@ def test_what_a_worker_reports_is_checked():
     with pytest.raises(ValueError, match="limited"):
         rules.keep({"rules": [{"names": ["x" * MAX_RULES_BYTES]}]})
     assert rules.rules == [{"enabled": False, "names": ["wipe"]}] and rules.fields() == {"visibility": rules.rules}
+
+
+def test_a_worker_that_does_not_answer_leaves_the_last_answer_and_is_asked_again(monkeypatch):
+    """After a reload a session's list asks its worker what the rules hide now; a worker whose loop is stuck
+    (a tool blocking it) holds that list up for at most ASK_SECONDS, the last answer standing; the next list
+    asks again and takes the answer."""
+    from types import SimpleNamespace
+
+    from tooldock.runtime.mcp import visibility
+
+    monkeypatch.setattr(visibility, "ASK_SECONDS", 0.2)
+
+    class Worker:
+        def __init__(self) -> None:
+            self.stuck, self.asked = True, 0
+
+        async def request(self, op: str, **fields: Any) -> Any:
+            assert op == "visibility.hidden" and fields == {"visibility": [{"enabled": False, "tags": ["x"]}]}
+            self.asked += 1
+            if self.stuck:
+                await asyncio.Event().wait()
+            return {"tools": ["new"]}
+
+    worker, generation = Worker(), [1]
+    engine: Any = SimpleNamespace(
+        registry=SimpleNamespace(snapshot=SimpleNamespace(entries={"ns": SimpleNamespace(worker=worker)}))
+    )
+    rules = visibility.SessionRules(lambda: generation[0])
+    rules.keep({"rules": [{"enabled": False, "tags": ["x"]}], "hidden": {"tools": ["old"]}})
+    generation[0] = 2  # a reload
+
+    async def main() -> tuple[float, Any, Any, Any]:
+        started = asyncio.get_running_loop().time()
+        stuck = await visibility.hidden_for(rules, "ns", engine)
+        waited = asyncio.get_running_loop().time() - started
+        worker.stuck = False
+        answered = await visibility.hidden_for(rules, "ns", engine)
+        again = await visibility.hidden_for(rules, "ns", engine)  # as of this generation: not asked again
+        return waited, stuck, answered, again
+
+    waited, stuck, answered, again = asyncio.run(main())
+    assert 0.2 <= waited < 2
+    assert stuck is not None and stuck.tools == frozenset({"old"})
+    assert answered is not None and answered.tools == frozenset({"new"}) and again is answered
+    assert worker.asked == 2 and rules.generation == 2

@@ -8,7 +8,9 @@ fastmcp's own transforms), and the gateway hands the rules back with every call 
 that session, so fastmcp finds the rules where it looks for them. The gateway filters the session's tool,
 resource, template and prompt lists and refuses a hidden tool's call as an unknown tool's; fastmcp itself
 refuses a hidden resource, template or prompt. A reload can change what the rules hide (a new tool with a
-hidden tag): the next list or call of the session asks the worker again (`visibility.hidden`).
+hidden tag): the next list or call of the session asks the worker again (`visibility.hidden`), for at most
+ASK_SECONDS: a worker that does not answer in time (its loop blocked by a tool) leaves the last answer in
+place, and the session's next list or call asks again.
 
 Only sessions have rules (handshake-era MCP, streamable HTTP or legacy SSE); the lean path hands the
 requests of a session that has some to the SDK's path, where these filters run.
@@ -20,6 +22,7 @@ asking for a hidden version is refused as a version the tool does not have.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from typing import Any
@@ -29,6 +32,10 @@ import mcp_types as types
 from tooldock.errors import ToolNotFound
 from tooldock.namespace.versions import FASTMCP_META, asked_version
 from tooldock.runtime.engine import Engine
+
+# How long a session's list or call waits for its worker to match the rules again after a reload (the
+# matching itself takes milliseconds).
+ASK_SECONDS = 2.0
 
 # What a tool's new rules tell its session, as fastmcp sends it (a `changed` event: protocol.LIST_CHANGED).
 NOTICES: dict[str, types.ServerNotification] = {
@@ -127,7 +134,8 @@ class SessionRules:
 
 async def hidden_for(rules: SessionRules, namespace: str, engine: Engine) -> Hidden | None:
     """What the session's rules hide of the namespace as it is now (None: the session has no rules). After a
-    reload the worker matches them again; a worker that cannot answer leaves the last answer in place."""
+    reload the worker matches them again; a worker that cannot answer, or not within ASK_SECONDS, leaves the
+    last answer in place until the next ask."""
     if not rules.rules:
         return None
     generation = rules.now()
@@ -136,8 +144,9 @@ async def hidden_for(rules: SessionRules, namespace: str, engine: Engine) -> Hid
         worker = entry.worker if entry is not None else None
         if worker is not None:
             try:
-                answer = await worker.request("visibility.hidden", visibility=rules.rules)
-            except Exception:  # a worker that is down: its last answer stands until it is back
+                async with asyncio.timeout(ASK_SECONDS):
+                    answer = await worker.request("visibility.hidden", visibility=rules.rules)
+            except Exception:  # a worker that is down or stuck: its last answer stands until it answers
                 return rules.hidden
             rules.hidden, rules.generation = Hidden(answer), generation
     return rules.hidden
