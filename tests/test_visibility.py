@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import signal
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -142,10 +143,16 @@ async def _steps(session: Any, notices: list[str]) -> list[dict[str, Any]]:
     return seen
 
 
-def _notice_method(message: Any) -> str | None:
-    root = getattr(message, "root", message)
-    method = getattr(root, "method", None)
-    return method if isinstance(method, str) and method.endswith("list_changed") else None
+def _collector(notices: list[str]) -> Callable[[Any], Awaitable[None]]:
+    """A client's message handler that writes down the list_changed notices it hears, in order."""
+
+    async def handler(message: Any) -> None:
+        root = getattr(message, "root", message)
+        method = getattr(root, "method", None)
+        if isinstance(method, str) and method.endswith("list_changed"):
+            notices.append(method)
+
+    return handler
 
 
 def _direct(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
@@ -154,10 +161,7 @@ def _direct(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     from test_mcp_like_fastmcp import fastmcp_server
 
     notices: list[str] = []
-
-    async def handler(message: Any) -> None:
-        if (method := _notice_method(message)) is not None:
-            notices.append(method)
+    handler = _collector(notices)
 
     async def main() -> list[dict[str, Any]]:
         async with Client(fastmcp_server(path), message_handler=handler) as client:
@@ -172,10 +176,7 @@ def _through(gateway: Any, namespace: str) -> tuple[list[dict[str, Any]], list[s
     from mcp.client.streamable_http import streamable_http_client
 
     notices: list[str] = []
-
-    async def handler(message: Any) -> None:
-        if (method := _notice_method(message)) is not None:
-            notices.append(method)
+    handler = _collector(notices)
 
     async def main() -> list[dict[str, Any]]:
         async with httpx2.AsyncClient(headers=gateway.headers(namespace), timeout=60) as http:
