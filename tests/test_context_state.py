@@ -7,6 +7,8 @@ is not its `Mcp-Session-Id`."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ import pytest
 from conftest import run_mcp
 
 FILE = '''from fastmcp import Context
+from fastmcp.prompts import prompt
 from fastmcp.tools import tool
 
 
@@ -28,6 +31,27 @@ async def remember(value: str, ctx: Context) -> str:
 async def recall(ctx: Context) -> dict:
     """What this session kept, and its id."""
     return {"value": await ctx.get_state("value"), "session": ctx.session_id}
+
+
+@tool
+async def forget(ctx: Context) -> str:
+    """Drops what this session kept."""
+    await ctx.delete_state("value")
+    return "forgotten"
+
+
+@tool
+async def hoard(size: int, ctx: Context) -> str:
+    """Keeps a value of `size` characters."""
+    await ctx.set_state("big", "x" * size)
+    return "hoarded"
+
+
+@prompt
+async def greeting(name: str, ctx: Context) -> str:
+    """Remembers who was greeted."""
+    await ctx.set_state("value", f"greeted {name}")
+    return f"Hello, {name}!"
 '''
 
 
@@ -79,3 +103,86 @@ def test_calls_without_a_session_keep_no_state(gateway):
     answer = gateway.post("/tools/recall", "memo", {})
     assert answer.status_code == 200, answer.text
     assert answer.json()["result"]["value"] is None
+
+
+def test_state_outlives_the_worker_and_a_reload(make_gateway, tmp_path: Path):
+    """The gateway keeps a session's values: a worker that is killed, or swapped for a new one by a reload,
+    comes back with what the session kept (FastMCP's server keeps them for as long as it runs; behind the
+    gateway the session outlives its workers)."""
+    (tmp_path / "src" / "memo").mkdir(parents=True)
+    (tmp_path / "src" / "memo" / "memo.py").write_text(FILE)
+    gw = make_gateway(tmp_path / "src", env={"MANAGER_INTERNAL_TOKEN": "manager-token-abcdef"})
+
+    async def recall(session: Any) -> Any:
+        return (await session.call_tool("recall", {})).structured_content["value"]
+
+    async def body(session: Any) -> list[Any]:
+        await session.call_tool("remember", {"value": "blue"})
+        seen = [await recall(session)]
+        pid = int(gw.namespace("memo")["pid"])
+        os.kill(pid, signal.SIGKILL)
+        await asyncio.to_thread(
+            gw.wait_for,
+            lambda: gw.namespace("memo")["pid"] not in (None, pid) and gw.namespace("memo")["state"] == "ready",
+            60,
+            "the worker's restart",
+        )
+        seen.append(await recall(session))
+        before = gw.namespace("memo")["pid"]
+        (gw.tools_dir / "memo" / "more.py").write_text("from fastmcp.tools import tool\n\n\n@tool\ndef one() -> int:\n"
+                                                       "    'One.'\n    return 1\n")
+        reloaded = await asyncio.to_thread(gw.post, "/reload", headers={"X-Manager-Token": "manager-token-abcdef"})
+        assert reloaded.status_code == 200, reloaded.text
+        assert gw.namespace("memo")["pid"] != before  # a new worker
+        seen.append(await recall(session))
+        await session.call_tool("forget", {})
+        seen.append(await recall(session))
+        return seen
+
+    assert run_mcp(gw, "memo", body) == ["blue", "blue", "blue", None]
+
+
+def test_a_prompt_keeps_state_for_its_session(gateway):
+    """A prompt (or resource) that takes a Context keeps state for the session, as a tool does."""
+
+    async def body(session: Any) -> Any:
+        got = await session.get_prompt("greeting", {"name": "Ada"})
+        assert got.messages[0].content.text == "Hello, Ada!"
+        return (await session.call_tool("recall", {})).structured_content["value"]
+
+    assert run_mcp(gateway, "memo", body) == "greeted Ada"
+
+
+def test_a_session_keeps_at_most_a_mebibyte(gateway):
+    """A value that would take the session's state over the limit fails the tool's call with what to do;
+    what the session kept is unchanged."""
+
+    async def body(session: Any) -> tuple[Any, Any, Any]:
+        await session.call_tool("remember", {"value": "blue"})
+        small = await session.call_tool("hoard", {"size": 1000})
+        big = await session.call_tool("hoard", {"size": 2_000_000})
+        return small, big, (await session.call_tool("recall", {})).structured_content["value"]
+
+    small, big, value = run_mcp(gateway, "memo", body)
+    assert not small.is_error
+    assert big.is_error and "limited to 1048576 bytes of JSON" in big.content[0].text, big
+    assert "ctx.delete_state()" in big.content[0].text
+    assert value == "blue"
+
+
+def test_what_a_worker_reports_of_state_is_checked():
+    """A worker runs the namespace's code: a `state` event is taken only in the expected shape and within
+    the limit (the relay drops anything else); a null value deletes."""
+    from tooldock.runtime.mcp.session import MAX_STATE_BYTES, SessionValues
+
+    values = SessionValues()
+    assert values.fields() == {}
+    values.keep({"key": "a", "value": {"value": 1}})
+    for junk in ({"key": 3, "value": {}}, {"key": "b", "value": "text"}, "junk", {"key": "k" * 2000, "value": {}}):
+        with pytest.raises(ValueError):
+            values.keep(junk)
+    with pytest.raises(ValueError, match="limited"):
+        values.keep({"key": "b", "value": {"value": "x" * MAX_STATE_BYTES}})
+    assert values.fields() == {"state": {"a": {"value": 1}}}
+    values.keep({"key": "a", "value": None})
+    assert values.fields() == {}

@@ -40,6 +40,7 @@ class Relay:
         self.rounds: dict[str, Any] = {}  # a guard's inputResponses / requestState (protocol.round_fields)
         self.scope: str | None = None  # the calling MCP session's: `ctx.set_state()` is kept by it (protocol.scope_of)
         self.visibility: list[dict[str, Any]] = []  # the session's visibility rules (visibility.py)
+        self.state: dict[str, Any] = {}  # the session's `ctx.set_state()` values (sessionvalues.py)
 
 
 class Bridge:

@@ -29,8 +29,8 @@ from mcp.server.connection import Connection
 from mcp.server.runner import ServerRunner
 from mcp.shared.exceptions import MCPError
 
+from tooldock.worker.callstore import CALL
 from tooldock.worker.protocol import LIST_CHANGED, LOG_LEVELS, shown_level
-from tooldock.worker.visibility import CALL
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
@@ -160,7 +160,7 @@ class DirectCalls:
         if progress:
             params["_meta"] = {**params.get("_meta", {}), "progressToken": f"p{channel.request_id}"}
         params.update(relay.rounds)
-        token = CALL.set(relay)  # whose visibility rules fastmcp reads and writes (visibility.py)
+        token = CALL.set(relay)  # whose rules and values fastmcp reads and writes (visibility.py, sessionvalues.py)
         try:
             result = dict(await runner.on_request(channel, method, params))  # type: ignore[arg-type]
         finally:

@@ -33,6 +33,7 @@ from key_value.aio.stores.memory import MemoryStore
 from mcp.server.request_state import RequestStateBoundary
 
 from tooldock.worker.protocol import INPUT_REQUIRED, exit_message
+from tooldock.worker.sessionvalues import SessionValues
 from tooldock.worker.visibility import SessionRules
 
 # Set by the caller of a Context tool to a list that `GuardServer.call_tool` appends to when the call
@@ -50,7 +51,8 @@ def _carried(result: Any) -> dict[str, Any]:
 
 class GuardServer(FastMCP[Any]):
     def __init__(self, name: str) -> None:
-        self.rules = SessionRules(MemoryStore())  # a session's visibility rules are the gateway's (visibility.py)
+        # A session's visibility rules and its values are the gateway's (visibility.py, sessionvalues.py)
+        self.rules = SessionRules(SessionValues(MemoryStore()))
         super().__init__(name, session_state_store=self.rules)
         lowlevel = self._mcp_server
         lowlevel.middleware[:] = [m for m in lowlevel.middleware if not isinstance(m, RequestStateBoundary)]

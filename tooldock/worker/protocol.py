@@ -23,7 +23,9 @@ new ops `resources.read` {"uri"}, `prompts.get` {"name", "arguments"} and `compl
 {"client": {"sampling": true, "elicitation": true, "roots": false}, "progress": true, "logLevel": "info"}
 (`"inputRequired": true` in "client": a 2026-07-28 caller, asked through input_required rounds, for whom a
 question it did not declare is MCP's -32021 MissingRequiredClientCapability), and `"scope"`, an opaque id of
-the calling MCP session (the same for each of its calls), by which fastmcp keeps `ctx.set_state()`;
+the calling MCP session (the same for each of its calls), by which fastmcp keys `ctx.set_state()`, with
+the session's values (`"state"`: name -> stored object; the gateway keeps them, worker/sessionvalues.py,
+and a tool's writes come back as `state` events, {"key", "value"}, a null value for a delete);
 while a tool that takes a fastmcp `Context` runs, the worker sends messages tied to the call's id:
     {"op": "event", "id": "7", "event": "progress", "data": {"progress": 1, "total": 3, "message": null}}
     {"op": "event", "id": "7", "event": "log", "data": {"level": "info", "logger": null, "data": "..."}}
@@ -171,6 +173,15 @@ def visibility_of(request: dict[str, Any]) -> list[dict[str, Any]]:
     worker/visibility.py), those that are objects; none when it carries none."""
     rules = request.get("visibility")
     return [rule for rule in rules if isinstance(rule, dict)] if isinstance(rules, list) else []
+
+
+def state_of(request: dict[str, Any]) -> dict[str, Any]:
+    """The calling MCP session's `ctx.set_state()` values a request carries (`state`: name -> fastmcp's
+    stored object, worker/sessionvalues.py), those that are objects; none when it carries none."""
+    values = request.get("state")
+    if not isinstance(values, dict):
+        return {}
+    return {name: value for name, value in values.items() if isinstance(name, str) and isinstance(value, dict)}
 
 
 def error_text(result: dict[str, Any]) -> str:

@@ -137,6 +137,7 @@ class WorkerServer:
         relay.rounds = round_fields(request)
         relay.scope = protocol.scope_of(request)
         relay.visibility = protocol.visibility_of(request)
+        relay.state = protocol.state_of(request)
         return relay
 
     async def call_tool(self, request: dict[str, Any], send: Any) -> dict[str, Any]:

@@ -12,18 +12,18 @@ not found by fastmcp itself, and the gateway filters its lists and refuses hidde
 gateway, the rules outlive a worker restart or a reload, as the session does.
 
 A call without a session (2026-07-28, REST, the relay socket) has nothing to key rules to: a write fails,
-as FastMCP refuses it for an unauthenticated 2026-07-28 request. Everything else in the state store,
-the session state a tool keeps with `ctx.set_state()`, passes through.
+as FastMCP refuses it for an unauthenticated 2026-07-28 request. Everything else in the state store passes
+through (to sessionvalues.py, which keeps a session's `ctx.set_state()` values with the gateway).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from contextvars import ContextVar
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, SupportsFloat
 
 from key_value.aio.protocols.key_value import AsyncKeyValue
-from key_value.aio.wrappers.base import BaseWrapper
+
+from tooldock.worker.callstore import CALL, PerKey
 
 if TYPE_CHECKING:
     from tooldock.namespace.extract import LoadedNamespace
@@ -36,11 +36,9 @@ NO_SESSION = (
     "REST calls, the relay socket and MCP 2026-07-28 requests have none. Call the tool from an MCP client on "
     "a session (protocol 2025-11-25 or older) to hide or show components for that session"
 )
-# The call fastmcp's reads and writes of the rules key belong to: its `bridge.Relay` (set by direct.py).
-CALL: ContextVar[Any] = ContextVar("tooldock_visibility_call", default=None)
 
 
-class SessionRules(BaseWrapper):
+class SessionRules(PerKey):
     """The worker server's state store: `store`, but the visibility rules are the calling session's, from
     the gateway and back to it. `loaded`: the namespace whose components the rules are matched against."""
 
@@ -63,17 +61,6 @@ class SessionRules(BaseWrapper):
             await self._keep(value)
             return
         await self.key_value.put(key=key, value=value, collection=collection, ttl=ttl)
-
-    async def put_many(
-        self,
-        keys: Sequence[str],
-        values: Sequence[Mapping[str, Any]],
-        *,
-        collection: str | None = None,
-        ttl: SupportsFloat | None = None,
-    ) -> None:
-        for key, value in zip(keys, values, strict=True):
-            await self.put(key, value, collection=collection, ttl=ttl)
 
     async def _keep(self, value: Mapping[str, Any]) -> None:
         """The session's new rules: the call's from now on, and the gateway's."""

@@ -270,9 +270,10 @@ class InputRounds:
         return await legacy_rounds(once, lambda method, params: self._ask(ctx, method, params))
 
 
-def install(server: Any, settings: Any, namespace: str) -> None:
-    """The SDK's request-state boundary (state.py), then the rounds inside it, on a namespace's server."""
-    from tooldock.runtime.mcp.relay import McpRelay, ask_client  # relay.py reads this module's `current`
+def install(server: Any, settings: Any, namespace: str, relay: Any) -> None:
+    """The SDK's request-state boundary (state.py), then the rounds inside it, on a namespace's server.
+    `relay`: (ctx, log level) -> the McpRelay that answers a prompt's or a resource's questions."""
+    from tooldock.runtime.mcp.relay import ask_client  # relay.py reads this module's `current`
     from tooldock.runtime.mcp.state import boundary
 
-    server.middleware.extend([boundary(settings, namespace), InputRounds(ask_client, McpRelay)])
+    server.middleware.extend([boundary(settings, namespace), InputRounds(ask_client, relay)])

@@ -133,7 +133,7 @@ class StreamRelay:
         self, answer: SseAnswer, params: dict[str, Any], state: SessionState, caps: Any, asks: Asks, session: str
     ) -> None:
         self.answer, self.asks, self.session = answer, asks, session
-        self.log_level, self.visibility = state.log_level, state.visibility  # its rules: visibility.py
+        self.log_level, self.state, self.visibility = state.log_level, state, state.visibility  # visibility.py
         meta = params.get("_meta")
         self.token = meta.get("progressToken") if isinstance(meta, dict) else None
         self.client = declared(caps)
@@ -151,7 +151,7 @@ class StreamRelay:
             "progress": self.token is not None,
             "logLevel": self.log_level,
             "scope": scope_of(self.session),  # whose `ctx.set_state()` the call's is (scope.py)
-            **self.visibility.fields(),
+            **self.state.fields(),  # its visibility rules and values (session.py)
         }
 
     async def handle(self, message: dict[str, Any]) -> dict[str, Any] | None:
@@ -173,6 +173,8 @@ class StreamRelay:
             await self.answer.message({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
         elif message.get("event") == "visibility":
             self.visibility.keep(data)
+        elif message.get("event") == "state":
+            self.state.values.keep(data)
         elif message.get("event") == "changed" and str(data.get("method")) in LIST_CHANGED:
             await self.answer.message({"jsonrpc": "2.0", "method": str(data["method"])})
         return None

@@ -19,19 +19,22 @@ from typing import Any
 
 from tooldock.runtime.mcp import inputreq
 from tooldock.runtime.mcp.scope import scope_of_request
-from tooldock.runtime.mcp.visibility import NOTICES, SessionRules
+from tooldock.runtime.mcp.session import SessionState
+from tooldock.runtime.mcp.visibility import NOTICES
 from tooldock.runtime.questions import CAPABILITIES, ask_session, declared, models, undeclared
 from tooldock.worker.protocol import shown_level
 
 
 class McpRelay:
-    def __init__(self, ctx: Any, log_level: str | None, visibility: SessionRules | None = None) -> None:
+    def __init__(self, ctx: Any, log_level: str | None, session: SessionState | None = None) -> None:
         self.ctx, self.log_level = ctx, log_level
         self.session_key: Any = None  # whose activation an upstream namespace applies (mcp.server.session_key)
         self.round = inputreq.current.get()  # a 2026-07-28 request's input rounds (set by inputreq.InputRounds)
         self.scope = scope_of_request(ctx)  # whose `ctx.set_state()` the call's is (scope.py)
-        # The session's visibility rules (visibility.py); None: a call with no session has none to keep
-        self.visibility = visibility if self.scope is not None else None
+        # The session's visibility rules and values (visibility.py, session.py); None: a call with no session
+        # has none to keep
+        self.session = session if self.scope is not None else None
+        self.visibility = self.session.visibility if self.session is not None else None
 
     def call_fields(self) -> dict[str, Any]:
         """What the worker needs to know about the caller: its capabilities, progress, log level, session."""
@@ -46,8 +49,8 @@ class McpRelay:
         if self.round is not None:  # asked through input_required: an undeclared question is -32021
             client["inputRequired"] = True
         fields = {"client": client, "progress": token is not None, "logLevel": self.log_level, "scope": self.scope}
-        if self.visibility is not None:
-            fields.update(self.visibility.fields())
+        if self.session is not None:
+            fields.update(self.session.fields())
         return fields
 
     async def handle(self, message: dict[str, Any]) -> dict[str, Any] | None:
@@ -66,6 +69,8 @@ class McpRelay:
             )
         elif kind == "visibility" and self.visibility is not None:
             self.visibility.keep(data)
+        elif kind == "state" and self.session is not None:
+            self.session.values.keep(data)
         elif kind == "changed" and (notice := NOTICES.get(str(data.get("method")))) is not None:
             await session.send_notification(notice, related_request_id=self.ctx.request_id)
 

@@ -53,7 +53,7 @@ from tooldock.runtime.mcp.lean import LeanPath
 from tooldock.runtime.mcp.relay import McpRelay
 from tooldock.runtime.mcp.results import error_result, upstream_error
 from tooldock.runtime.mcp.rules import precheck
-from tooldock.runtime.mcp.session import SessionState
+from tooldock.runtime.mcp.session import SessionState, session_states
 from tooldock.runtime.mcp.tasks import TasksExtension, install_tasks
 from tooldock.runtime.mcp.visibility import check_visible, hidden_for
 from tooldock.runtime.settings import Settings
@@ -98,20 +98,9 @@ def session_key(ctx: Any) -> Any:
 def _server_for(
     namespace: str,
     engine: Engine,
-    sessions: weakref.WeakKeyDictionary,
+    state: Callable[[Any], SessionState],
     bus: InMemorySubscriptionBus,
-    seen: Callable[[Any, Any], None],
 ) -> Server[Any]:
-    def state(ctx: Any) -> SessionState:
-        conn = connection_of(ctx)
-        found = sessions.get(conn)
-        if found is None:
-            request = getattr(ctx, "request", None)
-            sid = request.headers.get("mcp-session-id") if request else None
-            found = sessions[conn] = SessionState(sid, lambda: engine.registry.snapshot.generation)
-            seen(ctx, found)  # the lean path may take this session's next lists and calls
-        return found
-
     def entry() -> Any:
         try:
             return engine.namespace(namespace)
@@ -119,7 +108,7 @@ def _server_for(
             raise MCPError(types.INVALID_REQUEST, err.message) from err
 
     async def worker(op: str, ctx: Any, **fields: Any) -> dict[str, Any]:
-        fields.update(state(ctx).visibility.fields())  # fastmcp hides what the session's rules hide
+        fields.update(state(ctx).fields())  # fastmcp hides what the session's rules hide, and has its values
         try:
             with request_id_of(ctx), calling(ctx):
                 return await engine.worker_request(namespace, op, session_key(ctx), **fields)
@@ -148,7 +137,7 @@ def _server_for(
         return types.ListToolsResult(tools=[types.Tool.model_validate(t) for t in tools])
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        relay = McpRelay(ctx, state(ctx).log_level, state(ctx).visibility)
+        relay = McpRelay(ctx, state(ctx).log_level, state(ctx))
         relay.session_key = key = session_key(ctx)
         found = jsonin.problem(params.arguments or {}, "arguments")
         if found is not None:  # NaN and infinities: the SDK's parser takes them as numbers, JSON has none
@@ -294,11 +283,14 @@ class McpHub:
             if self._make is not None:
                 self._servers[namespace] = self._make(namespace)
             else:
-                assert self.engine is not None, "a hub without an engine needs a `servers` factory"
+                engine = self.engine
+                assert engine is not None, "a hub without an engine needs a `servers` factory"
                 seen = self.lean.seen if self.lean is not None else (lambda ctx, state: None)
-                server = self._servers[namespace] = _server_for(namespace, self.engine, sessions, bus, seen)
-                install_tasks(server, TasksExtension(namespace, self.engine, session_key, bus))  # mcp/tasks.py
-                inputreq.install(server, self.settings, namespace)  # requestState, input_required rounds
+                state = session_states(sessions, lambda: engine.registry.snapshot.generation, seen)
+                server = self._servers[namespace] = _server_for(namespace, engine, state, bus)
+                install_tasks(server, TasksExtension(namespace, engine, session_key, bus))  # mcp/tasks.py
+                # requestState, input_required rounds; a prompt's or resource's questions, with its session
+                inputreq.install(server, self.settings, namespace, lambda ctx, lvl: McpRelay(ctx, lvl, state(ctx)))
         return self._servers[namespace]
 
     @property

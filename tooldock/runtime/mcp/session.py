@@ -2,18 +2,81 @@
 
 from __future__ import annotations
 
+import json
+import weakref
 from collections.abc import Callable
+from typing import Any
 
+from tooldock.runtime.mcp.caller import connection_of
 from tooldock.runtime.mcp.visibility import SessionRules
+
+MAX_STATE_BYTES = 1024 * 1024  # a session's values as JSON (worker/sessionvalues.py refuses a write beyond it)
+MAX_NAME = 1024  # characters in a value's name
+
+
+class SessionValues:
+    """A session's `ctx.set_state()` values, kept here so they outlive the worker that set them (a reload,
+    a crash, scale to zero): handed to the worker with each of the session's calls, changed by what its
+    tools write (`state` events; worker/sessionvalues.py)."""
+
+    __slots__ = ("values",)
+
+    def __init__(self) -> None:
+        self.values: dict[str, dict[str, Any]] = {}
+
+    def fields(self) -> dict[str, Any]:
+        """What a request to the worker carries for this session: its values, when it has any."""
+        return {"state": self.values} if self.values else {}
+
+    def keep(self, data: Any) -> None:
+        """A tool's write (a `state` event): `{"key", "value"}`, a null value for a delete. A worker runs the
+        namespace's code: anything else, or values over the limit, is refused (ValueError; the relay drops it)."""
+        data = data if isinstance(data, dict) else {}
+        name, value = data.get("key"), data.get("value")
+        if not isinstance(name, str) or len(name) > MAX_NAME:
+            raise ValueError(f"a session value's name is a string of at most {MAX_NAME} characters")
+        if value is None:
+            self.values.pop(name, None)
+            return
+        if not isinstance(value, dict):
+            raise ValueError("a session value is a JSON object (fastmcp's stored value)")
+        changed = {**self.values, name: value}
+        if len(json.dumps(changed, default=str)) > MAX_STATE_BYTES:
+            raise ValueError(f"a session's values are limited to {MAX_STATE_BYTES} bytes of JSON")
+        self.values = changed
 
 
 class SessionState:
-    """The log level the session asked for, its resource subscriptions, its visibility rules, and its
-    streamable HTTP session id (None on legacy SSE), by which the metrics tell an open session. `now`: the
-    registry's generation, by which the rules' effect is kept up to date (visibility.py)."""
+    """The log level the session asked for, its resource subscriptions, its visibility rules, its values,
+    and its streamable HTTP session id (None on legacy SSE), by which the metrics tell an open session.
+    `now`: the registry's generation, by which the rules' effect is kept up to date (visibility.py)."""
 
     def __init__(self, sid: str | None, now: Callable[[], int]) -> None:
         self.log_level: str | None = None
         self.subscriptions: set[str] = set()
         self.sid = sid
         self.visibility = SessionRules(now)
+        self.values = SessionValues()
+
+    def fields(self) -> dict[str, Any]:
+        """What a request to the worker carries for this session: its visibility rules and its values."""
+        return {**self.visibility.fields(), **self.values.fields()}
+
+
+def session_states(
+    sessions: weakref.WeakKeyDictionary, now: Callable[[], int], seen: Callable[[Any, SessionState], None]
+) -> Callable[[Any], SessionState]:
+    """The state of the session a request belongs to (by its connection, so a session's requests share it),
+    made on its first request; `seen` hears of each new one (the lean path may take its next requests)."""
+
+    def state(ctx: Any) -> SessionState:
+        conn = connection_of(ctx)
+        found = sessions.get(conn)
+        if found is None:
+            request = getattr(ctx, "request", None)
+            sid = request.headers.get("mcp-session-id") if request else None
+            found = sessions[conn] = SessionState(sid, now)
+            seen(ctx, found)
+        return found
+
+    return state
