@@ -41,9 +41,9 @@ async def forget(ctx: Context) -> str:
 
 
 @tool
-async def hoard(size: int, ctx: Context) -> str:
+async def hoard(size: int, ctx: Context, key: str = "big") -> str:
     """Keeps a value of `size` characters."""
-    await ctx.set_state("big", "x" * size)
+    await ctx.set_state(key, "x" * size)
     return "hoarded"
 
 
@@ -154,26 +154,29 @@ def test_a_prompt_keeps_state_for_its_session(gateway):
 
 
 def test_a_session_keeps_at_most_a_mebibyte(gateway):
-    """A value that would take the session's state over the limit fails the tool's call with what to do;
-    what the session kept is unchanged."""
+    """A value that would take the session's state over the limit, or a key over its length, fails the
+    tool's call with what to do; what the session kept is unchanged."""
 
-    async def body(session: Any) -> tuple[Any, Any, Any]:
+    async def body(session: Any) -> tuple[Any, Any, Any, Any]:
         await session.call_tool("remember", {"value": "blue"})
         small = await session.call_tool("hoard", {"size": 1000})
         big = await session.call_tool("hoard", {"size": 2_000_000})
-        return small, big, (await session.call_tool("recall", {})).structured_content["value"]
+        long_key = await session.call_tool("hoard", {"size": 1, "key": "k" * 2000})
+        return small, big, long_key, (await session.call_tool("recall", {})).structured_content["value"]
 
-    small, big, value = run_mcp(gateway, "memo", body)
+    small, big, long_key, value = run_mcp(gateway, "memo", body)
     assert not small.is_error
     assert big.is_error and "limited to 1048576 bytes of JSON" in big.content[0].text, big
     assert "ctx.delete_state()" in big.content[0].text
+    assert long_key.is_error and "at most 1024 characters" in long_key.content[0].text, long_key
     assert value == "blue"
 
 
 def test_what_a_worker_reports_of_state_is_checked():
     """A worker runs the namespace's code: a `state` event is taken only in the expected shape and within
     the limit (the relay drops anything else); a null value deletes."""
-    from tooldock.runtime.mcp.session import MAX_STATE_BYTES, SessionValues
+    from tooldock.runtime.mcp.session import SessionValues
+    from tooldock.worker.protocol import MAX_STATE_BYTES
 
     values = SessionValues()
     assert values.fields() == {}

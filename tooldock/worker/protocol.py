@@ -175,6 +175,17 @@ def visibility_of(request: dict[str, Any]) -> list[dict[str, Any]]:
     return [rule for rule in rules if isinstance(rule, dict)] if isinstance(rules, list) else []
 
 
+# A session's `ctx.set_state()` values (worker/sessionvalues.py, kept by the gateway): their names' length,
+# and their size as JSON, checked by the worker when a tool writes one and by the gateway when it keeps it.
+MAX_STATE_NAME = 1024
+MAX_STATE_BYTES = 1024 * 1024
+
+
+def state_size(values: dict[str, Any]) -> int:
+    """The size of a session's values as the limit counts it."""
+    return len(json.dumps(values, default=str))
+
+
 def state_of(request: dict[str, Any]) -> dict[str, Any]:
     """The calling MCP session's `ctx.set_state()` values a request carries (`state`: name -> fastmcp's
     stored object, worker/sessionvalues.py), those that are objects; none when it carries none."""

@@ -16,16 +16,15 @@ store, as before.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any, SupportsFloat
 
 from key_value.aio.protocols.key_value import AsyncKeyValue
 
 from tooldock.worker.callstore import CALL, PerKey
+from tooldock.worker.protocol import MAX_STATE_BYTES, MAX_STATE_NAME, state_size
 
 STATE_COLLECTION = "fastmcp_state"  # the collection fastmcp's state adapter uses (FastMCP._state_store)
-MAX_STATE_BYTES = 1024 * 1024  # a session's values as JSON; the gateway checks the same limit
 
 
 class SessionValues(PerKey):
@@ -54,8 +53,10 @@ class SessionValues(PerKey):
         if values is None:
             await self.key_value.put(key=key, value=value, collection=collection, ttl=ttl)
             return
+        if len(name) > MAX_STATE_NAME:
+            raise RuntimeError(f"a session state key is at most {MAX_STATE_NAME} characters long (got {len(name)})")
         kept = dict(value)
-        size = len(json.dumps({**values, name: kept}, default=str))
+        size = state_size({**values, name: kept})
         if size > MAX_STATE_BYTES:
             raise RuntimeError(
                 f"a session's state is limited to {MAX_STATE_BYTES} bytes of JSON (this value would make it "

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import weakref
 from collections.abc import Callable
 from typing import Any
 
 from tooldock.runtime.mcp.caller import connection_of
 from tooldock.runtime.mcp.visibility import SessionRules
-
-MAX_STATE_BYTES = 1024 * 1024  # a session's values as JSON (worker/sessionvalues.py refuses a write beyond it)
-MAX_NAME = 1024  # characters in a value's name
+from tooldock.worker.protocol import MAX_STATE_BYTES, MAX_STATE_NAME, state_size
 
 
 class SessionValues:
@@ -33,15 +30,15 @@ class SessionValues:
         namespace's code: anything else, or values over the limit, is refused (ValueError; the relay drops it)."""
         data = data if isinstance(data, dict) else {}
         name, value = data.get("key"), data.get("value")
-        if not isinstance(name, str) or len(name) > MAX_NAME:
-            raise ValueError(f"a session value's name is a string of at most {MAX_NAME} characters")
+        if not isinstance(name, str) or len(name) > MAX_STATE_NAME:
+            raise ValueError(f"a session value's name is a string of at most {MAX_STATE_NAME} characters")
         if value is None:
             self.values.pop(name, None)
             return
         if not isinstance(value, dict):
             raise ValueError("a session value is a JSON object (fastmcp's stored value)")
         changed = {**self.values, name: value}
-        if len(json.dumps(changed, default=str)) > MAX_STATE_BYTES:
+        if state_size(changed) > MAX_STATE_BYTES:
             raise ValueError(f"a session's values are limited to {MAX_STATE_BYTES} bytes of JSON")
         self.values = changed
 
