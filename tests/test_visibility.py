@@ -89,6 +89,7 @@ def audit(subject: str) -> str:
 STEPS: list[dict[str, Any]] = [
     {"op": "disable", "tags": ["admin"]},
     {"op": "enable", "names": ["wipe"]},
+    {"op": "disable", "keys": ["tool:add@2"]},  # the listed version: the highest left is listed and run
     {"op": "disable", "keys": ["tool:add@1"]},
     {"op": "disable", "names": ["data://item/{id}"]},
     {"op": "disable", "components": ["prompt", "tool"], "version": {"gte": "2"}},
@@ -119,7 +120,7 @@ async def _read(session: Any) -> dict[str, Any]:
 
     tools = (await session.list_tools()).tools
     return {
-        "tools": sorted((t.name, block(t)) for t in tools),
+        "tools": sorted((t.name, t.description, json.dumps(t.input_schema, sort_keys=True), block(t)) for t in tools),
         "resources": sorted(str(r.uri) for r in (await session.list_resources()).resources),
         "templates": sorted(t.uri_template for t in (await session.list_resource_templates()).resource_templates),
         "prompts": sorted(p.name for p in (await session.list_prompts()).prompts),
@@ -291,21 +292,28 @@ def test_a_call_without_a_session_is_refused_as_fastmcp_refuses_it(gateway):
     assert gateway.post("/tools/wipe", "vis", {"x": 3}).json() == {"result": "wiped 3"}
 
 
-def test_hiding_the_listed_version_of_a_versioned_tool_hides_the_tool(gateway):
-    """ToolDock lists a versioned tool with its highest version's schema: rules that hide that version but
-    not the others hide the tool (FastMCP would list the highest one left: README, Not done yet)."""
+def test_hiding_the_listed_version_of_a_versioned_tool_lists_the_highest_left(gateway):
+    """Rules that hide a versioned tool's listed (highest) version but not the others: the session's list
+    shows the highest version left, with its own schema, and a call that names no version runs it, as in
+    FastMCP; asking for the hidden version is refused."""
 
-    async def body(session: Any) -> tuple[list[str], Any]:
+    async def body(session: Any) -> tuple[Any, Any, Any, Any]:
         assert not (await _toggle(session, op="disable", keys=["tool:add@2"])).is_error
+        listed = next(t for t in (await session.list_tools()).tools if t.name == "add")
+        plain = await session.call_tool("add", {"a": 5})
+        with_b = await session.call_tool("add", {"a": 1, "b": 2})  # version 1 takes no `b`
         try:
-            await session.call_tool("add", {"a": 1}, meta={"fastmcp": {"version": "1"}})
+            await session.call_tool("add", {"a": 1, "b": 2}, meta={"fastmcp": {"version": "2"}})
         except Exception as exc:
-            return await _names(session), exc
-        raise AssertionError("the hidden tool ran")
+            return listed, plain, with_b, exc
+        raise AssertionError("the hidden version ran")
 
-    names, older = run_mcp(gateway, "vis", body)
-    assert names == ["public", "toggle", "wipe"]
-    assert "no tool named 'add'" in str(older)
+    listed, plain, with_b, hidden = run_mcp(gateway, "vis", body)
+    assert listed.description == "Adds nothing." and set(listed.input_schema["properties"]) == {"a"}
+    assert listed.meta["fastmcp"]["version"] == "1" and listed.meta["fastmcp"]["versions"] == ["1"]
+    assert plain.structured_content == {"result": 5} and not plain.is_error
+    assert with_b.is_error
+    assert "has no version '2'" in str(hidden)
 
 
 def test_over_legacy_sse(gateway):
@@ -342,6 +350,14 @@ def test_what_a_worker_reports_is_checked():
     assert hidden.refuses_call(listed[1], {"fastmcp": {"version": "1"}})
     assert not hidden.refuses_call(listed[1], {"fastmcp": {"version": "2"}})
     assert not hidden.refuses_call(listed[1], None)
+    # a listing of the highest version left is taken only as a valid tool of its name that names its version
+    one = {"name": "add", "inputSchema": {"type": "object"}, "_meta": {"fastmcp": {"version": "1", "versions": ["1"]}}}
+    flat = {**one, "description": "inlined"}
+    replaced = Hidden({"versions": {"add": ["2"]}, "listed": {"add": one, "wipe": {"name": "other"}}, "inlined": {"add": flat}})
+    assert replaced.tools_listed(listed) == [listed[0], one] and replaced.tools_listed(listed, inline=True)[1] == flat
+    assert replaced.version_left("add", None) == "1" and replaced.version_left("add", {"fastmcp": {"version": "2"}}) is None
+    for junk in ({"name": "add"}, {"name": "add", "inputSchema": {"type": "object"}}, "x", {"name": "add", "inputSchema": 3}):
+        assert Hidden({"versions": {"add": ["2"]}, "listed": {"add": junk}}).listed == {}
     rules = SessionRules(lambda: 7)
     rules.keep({"rules": [{"enabled": False, "names": ["wipe"]}, "junk"], "hidden": {"tools": ["wipe"]}})
     assert rules.rules == [{"enabled": False, "names": ["wipe"]}] and rules.generation == 7

@@ -81,7 +81,9 @@ class SessionRules(PerKey):
 async def hidden_by(loaded: LoadedNamespace, rules: list[dict[str, Any]]) -> dict[str, Any]:
     """What `rules` hide of the namespace, by fastmcp's own transforms (later rules win): the names of the
     tools whose every version is hidden, the hidden versions of the others, and the URIs, URI templates and
-    names of the hidden resources, templates and prompts."""
+    names of the hidden resources, templates and prompts. A versioned tool whose listed (highest) version is
+    hidden, but not every version, is listed as FastMCP lists it then: its highest version left (`listed`,
+    and `inlined` where its schemas have `$ref`s to inline)."""
     from fastmcp.server.transforms.visibility import create_visibility_transforms, is_enabled
 
     transforms = create_visibility_transforms(rules)
@@ -95,17 +97,40 @@ async def hidden_by(loaded: LoadedNamespace, rules: list[dict[str, Any]]) -> dic
     hidden_tools: dict[str, set[str]] = {}
     for tool in await off("tools", every):
         hidden_tools.setdefault(tool.name, set()).add(str(tool.version) if tool.version is not None else "")
-    tools, versions = [], {}
+    tools, versions, listed = [], {}, {}
     for name, hidden in hidden_tools.items():
         all_versions = loaded.versions.get(name)
         if not all_versions or hidden >= set(all_versions):
             tools.append(name)
-        else:
-            versions[name] = sorted(hidden)
+            continue
+        versions[name] = sorted(hidden)
+        if str(loaded.tools[name].version) in hidden:
+            listed[name] = [tool for version, tool in all_versions.items() if version not in hidden]
     return {
         "tools": sorted(tools),
         "versions": versions,
+        **_listings(listed),
         "resources": sorted(str(r.uri) for r in await off("resources", list(loaded.resources.values()))),
         "templates": sorted(t.uri_template for t in await off("resource_templates", list(loaded.templates.values()))),
         "prompts": sorted(p.name for p in await off("prompts", list(loaded.prompts.values()))),
     }
+
+
+def _listings(left: dict[str, list[Any]]) -> dict[str, Any]:
+    """How each tool is listed by its versions left: the highest one's descriptor, naming them all, highest
+    first (`_meta.fastmcp.versions`, as FastMCP lists them), and its copy with `$ref`s inlined if it has any."""
+    from fastmcp.utilities.versions import version_sort_key
+
+    from tooldock.namespace.extract import describe, inlined
+    from tooldock.namespace.versions import FASTMCP_META
+
+    listed, inlined_ = {}, {}
+    for name, tools in left.items():
+        ordered = sorted(tools, key=version_sort_key, reverse=True)
+        descriptor = describe(ordered[0])
+        block = descriptor.setdefault("_meta", {}).setdefault(FASTMCP_META, {})
+        block["versions"] = [str(tool.version) for tool in ordered]
+        listed[name] = descriptor
+        if (copy := inlined(descriptor)) is not None:
+            inlined_[name] = copy
+    return {"listed": listed, "inlined": inlined_} if listed else {}

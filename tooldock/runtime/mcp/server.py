@@ -133,7 +133,7 @@ def _server_for(
         entry()
         tools = engine.list_tools(namespace, session_key(ctx), key_of_request(ctx.request))  # an API key's scope
         if (hidden := await hidden_for(state(ctx).visibility, namespace, engine)) is not None:
-            tools = hidden.tools_listed(tools)
+            tools = hidden.tools_listed(tools, engine.settings.inline_schema_refs)
         return types.ListToolsResult(tools=[types.Tool.model_validate(t) for t in tools])
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:

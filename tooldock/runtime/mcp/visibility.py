@@ -16,8 +16,9 @@ Only sessions have rules (handshake-era MCP, streamable HTTP or legacy SSE); the
 requests of a session that has some to the SDK's path, where these filters run.
 
 A versioned tool is listed with its highest version's schema (namespace/extract.py): when the rules hide
-that version but not all, the tool is hidden (FastMCP would list the highest version left), and a call
-asking for a hidden version is refused as a version the tool does not have.
+that version but not all, the session's list shows the highest version left, as FastMCP lists it (the
+worker describes it), and a call that names no version runs that one; a call asking for a hidden version
+is refused as a version the tool does not have.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import Any
 import mcp_types as types
 
 from tooldock.errors import ToolNotFound
-from tooldock.namespace.versions import FASTMCP_META, asked_version
+from tooldock.namespace.versions import CALL_VERSION, FASTMCP_META, asked_version
 from tooldock.runtime.engine import Engine
 
 # How long a session's list or call waits for its worker to match the rules again after a reload (the
@@ -59,10 +60,27 @@ def _names(value: Any) -> frozenset[str]:
     return frozenset(v for v in value if isinstance(v, str)) if isinstance(value, list) else frozenset()
 
 
+def _listings(value: Any) -> dict[str, dict[str, Any]]:
+    """The tool descriptors a worker sent, by name: those that are valid MCP tools of that name and name
+    their version (a worker runs the namespace's code: anything else is left out, the tool listed as before)."""
+    found = {}
+    for name, descriptor in (value if isinstance(value, dict) else {}).items():
+        if not isinstance(descriptor, dict) or descriptor.get("name") != name:
+            continue
+        if asked_version(descriptor.get("_meta")) is None:
+            continue
+        try:
+            types.Tool.model_validate(descriptor)
+        except ValueError:
+            continue
+        found[name] = descriptor
+    return found
+
+
 class Hidden:
     """What a session's rules hide of its namespace (worker/visibility.py's `hidden_by`, checked here)."""
 
-    __slots__ = ("kinds", "tools", "versions")
+    __slots__ = ("inlined", "kinds", "listed", "tools", "versions")
 
     def __init__(self, data: Any) -> None:
         data = data if isinstance(data, dict) else {}
@@ -71,20 +89,34 @@ class Hidden:
         versions = versions if isinstance(versions, dict) else {}
         self.versions = {str(name): _names(listed) for name, listed in versions.items()}
         self.kinds = {kind: _names(data.get(field)) for kind, (field, _) in SURFACE.items()}
+        # A versioned tool whose listed version is hidden, as listed by its highest version left
+        self.listed, self.inlined = _listings(data.get("listed")), _listings(data.get("inlined"))
 
     def hides_tool(self, tool: dict[str, Any]) -> bool:
-        """Whether the listed tool is hidden: every version of it, or the one listed."""
+        """Whether the listed tool is hidden: every version of it, or the one listed with none left."""
         name = tool.get("name")
         if name in self.tools:
             return True
+        if name in self.listed:
+            return False
         return (asked_version(tool.get("_meta")) or "") in self.versions.get(str(name), frozenset())
 
-    def tools_listed(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """`tools` without the hidden ones; a versioned tool's `versions` without its hidden versions."""
+    def version_left(self, tool: str, meta: Any) -> str | None:
+        """The version a call of `tool` that names none runs, when the one listed is hidden (FastMCP runs the
+        highest one left); None: the call runs what it would have run."""
+        listed = self.listed.get(tool)
+        return asked_version(listed.get("_meta")) if listed is not None and asked_version(meta) is None else None
+
+    def tools_listed(self, tools: list[dict[str, Any]], inline: bool = False) -> list[dict[str, Any]]:
+        """`tools` without the hidden ones; a versioned tool's `versions` without its hidden versions, listed
+        by its highest version left (its `$ref`s inlined when the gateway lists tools so: `inline`)."""
         shown = []
         for tool in tools:
             if self.hides_tool(tool):
                 continue
+            name = str(tool.get("name"))
+            if name in self.listed:
+                tool = (self.inlined.get(name) if inline else None) or self.listed[name]
             hidden = self.versions.get(str(tool.get("name")))
             meta = tool.get("_meta") or {}
             block = meta.get(FASTMCP_META)
@@ -162,6 +194,8 @@ async def check_visible(
         return
     tool = engine.get_tool(namespace, name, session, key)  # an unknown tool is refused there, as ever
     if not hidden.refuses_call(tool, meta):
+        if (left := hidden.version_left(name, meta)) is not None:
+            CALL_VERSION.set(left)  # the worker runs that version (runtime/versions.py sets the asked one)
         return
     if not hidden.hides_tool(tool):
         raise ToolNotFound(f"tool {name!r} has no version {asked_version(meta)!r} here", {"tool": name})
