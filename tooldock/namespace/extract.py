@@ -71,6 +71,15 @@ class LoadedNamespace:
     inline_refs: bool = False  # make `inlined` (the gateway asked, INLINE_REFS_ENV): jsonref costs 80 ms to import
     folder: Path | None = None  # where the files were imported from (resolved): the tools' own frames
 
+    def older_versions(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """A versioned tool's versions but the one listed, described (by name, then version): what REST and
+        OpenAPI need to run and describe one (the handshake's `tool_versions`)."""
+        return {
+            name: {version: describe(tool) for version, tool in versions.items() if tool is not self.tools.get(name)}
+            for name, versions in self.versions.items()
+            if len(versions) > 1
+        }
+
     def surface(self) -> dict[str, list[dict[str, Any]]]:
         """Everything but the tools, as MCP lists it (the tools are `descriptors`); keyed by
         `protocol.SURFACE_KINDS`, the handshake fields that carry them."""

@@ -79,12 +79,21 @@ ERROR_CODES = frozenset(
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str)
 
 
-def tools_of(handshake: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
-    """A handshake's tools as declared, and by name those whose schemas have `$ref`s with them inlined
-    (`inlined_tools`; none from a worker older than that field)."""
+def tools_of(
+    handshake: dict[str, Any],
+) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]], dict[str, dict[str, dict[str, Any]]]]:
+    """A handshake's tools as declared; by name those whose schemas have `$ref`s with them inlined
+    (`inlined_tools`); and a versioned tool's other versions, by name and version (`tool_versions`). None of
+    either from a worker older than the field."""
     inlined = handshake.get("inlined_tools")
     flat = {t["name"]: t for t in inlined if isinstance(t, dict)} if isinstance(inlined, list) else {}
-    return list(handshake.get("tools") or []), flat
+    versions = handshake.get("tool_versions")
+    older = {
+        name: {v: d for v, d in by_version.items() if isinstance(v, str) and isinstance(d, dict)}
+        for name, by_version in (versions.items() if isinstance(versions, dict) else ())
+        if isinstance(name, str) and isinstance(by_version, dict)
+    }
+    return list(handshake.get("tools") or []), flat, older
 
 
 def tool_kinds(handshake: dict[str, Any]) -> tuple[frozenset[str], frozenset[str] | None]:

@@ -102,6 +102,7 @@ class WorkerServer:
             "pid": os.getpid(),
             "tools": self.loaded.descriptors,
             **({"inlined_tools": list(self.loaded.inlined.values())} if self.loaded.inlined else {}),
+            **({"tool_versions": self.loaded.older_versions()} if self.loaded.versions else {}),
             "plain_tools": sorted(set(self.loaded.tools) - self.loaded.context_tools),
             "asking_tools": sorted(self.loaded.asking_tools),
             **self.loaded.surface(),

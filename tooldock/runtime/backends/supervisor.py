@@ -58,7 +58,7 @@ class SupervisedWorker:
         self.idle_timeout = idle_timeout  # scale to zero: stop after this long without calls, start on the next
         self.last_wake_ms: float | None = None
         self.state: WorkerState = "starting"
-        self.tools, self.inlined_tools = protocol.tools_of({})  # as declared; by name, with `$ref`s inlined
+        self.tools, self.inlined_tools, self.tool_versions = protocol.tools_of({})  # handshake's (tools_of)
         # resources, resourceTemplates, prompts: from the last handshake (kept while the worker sleeps)
         self.surface: dict[str, list[dict[str, Any]]] = {}
         self.failed_files: list[dict[str, Any]] = []
@@ -207,7 +207,7 @@ class SupervisedWorker:
                 raise StartFailure(f"{self.kind} did not open its socket in time: {self._output.tail()}")
             await asyncio.sleep(0.02)
         handshake = self._conn.handshake
-        self.tools, self.inlined_tools = protocol.tools_of(handshake)
+        self.tools, self.inlined_tools, self.tool_versions = protocol.tools_of(handshake)
         self.surface = {key: list(handshake.get(key) or []) for key in protocol.SURFACE_KINDS}
         self.failed_files = list(handshake.get("failed_files") or [])
         self.plain_tools, self.asking_tools = protocol.tool_kinds(handshake)

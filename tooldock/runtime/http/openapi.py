@@ -1,6 +1,7 @@
 """A typed OpenAPI 3.1 document per namespace, generated from its tools' schemas: one operation per tool
 (`POST /tools/{name}`), the request body from `inputSchema`, the 200 response from `outputSchema` (as
-the REST layer returns it: `{"result": ...}`, unwrapped when fastmcp wrapped it), errors documented.
+the REST layer returns it: `{"result": ...}`, unwrapped when fastmcp wrapped it), errors documented; a
+versioned tool's operation takes a `version` query parameter (its listed version's schemas are shown).
 
 `$defs` inside a tool's schemas move to `components/schemas` under a per-tool prefix, and their `$ref`s
 are rewritten, so tools with same-named models do not collide.
@@ -14,6 +15,7 @@ import copy
 from typing import Any
 
 import tooldock
+from tooldock.namespace.versions import listed_versions
 from tooldock.runtime.registry import NamespaceEntry
 
 ERROR_SCHEMA = {
@@ -114,10 +116,24 @@ def namespace_openapi(
                 **error_responses(),
             },
         }
+        parameters = []
         if header:
-            operation["parameters"] = [
+            parameters.append(
                 {"name": "X-Namespace", "in": "header", "required": True, "schema": {"type": "string", "enum": [name]}}
-            ]
+            )
+        if len(versions := listed_versions(tool.get("_meta"))) > 1:  # `@tool(version=...)`: each can be run
+            parameters.append(
+                {
+                    "name": "version",
+                    "in": "query",
+                    "required": False,
+                    "schema": {"type": "string", "enum": versions},
+                    "description": "The version of the tool to run; the highest when left out (the schemas "
+                    "shown are the highest version's)",
+                }
+            )
+        if parameters:
+            operation["parameters"] = parameters
         paths[f"/tools/{tool['name']}"] = {"post": operation}
     return {
         "openapi": "3.1.0",

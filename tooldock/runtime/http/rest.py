@@ -21,6 +21,7 @@ from tooldock.runtime.http.gatewaydoc import ARGUMENTS_BODY, MANAGER_TOKEN, VAUL
 from tooldock.runtime.http.openapi import namespace_openapi
 from tooldock.runtime.observe import call_info
 from tooldock.runtime.settings import Settings
+from tooldock.runtime.versions import version_of_tool
 from tooldock.worker.protocol import error_text
 
 log = logging.getLogger("tooldock.http")
@@ -63,7 +64,11 @@ async def call_rest(
     key = key_of(request.scope)
     with call_info(front_end="rest", client=request.client.host if request.client else None):
         try:
-            descriptor = engine.get_tool(namespace, name, key=key)
+            version = _version_asked(request)
+            if version is None:
+                descriptor = engine.get_tool(namespace, name, key=key)
+            else:  # one of a versioned tool's versions (runtime/versions.py)
+                descriptor = version_of_tool(engine, namespace, name, version, key)
         except ToolDockError as err:
             engine.refused(namespace, name, err, key)
             raise
@@ -72,6 +77,21 @@ async def call_rest(
         wants_traceback = request.headers.get("x-tooldock-traceback") == "1"
         result = await engine.call_tool(namespace, name, arguments, traceback=wants_traceback, key=key)
     return {"result": rest_value(result, descriptor)}
+
+
+def _version_asked(request: Request) -> str | None:
+    """The tool version a REST call asks for (`?version=2`), if any: one, not empty."""
+    if not request.scope.get("query_string"):
+        return None
+    asked = request.query_params.getlist("version")
+    if not asked:
+        return None
+    if len(asked) > 1 or not asked[0] or len(asked[0]) > 200:
+        raise BadRequest(
+            "`version` names one version of the tool (for example ?version=2), at most 200 characters; "
+            "leave it out to run the highest"
+        )
+    return asked[0]
 
 
 def is_vault_call(body: Any) -> bool:
