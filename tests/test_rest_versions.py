@@ -1,7 +1,8 @@
 """REST runs any version of a versioned tool (`@tool(version=...)`): `POST /tools/{name}?version=1`, its result
-shaped by that version's own output schema; a version the tool does not have is refused (404) in the words
-MCP uses, and the namespace's OpenAPI document offers the versions as a query parameter. Before, REST ran the
-highest version only and ignored the parameter."""
+shaped by that version's own output schema, and `GET /tools/{name}/schema?version=1` describes it; a version
+the tool does not have is refused (404) in the words MCP uses, and the namespace's OpenAPI document offers the
+versions as a query parameter. Before, REST ran and described the highest version only and ignored the
+parameter."""
 
 from __future__ import annotations
 
@@ -80,3 +81,11 @@ def test_openapi_offers_the_versions(gateway):
     assert version["in"] == "query" and not version["required"] and version["schema"]["enum"] == ["2", "1"]
     plain = document["paths"]["/tools/plain"]["post"]
     assert all(p["name"] != "version" for p in plain.get("parameters", []))
+
+
+def test_the_schema_of_a_version(gateway):
+    """`GET /tools/{name}/schema?version=1` describes that version; without it, the highest."""
+    assert gateway.get("/tools/calc/schema", "ver").json()["description"] == "Version 2."
+    older = gateway.get("/tools/shape/schema?version=1", "ver").json()
+    assert older["description"] == "A dict (not wrapped)." and older["_meta"]["fastmcp"]["version"] == "1"
+    assert gateway.get("/tools/calc/schema?version=7", "ver").status_code == 404

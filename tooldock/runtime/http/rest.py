@@ -127,13 +127,6 @@ def _wrap_request(fn: Callable[..., Awaitable[dict[str, Any]]], ns_of: Namespace
     return endpoint
 
 
-def _wrap_name(fn: Callable[..., dict[str, Any]], ns_of: NamespaceOf) -> Endpoint:
-    async def endpoint(name: str, request: Request, namespace: str | None = Depends(ns_of)) -> dict[str, Any]:
-        return fn(namespace, name, key_of(request.scope))
-
-    return endpoint
-
-
 def _wrap_name_request(fn: Callable[..., Awaitable[dict[str, Any]]], ns_of: NamespaceOf) -> Endpoint:
     async def endpoint(name: str, request: Request, namespace: str | None = Depends(ns_of)) -> dict[str, Any]:
         return await fn(namespace, name, request)
@@ -171,6 +164,12 @@ def create_router(engine: Engine, settings: Settings) -> APIRouter:
     async def list_tools(namespace: str | None, key: ApiKey | None) -> dict[str, Any]:
         entry = engine.namespace(namespace, key)
         return {"namespace": entry.source.name, "tools": engine.visible(entry.source.name, entry.tools, key)}
+
+    async def tool_schema(namespace: str | None, name: str, request: Request) -> dict[str, Any]:
+        key, version = key_of(request.scope), _version_asked(request)
+        if version is None:
+            return engine.get_tool(namespace, name, key=key)
+        return version_of_tool(engine, namespace, name, version, key)  # `?version=`: that version's
 
     async def call_tool(namespace: str | None, name: str, request: Request) -> dict[str, Any]:
         with cancelled_on_disconnect(request.scope):
@@ -215,7 +214,7 @@ def create_router(engine: Engine, settings: Settings) -> APIRouter:
         )
         router.add_api_route(
             f"{prefix}/tools/{{name:path}}/schema",
-            _wrap_name(lambda ns, name, key: engine.get_tool(ns, name, key=key), ns_of),
+            _wrap_name_request(tool_schema, ns_of),
             methods=["GET"],
             summary="One tool's full descriptor and input schema",
         )
