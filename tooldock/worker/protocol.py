@@ -190,9 +190,17 @@ MAX_STATE_NAME = 1024
 MAX_STATE_BYTES = 1024 * 1024
 
 
-def state_size(values: dict[str, Any]) -> int:
-    """The size of a session's values as the limit counts it."""
-    return len(json.dumps(values, default=str))
+def state_refusal(values: dict[str, Any], name: str, value: Any) -> str | None:
+    """Why a session may not keep `value` under `name` beside its `values` (the limits above); None if it may."""
+    if len(name) > MAX_STATE_NAME:
+        return f"a session state key is at most {MAX_STATE_NAME} characters long (got {len(name)})"
+    size = len(json.dumps({**values, name: value}, default=str))
+    if size > MAX_STATE_BYTES:
+        return (
+            f"a session's state is limited to {MAX_STATE_BYTES} bytes of JSON (this value would make it {size}); "
+            "delete what is no longer needed with ctx.delete_state()"
+        )
+    return None
 
 
 def state_of(request: dict[str, Any]) -> dict[str, Any]:

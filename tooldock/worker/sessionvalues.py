@@ -22,7 +22,7 @@ from typing import Any, SupportsFloat
 from key_value.aio.protocols.key_value import AsyncKeyValue
 
 from tooldock.worker.callstore import CALL, PerKey
-from tooldock.worker.protocol import MAX_STATE_BYTES, MAX_STATE_NAME, state_size
+from tooldock.worker.protocol import state_refusal
 
 STATE_COLLECTION = "fastmcp_state"  # the collection fastmcp's state adapter uses (FastMCP._state_store)
 
@@ -53,15 +53,9 @@ class SessionValues(PerKey):
         if values is None:
             await self.key_value.put(key=key, value=value, collection=collection, ttl=ttl)
             return
-        if len(name) > MAX_STATE_NAME:
-            raise RuntimeError(f"a session state key is at most {MAX_STATE_NAME} characters long (got {len(name)})")
         kept = dict(value)
-        size = state_size({**values, name: kept})
-        if size > MAX_STATE_BYTES:
-            raise RuntimeError(
-                f"a session's state is limited to {MAX_STATE_BYTES} bytes of JSON (this value would make it "
-                f"{size}); delete what is no longer needed with ctx.delete_state()"
-            )
+        if (refusal := state_refusal(values, name, kept)) is not None:
+            raise RuntimeError(refusal)
         values[name] = kept
         await CALL.get().event("state", {"key": name, "value": kept})
 

@@ -64,11 +64,7 @@ async def call_rest(
     key = key_of(request.scope)
     with call_info(front_end="rest", client=request.client.host if request.client else None):
         try:
-            version = _version_asked(request)
-            if version is None:
-                descriptor = engine.get_tool(namespace, name, key=key)
-            else:  # one of a versioned tool's versions (runtime/versions.py)
-                descriptor = version_of_tool(engine, namespace, name, version, key)
+            descriptor = _descriptor(engine, namespace, name, request)
         except ToolDockError as err:
             engine.refused(namespace, name, err, key)
             raise
@@ -77,6 +73,15 @@ async def call_rest(
         wants_traceback = request.headers.get("x-tooldock-traceback") == "1"
         result = await engine.call_tool(namespace, name, arguments, traceback=wants_traceback, key=key)
     return {"result": rest_value(result, descriptor)}
+
+
+def _descriptor(engine: Engine, namespace: str | None, name: str, request: Request) -> dict[str, Any]:
+    """The tool a REST request names: the version it asks for (`?version=`, runtime/versions.py), or the one
+    listed."""
+    key, version = key_of(request.scope), _version_asked(request)
+    if version is None:
+        return engine.get_tool(namespace, name, key=key)
+    return version_of_tool(engine, namespace, name, version, key)
 
 
 def _version_asked(request: Request) -> str | None:
@@ -166,10 +171,7 @@ def create_router(engine: Engine, settings: Settings) -> APIRouter:
         return {"namespace": entry.source.name, "tools": engine.visible(entry.source.name, entry.tools, key)}
 
     async def tool_schema(namespace: str | None, name: str, request: Request) -> dict[str, Any]:
-        key, version = key_of(request.scope), _version_asked(request)
-        if version is None:
-            return engine.get_tool(namespace, name, key=key)
-        return version_of_tool(engine, namespace, name, version, key)  # `?version=`: that version's
+        return _descriptor(engine, namespace, name, request)
 
     async def call_tool(namespace: str | None, name: str, request: Request) -> dict[str, Any]:
         with cancelled_on_disconnect(request.scope):

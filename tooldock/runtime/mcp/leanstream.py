@@ -133,7 +133,7 @@ class StreamRelay:
         self, answer: SseAnswer, params: dict[str, Any], state: SessionState, caps: Any, asks: Asks, session: str
     ) -> None:
         self.answer, self.asks, self.session = answer, asks, session
-        self.log_level, self.state, self.visibility = state.log_level, state, state.visibility  # visibility.py
+        self.log_level, self.state = state.log_level, state  # its rules and values: visibility.py, session.py
         meta = params.get("_meta")
         self.token = meta.get("progressToken") if isinstance(meta, dict) else None
         self.client = declared(caps)
@@ -172,7 +172,7 @@ class StreamRelay:
                     params[name] = data[name]
             await self.answer.message({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
         elif message.get("event") == "visibility":
-            self.visibility.keep(data)
+            self.state.visibility.keep(data)
         elif message.get("event") == "state":
             self.state.values.keep(data)
         elif message.get("event") == "changed" and str(data.get("method")) in LIST_CHANGED:

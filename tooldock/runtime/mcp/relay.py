@@ -20,7 +20,7 @@ from typing import Any
 from tooldock.runtime.mcp import inputreq
 from tooldock.runtime.mcp.scope import scope_of_request
 from tooldock.runtime.mcp.session import SessionState
-from tooldock.runtime.mcp.visibility import NOTICES
+from tooldock.runtime.mcp.visibility import NOTICES, SessionRules
 from tooldock.runtime.questions import CAPABILITIES, ask_session, declared, models, undeclared
 from tooldock.worker.protocol import shown_level
 
@@ -34,7 +34,11 @@ class McpRelay:
         # The session's visibility rules and values (visibility.py, session.py); None: a call with no session
         # has none to keep
         self.session = session if self.scope is not None else None
-        self.visibility = self.session.visibility if self.session is not None else None
+
+    @property
+    def visibility(self) -> SessionRules | None:
+        """The session's visibility rules (visibility.py); None for a call with no session."""
+        return self.session.visibility if self.session is not None else None
 
     def call_fields(self) -> dict[str, Any]:
         """What the worker needs to know about the caller: its capabilities, progress, log level, session."""

@@ -8,7 +8,7 @@ from typing import Any
 
 from tooldock.runtime.mcp.caller import connection_of
 from tooldock.runtime.mcp.visibility import SessionRules
-from tooldock.worker.protocol import MAX_STATE_BYTES, MAX_STATE_NAME, state_size
+from tooldock.worker.protocol import state_refusal
 
 
 class SessionValues:
@@ -30,17 +30,16 @@ class SessionValues:
         namespace's code: anything else, or values over the limit, is refused (ValueError; the relay drops it)."""
         data = data if isinstance(data, dict) else {}
         name, value = data.get("key"), data.get("value")
-        if not isinstance(name, str) or len(name) > MAX_STATE_NAME:
-            raise ValueError(f"a session value's name is a string of at most {MAX_STATE_NAME} characters")
+        if not isinstance(name, str):
+            raise ValueError("a session value's name is a string")
         if value is None:
             self.values.pop(name, None)
             return
         if not isinstance(value, dict):
             raise ValueError("a session value is a JSON object (fastmcp's stored value)")
-        changed = {**self.values, name: value}
-        if state_size(changed) > MAX_STATE_BYTES:
-            raise ValueError(f"a session's values are limited to {MAX_STATE_BYTES} bytes of JSON")
-        self.values = changed
+        if (refusal := state_refusal(self.values, name, value)) is not None:
+            raise ValueError(refusal)
+        self.values[name] = value
 
 
 class SessionState:

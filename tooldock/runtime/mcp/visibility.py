@@ -117,7 +117,7 @@ class Hidden:
             name = str(tool.get("name"))
             if name in self.listed:
                 tool = (self.inlined.get(name) if inline else None) or self.listed[name]
-            hidden = self.versions.get(str(tool.get("name")))
+            hidden = self.versions.get(name)
             meta = tool.get("_meta") or {}
             block = meta.get(FASTMCP_META)
             if hidden and isinstance(block, dict) and isinstance(block.get("versions"), list):
