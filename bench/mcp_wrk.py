@@ -23,8 +23,14 @@ import time
 from pathlib import Path
 
 LUA = """
-local path, template, counter, bad = %(path)s, %(template)s, 0, 0
+-- wrk runs request/response in each thread's own Lua state and done in another: the threads' counts of bad
+-- answers are globals, read back through setup's thread handles (a local here would always read 0 in done)
+local path, template, threads = %(path)s, %(template)s, {}
 local headers = %(headers)s
+counter, bad = 0, 0
+setup = function(thread)
+  table.insert(threads, thread)
+end
 request = function()
   counter = counter + 1
   return wrk.format("POST", path, headers, string.format(template, counter, counter %% 100000))
@@ -36,9 +42,12 @@ response = function(status, _, body)
   end
 end
 done = function(summary, latency, _)
-  local e = summary.errors
+  local e, total = summary.errors, 0
+  for _, thread in ipairs(threads) do
+    total = total + thread:get("bad")
+  end
   io.write(string.format('WRK {"requests":%%d,"duration_us":%%d,"bad":%%d,"errors":%%d,"p50_us":%%d,"p99_us":%%d}\\n',
-    summary.requests, summary.duration, bad, e.connect + e.read + e.write + e.timeout,
+    summary.requests, summary.duration, total, e.connect + e.read + e.write + e.timeout,
     latency:percentile(50), latency:percentile(99)))
 end
 """
