@@ -4,16 +4,26 @@ process, as in tests, never share counters).
 Counted as they happen: calls by namespace, tool, front end and status; their latency; calls in flight;
 reload durations. Read when scraped (so never stale, and nothing to keep in step): each namespace's
 state, worker restarts and wake-ups, open MCP sessions and relay connections, audit lines dropped.
+
+The three a call touches (calls, latency, in flight) are kept by hand in plain dicts (`CallCounts`) and
+turned into prometheus_client's metric families when scraped: its Counter, Histogram and Gauge take a lock
+and go through several methods per update, and in the gateway (code for a whole request running cold in
+the caches) they cost 19 us of CPU a call, 7% of a lean MCP call's rate at 1 concurrent (two gateways in
+turn, with and without). The exposition is the same, `_created` series included.
 """
 
 from __future__ import annotations
 
+import bisect
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
+from prometheus_client.utils import floatToGoString
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # A metric read at scrape time: name, help, label names, its reader, and its kind.
@@ -27,20 +37,8 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.calls = Counter(
-            "tooldock_calls",
-            "Calls answered, by namespace, tool (or method), front end and status",
-            ["namespace", "tool", "front_end", "status"],
-            registry=r,
-        )
-        self.latency = Histogram(
-            "tooldock_call_duration_seconds",
-            "Call latency in the gateway, by namespace and front end",
-            ["namespace", "front_end"],
-            buckets=BUCKETS,
-            registry=r,
-        )
-        self.in_flight = Gauge("tooldock_calls_in_flight", "Calls in flight, by namespace", ["namespace"], registry=r)
+        self.calls = CallCounts()
+        r.register(self.calls)
         self.reloads = Histogram(
             "tooldock_reload_duration_seconds",
             "Duration of reloads (rescan, start, swap)",
@@ -52,34 +50,14 @@ class Metrics:
         )
         self._scraped: list[_Read] = []
         r.register(_Scraped(self._scraped))
-        # The labelled children, by their label values: `labels()` takes a lock and checks its arguments
-        # on every call, three times per call here; the children it returns never change (nothing removes one).
-        self._children: dict[tuple[Any, ...], Any] = {}
-        self._finished: dict[tuple[str, str, str, str], tuple[Any, Any, Any]] = {}
-
-    def _child(self, metric: Any, *values: str) -> Any:
-        key = (id(metric), *values)
-        child = self._children.get(key)
-        if child is None:
-            child = self._children[key] = metric.labels(*values)
-        return child
 
     def started(self, namespace: str) -> None:
         """A call began: in flight until `finished`."""
-        self._child(self.in_flight, namespace).inc()
+        flying = self.calls.in_flight
+        flying[namespace] = flying.get(namespace, 0) + 1
 
     def finished(self, namespace: str, tool: str, front_end: str, status: str, seconds: float) -> None:
-        key = (namespace, tool, front_end, status)
-        children = self._finished.get(key)
-        if children is None:  # the three children a call of this kind touches, looked up once
-            children = self._finished[key] = (
-                self._child(self.in_flight, namespace),
-                self._child(self.calls, namespace, tool, front_end, status),
-                self._child(self.latency, namespace, front_end),
-            )
-        children[0].dec()
-        children[1].inc()
-        children[2].observe(seconds)
+        self.calls.finished(namespace, tool, front_end, status, seconds)
 
     def gauge(
         self, name: str, doc: str, labels: list[str], read: Callable[[], Iterable[tuple[list[str], float]]]
@@ -111,6 +89,61 @@ class _Scraped(Collector):
             for values, value in rows:
                 family.add_metric(values, value)
             yield family
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+
+class CallCounts(Collector):
+    """Calls by (namespace, tool, front end, status), their latency by (namespace, front end) in BUCKETS,
+    and calls in flight by namespace: plain numbers, updated on the gateway's event loop only (the engine's
+    calls all run there), read by a scrape on the same loop."""
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, str, str, str], list[float]] = {}  # -> [calls, first seen]
+        # (namespace, front end) -> calls per bucket (not cumulative; the last is +Inf), then sum, first seen
+        self.latency: dict[tuple[str, str], list[float]] = {}
+        self.in_flight: dict[str, int] = {}
+
+    def finished(self, namespace: str, tool: str, front_end: str, status: str, seconds: float) -> None:
+        self.in_flight[namespace] = self.in_flight.get(namespace, 1) - 1
+        count = self.counts.get((namespace, tool, front_end, status))
+        if count is None:
+            count = self.counts[(namespace, tool, front_end, status)] = [0, time.time()]
+        count[0] += 1
+        spread = self.latency.get((namespace, front_end))
+        if spread is None:
+            spread = self.latency[(namespace, front_end)] = [0] * (len(BUCKETS) + 1) + [0.0, time.time()]
+        spread[bisect.bisect_left(BUCKETS, seconds)] += 1  # the first bucket whose bound is >= seconds
+        spread[-2] += seconds
+
+    def collect(self) -> Iterable[Metric]:
+        calls = CounterMetricFamily(
+            "tooldock_calls",
+            "Calls answered, by namespace, tool (or method), front end and status",
+            labels=["namespace", "tool", "front_end", "status"],
+        )
+        for labels, (count, created) in list(self.counts.items()):
+            calls.add_metric(labels, count, created=created)
+        yield calls
+        latency = HistogramMetricFamily(
+            "tooldock_call_duration_seconds",
+            "Call latency in the gateway, by namespace and front end",
+            labels=["namespace", "front_end"],
+        )
+        for (namespace, front_end), spread in list(self.latency.items()):
+            total, buckets = 0.0, []
+            for bound, count in zip((*BUCKETS, float("inf")), spread, strict=False):
+                total += count
+                buckets.append((floatToGoString(bound), total))
+            latency.add_metric([namespace, front_end], buckets, spread[-2])
+            names = {"namespace": namespace, "front_end": front_end}
+            latency.samples.append(Sample("tooldock_call_duration_seconds_created", names, spread[-1]))
+        yield latency
+        flying = GaugeMetricFamily("tooldock_calls_in_flight", "Calls in flight, by namespace", labels=["namespace"])
+        for namespace, count in list(self.in_flight.items()):
+            flying.add_metric([namespace], count)
+        yield flying
 
     def describe(self) -> Iterable[Metric]:
         return []
