@@ -38,7 +38,7 @@ from tooldock.runtime.access import restricted
 from tooldock.runtime.admission import Admission
 from tooldock.runtime.backend import SessionViews
 from tooldock.runtime.keyguard import KeyGuard
-from tooldock.runtime.observe import AuditLog, Metrics, current_call, timestamp, tracing
+from tooldock.runtime.observe import AuditLog, Metrics, current_call, tracing
 from tooldock.runtime.registry import NamespaceEntry, Registry
 from tooldock.runtime.settings import Settings
 from tooldock.runtime.workerclient import round_relay
@@ -306,22 +306,13 @@ class Engine:
             self.metrics.finished(ns, known[:200], info.front_end, status, elapsed)
         if self.audit is None:
             return
-        line: dict[str, Any] = {
-            "time": timestamp(),
-            **info.to_dict(),
-            "request_id": requestid.current.get() or info.request_id or requestid.new(),
-            **({"key_id": key.id} if key is not None else {}),
-            "namespace": ns,
-            "method": method,
-            "tool" if method == "tools/call" else "target": name[:500],
-            "status": status,
-            "latency_ms": round(elapsed * 1000, 2),
-            "generation": self.registry.snapshot.generation,
-        }
+        shown = None
         if entry is not None and entry.source.config.audit_arguments and args is not None:
             secrets = self.registry.secrets
-            line["arguments"] = secrets.mask.scrub(args) if secrets is not None else args
-        self.audit.record(line)
+            shown = secrets.mask.scrub(args) if secrets is not None else args
+        key_id, generation = key.id if key is not None else None, self.registry.snapshot.generation
+        rid = requestid.current.get()  # audit.call_line's values: the writer thread builds the line
+        self.audit.record_call(time.time(), info, rid, key_id, ns, method, name, status, elapsed, generation, shown)
 
     async def _run(
         self, entry: NamespaceEntry, what: str, work: Callable[[Any], Awaitable[Any]], key: ApiKey | None = None
