@@ -119,12 +119,19 @@ def outgoing() -> dict[str, str]:
     return carrier
 
 
+# What the spans below are while tracing is off: one shared no-op context (a generator-based context
+# manager per call, entered and left twice a call, was measurable on the lean MCP path).
+_OFF: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+
+
+def call_span(method: str, name: str, namespace: str, front_end: str) -> contextlib.AbstractContextManager[Any]:
+    """The span of one call the engine serves; gives it (None when tracing is off) for its status."""
+    return _OFF if _tracer is None else _call_span(method, name, namespace, front_end)
+
+
 @contextlib.contextmanager
-def call_span(method: str, name: str, namespace: str, front_end: str) -> Iterator[Any]:
-    """The span of one call the engine serves; yields it (None when tracing is off) for its status."""
-    if _tracer is None:
-        yield None
-        return
+def _call_span(method: str, name: str, namespace: str, front_end: str) -> Iterator[Any]:
+    assert _tracer is not None
     from opentelemetry.trace import SpanKind, get_current_span
 
     # under the MCP SDK's server span (MCP) it is internal; otherwise it is the gateway's server span
@@ -152,12 +159,14 @@ def finish(span: Any, status: str) -> None:
         span.set_status(StatusCode.ERROR)
 
 
-@contextlib.contextmanager
-def worker_span(op: str, namespace: str, generation: int) -> Iterator[None]:
+def worker_span(op: str, namespace: str, generation: int) -> contextlib.AbstractContextManager[None]:
     """The hop to the worker: a client span whose `traceparent` goes along with the request."""
-    if _tracer is None:
-        yield
-        return
+    return _OFF if _tracer is None else _worker_span(op, namespace, generation)
+
+
+@contextlib.contextmanager
+def _worker_span(op: str, namespace: str, generation: int) -> Iterator[None]:
+    assert _tracer is not None
     from opentelemetry import propagate
     from opentelemetry.trace import SpanKind
 
