@@ -78,6 +78,54 @@ def test_calls_run_side_by_side_up_to_the_limit(monkeypatch):
     assert 0.35 < elapsed < 2
 
 
+def test_after_a_burst_calls_one_at_a_time_go_to_one_thread(monkeypatch):
+    """A job goes to the thread that went idle last: after a burst started several threads, calls one at a
+    time keep to one (they went round all of them, each cold in the caches, at twice the worker's CPU)."""
+    monkeypatch.setattr(threadhop, "_pool", threadhop._Pool())
+    gate = threading.Barrier(4)
+
+    def together() -> int:
+        gate.wait(5)  # four at once: four threads
+        return threading.get_ident()
+
+    async def main() -> tuple[set[int], list[int]]:
+        burst = set(await asyncio.gather(*(threadhop.run_sync(together) for _ in range(4))))
+        one_by_one = [await threadhop.run_sync(threading.get_ident) for _ in range(12)]
+        return burst, one_by_one
+
+    burst, one_by_one = asyncio.run(main())
+    assert len(burst) == 4 and threadhop._pool._threads == 4
+    assert len(set(one_by_one)) == 1 and one_by_one[0] in burst
+
+
+def test_threads_idle_for_a_while_end(monkeypatch):
+    monkeypatch.setattr(threadhop, "IDLE_SECONDS", 0.2)
+    pool = threadhop._Pool()
+    monkeypatch.setattr(threadhop, "_pool", pool)
+    gate = threading.Barrier(3)
+
+    def together() -> int:
+        gate.wait(5)
+        return threading.get_ident()
+
+    async def main() -> set[int]:
+        return set(await asyncio.gather(*(threadhop.run_sync(together) for _ in range(3))))
+
+    started = asyncio.run(main())
+    assert len(started) == 3 and pool._threads == 3
+    deadline = time.monotonic() + 5
+    while pool._threads and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert pool._threads == 0 and not pool._idle
+    time.sleep(0.1)  # each has returned from its loop; now it ends
+    assert not started & {t.ident for t in threading.enumerate()}
+
+    async def again() -> str:
+        return await threadhop.run_sync(lambda: "still served")
+
+    assert asyncio.run(again()) == "still served"
+
+
 def test_a_cancelled_caller_stops_waiting_and_the_thread_finishes():
     finished = threading.Event()
 
