@@ -188,6 +188,11 @@ class Engine:
         if key is not None and key.rate:
             self.admission.admit("key", key.id, key.rate)
 
+    def call_timeout(self, namespace: str) -> float:
+        """How long a call in `namespace` may run: its own limit, else the gateway's."""
+        entry = self.registry.snapshot.entries.get(namespace)
+        return (entry.source.config.limits.timeout if entry is not None else None) or self.settings.call_timeout
+
     def _semaphore(self, entry: NamespaceEntry) -> asyncio.Semaphore:
         semaphore = self._limits.get(entry.worker)
         if semaphore is None:
