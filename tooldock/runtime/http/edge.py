@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
 
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -64,47 +63,33 @@ class RequestEdge:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        presented = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"x-request-id"), None)
+        presented = None
+        for name, value in scope["headers"]:
+            if name == b"x-request-id":
+                presented = value.decode("latin-1")
+                break
         rid = requestid.accept(presented)
         scope[requestid.SCOPE_KEY] = rid
         token = requestid.current.set(rid)
-        seen: dict[str, Any] = {"status": 0, "done": False, "gone": False, "code": ""}
-
-        async def receiving() -> Message:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                seen["gone"] = True
-            return message
-
-        async def sending(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                seen["status"] = message["status"]
-                headers = [(k, v) for k, v in message.get("headers") or () if k.lower() != b"x-request-id"]
-                message = {**message, "headers": [*headers, (b"x-request-id", rid.encode())]}
-            elif message["type"] == "http.response.body":
-                if seen["status"] >= 500 and not seen["code"]:
-                    seen["code"] = _error_code(message.get("body") or b"")
-                seen["done"] = seen["done"] or not message.get("more_body", False)
-            await send(message)
-
+        seen = _Exchange(rid, receive, send)
         try:
             with tracing.incoming(scope["headers"]):
-                await self.app(scope, receiving, sending)
+                await self.app(scope, seen.receive, seen.send)
         except Exception as exc:
             if _is_disconnect(exc):
-                seen["gone"] = True
+                seen.gone = True
             else:
                 self._failed(scope, rid, exc)
-                if not seen["status"]:
+                if not seen.status:
                     await self._answer_500(scope, rid, receive, send)
                 return
         finally:
             requestid.current.reset(token)
-        where = f"{scope['method']} {scope['path']}"
-        if seen["gone"] and not (seen["done"] and seen["status"] < 500) and scope["method"] != "GET":
+        if seen.gone and not (seen.done and seen.status < 500) and scope["method"] != "GET":
+            where = f"{scope['method']} {scope['path']}"
             log.info("client disconnected before the answer: %s (request %s)", where, rid, extra={"request_id": rid})
-        elif seen["status"] >= 500:
-            status = f"{seen['status']} {seen['code']}".rstrip(" -")
+        elif seen.status >= 500:
+            where, status = f"{scope['method']} {scope['path']}", f"{seen.status} {seen.code}".rstrip(" -")
             log.warning("%s answered %s (request %s)", where, status, rid, extra={"request_id": rid})
 
     @staticmethod
@@ -130,3 +115,32 @@ class RequestEdge:
             await error_response(err, {"X-Request-Id": rid})(scope, receive, send)
         except (OSError, RuntimeError):  # the client is gone too
             pass
+
+
+class _Exchange:
+    """One request's way through the edge: its `receive` and `send`, and what they saw (a slotted object
+    rather than closures over a dict: this layer runs for every request)."""
+
+    __slots__ = ("_receive", "_send", "code", "done", "gone", "rid", "status")
+
+    def __init__(self, rid: str, receive: Receive, send: Send) -> None:
+        self.rid, self._receive, self._send = rid, receive, send
+        self.status, self.done, self.gone, self.code = 0, False, False, ""
+
+    async def receive(self) -> Message:
+        message = await self._receive()
+        if message["type"] == "http.disconnect":
+            self.gone = True
+        return message
+
+    async def send(self, message: Message) -> None:
+        kind = message["type"]
+        if kind == "http.response.start":
+            self.status = message["status"]
+            headers = [(k, v) for k, v in message.get("headers") or () if k.lower() != b"x-request-id"]
+            message = {**message, "headers": [*headers, (b"x-request-id", self.rid.encode())]}
+        elif kind == "http.response.body":
+            if self.status >= 500 and not self.code:
+                self.code = _error_code(message.get("body") or b"")
+            self.done = self.done or not message.get("more_body", False)
+        await self._send(message)
