@@ -55,18 +55,30 @@ def trim_mcp_headers(scope: Scope) -> None:
 
 
 def precheck(scope: Scope, allowed_origins: tuple[str, ...] = ()) -> Response | None:
-    """The response to send instead of passing the request to the SDK, or None."""
-    refused = origin_refused(scope, allowed_origins)
-    if refused is not None:
-        return refused
+    """The response to send instead of passing the request to the SDK, or None. One pass over the headers
+    (this runs for every MCP request)."""
+    origin = content_type = accept = None  # the first of each
+    untrimmed = False
+    for name, value in scope["headers"]:
+        if name == b"origin":
+            origin = value if origin is None else origin
+        elif name == b"content-type":
+            content_type = value if content_type is None else content_type
+        elif name == b"accept":
+            accept = value if accept is None else accept
+        elif name.startswith(b"mcp-") and value != value.strip(b" \t"):
+            untrimmed = True
+    if origin and allowed_origins and not origin_allowed(origin.decode("latin-1"), allowed_origins):
+        return _error(403, -32600, f"Origin {origin.decode('latin-1')!r} is not allowed (MCP_ALLOWED_ORIGINS)")
     method = scope["method"]
     if method == "POST":
-        trim_mcp_headers(scope)
-        content_type = (header(scope, b"content-type") or "").split(";")[0].strip().lower()
-        if content_type != "application/json":
-            return _error(415, -32600, f"Content-Type must be application/json, got {content_type or 'none'!r}")
+        if untrimmed:
+            trim_mcp_headers(scope)
+        kind = (content_type or b"").decode("latin-1").split(";")[0].strip().lower()
+        if kind != "application/json":
+            return _error(415, -32600, f"Content-Type must be application/json, got {kind or 'none'!r}")
     elif method == "GET":
-        accept = (header(scope, b"accept") or "").lower()
-        if "text/event-stream" not in accept and "*/*" not in accept:
+        wants = (accept or b"").decode("latin-1").lower()
+        if "text/event-stream" not in wants and "*/*" not in wants:
             return _error(406, -32600, "GET /mcp opens an SSE stream: send 'Accept: text/event-stream'")
     return None
