@@ -126,6 +126,37 @@ def test_threads_idle_for_a_while_end(monkeypatch):
     assert asyncio.run(again()) == "still served"
 
 
+def test_an_idle_thread_holds_nothing_of_its_last_jobs(monkeypatch):
+    """A pool thread waiting for work keeps no reference to what its calls were given or returned (the first
+    one included, which starts it)."""
+    import gc
+    import weakref
+
+    monkeypatch.setattr(threadhop, "_pool", threadhop._Pool())
+
+    class Big:
+        pass
+
+    def echo(value: Big) -> Big:
+        return value
+
+    async def main() -> list[weakref.ref]:
+        refs = []
+        for _ in range(2):
+            given = Big()
+            refs.append(weakref.ref(given))
+            assert await threadhop.run_sync(echo, given) is given
+            del given
+        return refs
+
+    refs = asyncio.run(main())
+    deadline = time.monotonic() + 5
+    while any(r() is not None for r in refs) and time.monotonic() < deadline:
+        gc.collect()
+        time.sleep(0.05)
+    assert all(r() is None for r in refs) and threadhop._pool._threads == 1
+
+
 def test_a_cancelled_caller_stops_waiting_and_the_thread_finishes():
     finished = threading.Event()
 

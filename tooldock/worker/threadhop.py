@@ -82,20 +82,23 @@ class _Pool:
             else:
                 self._waiting.append(job)  # as under anyio's limit: the next thread to finish takes it
                 return
-        if thread is None:
-            threading.Thread(target=self._run, args=(job,), name="tooldock-tool", daemon=True).start()
+        if thread is None:  # its mailbox, not the job, is the new thread's argument (held while it lives)
+            thread = _Thread()
+            thread.job = job
+            threading.Thread(target=self._run, args=(thread,), name="tooldock-tool", daemon=True).start()
         else:
             thread.job = job
             thread.wake.release()
 
-    def _run(self, job: _Job) -> None:
-        me = _Thread()
+    def _run(self, me: _Thread) -> None:
         while True:
+            job, me.job = me.job, None
+            assert job is not None
             _do(job)
             del job  # hold nothing while idle
             with self._lock:
                 if self._waiting:
-                    job = self._waiting.popleft()
+                    me.job = self._waiting.popleft()
                     continue
                 self._idle.append(me)
             if not me.wake.acquire(timeout=IDLE_SECONDS):
@@ -105,8 +108,6 @@ class _Pool:
                         self._threads -= 1
                         return
                 me.wake.acquire()  # a job was handed to it as it timed out: the release is on its way
-            assert me.job is not None
-            job, me.job = me.job, None
 
 
 def _do(job: _Job) -> None:
