@@ -317,7 +317,7 @@ class Engine:
             shown = secrets.mask.scrub(args) if secrets is not None else args
         key_id, generation = key.id if key is not None else None, self.registry.snapshot.generation
         rid = requestid.current.get()  # audit.call_line's values: the writer thread builds the line
-        self.audit.record_call(time.time(), info, rid, key_id, ns, method, name, status, elapsed, generation, shown)
+        self.audit.record((time.time(), info, rid, key_id, ns, method, name, status, elapsed, generation, shown))
 
     async def _run(
         self, entry: NamespaceEntry, what: str, work: Callable[[Any], Awaitable[Any]], key: ApiKey | None = None

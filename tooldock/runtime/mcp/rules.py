@@ -42,7 +42,10 @@ def origin_allowed(origin: str, allowed: tuple[str, ...]) -> bool:
 def origin_refused(scope: Scope, allowed: tuple[str, ...]) -> Response | None:
     """403 for a request whose `Origin` is not in the allowlist (MCP_ALLOWED_ORIGINS). No allowlist, or no
     Origin header (a client that is not a browser), passes."""
-    origin = header(scope, b"origin")
+    return _origin_refusal(header(scope, b"origin"), allowed)
+
+
+def _origin_refusal(origin: str | None, allowed: tuple[str, ...]) -> Response | None:
     if not allowed or not origin or origin_allowed(origin, allowed):
         return None
     return _error(403, -32600, f"Origin {origin!r} is not allowed (MCP_ALLOWED_ORIGINS)")
@@ -68,8 +71,9 @@ def precheck(scope: Scope, allowed_origins: tuple[str, ...] = ()) -> Response | 
             accept = value if accept is None else accept
         elif name.startswith(b"mcp-") and value != value.strip(b" \t"):
             untrimmed = True
-    if origin and allowed_origins and not origin_allowed(origin.decode("latin-1"), allowed_origins):
-        return _error(403, -32600, f"Origin {origin.decode('latin-1')!r} is not allowed (MCP_ALLOWED_ORIGINS)")
+    refused = _origin_refusal(origin.decode("latin-1") if origin is not None else None, allowed_origins)
+    if refused is not None:
+        return refused
     method = scope["method"]
     if method == "POST":
         if untrimmed:

@@ -2,7 +2,7 @@
 
 Writing never blocks or fails a call: `record` appends the line to a deque, one thread writes what is
 there to the day's file every 0.1 s (opened per batch, so a rotated or removed file is simply recreated).
-The engine's lines (`record_call`) are queued as the tuple of their values and built into their JSON
+The engine's lines are queued as the tuple of their values (`call_line`'s arguments) and built into their JSON
 object by that thread: building the object on the event loop cost 7% of a lean MCP call's rate at 1
 concurrent (two gateways in turn), ten times what a micro-benchmark of it says, as code run once per
 request runs cold in the caches.
@@ -57,8 +57,8 @@ def call_line(
     generation: int,
     arguments: Any,
 ) -> dict[str, Any]:
-    """The audit line of a call the engine served (`AuditLog.record_call`'s values): `arguments` (already
-    masked) only when the namespace logs them."""
+    """The audit line of a call the engine served (the values `AuditLog.record` queues for it): `arguments`
+    (already masked) only when the namespace logs them."""
     line: dict[str, Any] = {
         "time": timestamp(now),
         **info.to_dict(),
@@ -106,22 +106,14 @@ class AuditLog:
         self._thread = threading.Thread(target=self._run, name="tooldock-audit", daemon=True)
         self._thread.start()
 
-    def record(self, line: dict[str, Any]) -> None:
+    def record(self, line: dict[str, Any] | tuple[Any, ...]) -> None:
+        """Queue a line: the line itself, or a call's values for `call_line` (the writer thread builds it)."""
         if self.directory is None:
             return
         if len(self._pending) >= MAX_QUEUE:  # the writer is far behind (a stuck disk): drop, never wait
             self.dropped += 1
             return
         self._pending.append(line)
-
-    def record_call(self, *values: Any) -> None:
-        """A call's line, from `call_line`'s values (built by the writer thread)."""
-        if self.directory is None:
-            return
-        if len(self._pending) >= MAX_QUEUE:
-            self.dropped += 1
-            return
-        self._pending.append(values)
 
     def close(self, timeout: float = 5.0) -> None:
         """Write what is pending, then stop the writer."""

@@ -53,8 +53,7 @@ class Metrics:
 
     def started(self, namespace: str) -> None:
         """A call began: in flight until `finished`."""
-        flying = self.calls.in_flight
-        flying[namespace] = flying.get(namespace, 0) + 1
+        self.calls.started(namespace)
 
     def finished(self, namespace: str, tool: str, front_end: str, status: str, seconds: float) -> None:
         self.calls.finished(namespace, tool, front_end, status, seconds)
@@ -104,6 +103,9 @@ class CallCounts(Collector):
         # (namespace, front end) -> calls per bucket (not cumulative; the last is +Inf), then sum, first seen
         self.latency: dict[tuple[str, str], list[float]] = {}
         self.in_flight: dict[str, int] = {}
+
+    def started(self, namespace: str) -> None:
+        self.in_flight[namespace] = self.in_flight.get(namespace, 0) + 1
 
     def finished(self, namespace: str, tool: str, front_end: str, status: str, seconds: float) -> None:
         self.in_flight[namespace] = self.in_flight.get(namespace, 1) - 1
