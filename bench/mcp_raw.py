@@ -335,7 +335,7 @@ async def measure_wrk(target: str, url: str, headers: dict[str, str], concurrenc
                    server1[0] - server0[0], server1[1] - server0[1], {0.5: got["p50"], 0.99: got["p99"]})
 
 
-ROUNDS = 5  # wrk rounds per target, the two targets taking turns
+ROUNDS = 5  # rounds per target, the targets taking turns
 
 
 async def wrk_rows(gw_url: str, gateway: int, peer_url: str, peer: int, levels: list[int],
@@ -365,11 +365,28 @@ async def wrk_rows(gw_url: str, gateway: int, peer_url: str, peer: int, levels: 
 
 
 def _merged(rounds: list[Outcome], ratio: float) -> Outcome:
-    """One row for a target's rounds: their calls and times summed, the median round's latencies."""
+    """One row for a target's rounds: their calls and times summed, their latencies together (wrk's: the
+    median round's quantiles)."""
     middle = sorted(rounds, key=lambda o: o.rate)[len(rounds) // 2]
     return Outcome(middle.target, middle.concurrency, sum(o.calls for o in rounds), sum(o.errors for o in rounds),
-                   sum(o.wall for o in rounds), sum(o.cpu for o in rounds), [], sum(o.server for o in rounds),
-                   sum(o.workers for o in rounds), middle.quantiles, ratio)
+                   sum(o.wall for o in rounds), sum(o.cpu for o in rounds), [t for o in rounds for t in o.latencies],
+                   sum(o.server for o in rounds), sum(o.workers for o in rounds), middle.quantiles, ratio)
+
+
+async def in_turn(targets: list[tuple[str, str, dict[str, str], int, dict]], calls: int, level: int,
+                  seconds: float) -> tuple[Outcome, ...]:
+    """The targets (name, url, headers, pid, `measure`'s other arguments; the peer last) measured by the
+    Python client in turn, ROUNDS rounds of `seconds / ROUNDS` each, the order reversed every other round;
+    each one's "vs peer" is the median of the rounds' ratios, as for the wrk rows."""
+    rounds: list[list[Outcome]] = [[] for _ in targets]
+    for turn in range(ROUNDS):
+        order = list(enumerate(targets))
+        for index, (name, url, headers, pid, more) in order if turn % 2 == 0 else order[::-1]:
+            rounds[index].append(await measure(name, url, headers, -(-calls // ROUNDS), level, seconds / ROUNDS,
+                                               pid=pid, **more))
+    peer = rounds[-1]
+    return tuple(_merged(mine, statistics.median(m.rate / p.rate for m, p in zip(mine, peer, strict=True)))
+                 for mine in rounds)
 
 
 async def main(calls: int, levels: list[int], seconds: float) -> list[tuple[Outcome, ...]]:
@@ -381,33 +398,27 @@ async def main(calls: int, levels: list[int], seconds: float) -> list[tuple[Outc
         streaming, streaming_url = start_peer()  # SSE answers: what a Context tool's progress needs
         try:
             auth = {"Authorization": f"Bearer {TOKEN}"}
-            for level in levels:
-                rows.append((
-                    await measure("ToolDock MCP (lean path)", gw_url + "/ns/bench/mcp", auth, calls, level, seconds,
-                                  pid=gateway.pid),
-                    await measure("ToolDock MCP (SDK path)", sdk_url + "/ns/bench/mcp", auth, calls, level, seconds,
-                                  pid=sdk_only.pid),
-                    await measure("FastMCP direct, JSON answers (peer)", peer_url + "/mcp", {}, calls, level, seconds,
-                                  pid=peer.pid),
-                ))
-            for level in levels:  # 2026-07-28: no session, the envelope in every request
-                rows.append((
-                    await measure("ToolDock MCP 2026-07-28 (lean path)", gw_url + "/ns/bench/mcp", auth, calls, level,
-                                  seconds, pid=gateway.pid, modern=True),
-                    await measure("ToolDock MCP 2026-07-28 (SDK path)", sdk_url + "/ns/bench/mcp", auth, calls, level,
-                                  seconds, pid=sdk_only.pid, modern=True),
-                    await measure("FastMCP direct 2026-07-28, JSON answers (peer)", peer_url + "/mcp", {}, calls, level,
-                                  seconds, pid=peer.pid, modern=True),
-                ))
-            for level in levels:  # a Context tool with progress (a client that declares sampling): streamed by
-                rows.append((  # the lean path, or by the SDK; the worker's warm sessions either way
-                    await measure("ToolDock MCP (lean path), Context tool + progress", gw_url + "/ns/bench/mcp", auth,
-                                  calls, level, seconds, "echo_progress", {"sampling": {}}, gateway.pid),
-                    await measure("ToolDock MCP (SDK path), Context tool + progress", sdk_url + "/ns/bench/mcp", auth,
-                                  calls, level, seconds, "echo_progress", {"sampling": {}}, sdk_only.pid),
-                    await measure("FastMCP direct, Context tool + progress (peer)", streaming_url + "/mcp", {}, calls,
-                                  level, seconds, "echo_progress", {"sampling": {}}, streaming.pid),
-                ))
+            ours = gw_url + "/ns/bench/mcp", auth, gateway.pid
+            sdk = sdk_url + "/ns/bench/mcp", auth, sdk_only.pid
+            theirs = peer_url + "/mcp", {}, peer.pid
+            modern = {"modern": True}  # 2026-07-28: no session, the envelope in every request
+            # a Context tool with progress (a client that declares sampling): streamed by the lean path, or by
+            # the SDK; the worker's warm sessions either way
+            progress = {"tool": "echo_progress", "capabilities": {"sampling": {}}}
+            groups = [
+                [("ToolDock MCP (lean path)", *ours, {}), ("ToolDock MCP (SDK path)", *sdk, {}),
+                 ("FastMCP direct, JSON answers (peer)", *theirs, {})],
+                [("ToolDock MCP 2026-07-28 (lean path)", *ours, modern),
+                 ("ToolDock MCP 2026-07-28 (SDK path)", *sdk, modern),
+                 ("FastMCP direct 2026-07-28, JSON answers (peer)", *theirs, modern)],
+                [("ToolDock MCP (lean path), Context tool + progress", *ours, progress),
+                 ("ToolDock MCP (SDK path), Context tool + progress", *sdk, progress),
+                 ("FastMCP direct, Context tool + progress (peer)", streaming_url + "/mcp", {}, streaming.pid,
+                  progress)],
+            ]
+            for group in groups:
+                for level in levels:
+                    rows.append(await in_turn(group, calls, level, seconds))
             rows += await wrk_rows(gw_url, gateway.pid, peer_url, peer.pid, levels, min(seconds, 10))
         finally:
             for proc in (gateway, sdk_only, peer, streaming):
