@@ -41,6 +41,8 @@ import asyncio
 import json
 from typing import Any
 
+import pydantic_core
+
 PROTOCOL_VERSION = 2
 # A `tools.call`, `prompts.get` or `resources.read` may carry `inputResponses` and `requestState` (a guard's
 # next round, MCP 2026-07-28); a guard asking for input answers an empty result whose `_meta` holds its
@@ -106,17 +108,41 @@ def tool_kinds(handshake: dict[str, Any]) -> tuple[frozenset[str], frozenset[str
     return names(handshake.get("plain_tools")), names(asking) if isinstance(asking, list) else None
 
 
-def encode(message: dict[str, Any]) -> bytes:
-    text = _ENCODER.encode(message)
+# JSON on the hot path goes through pydantic_core (which fastmcp brings into every worker environment):
+# its encoder and parser take a fifth of the json module's time for a call's messages, 4% of a call through
+# the gateway at 1 concurrent. What it refuses goes to the json module, which decides as it did before: a
+# lone surrogate, nesting past its limits, a circular reference, a UTF-8 byte order mark.
+
+
+def dump(value: Any) -> bytes:
+    """`value` as compact UTF-8 JSON (raises what the json module raises). Values JSON has no type for are
+    written as pydantic writes them (a datetime in ISO 8601, a set as a list, an Enum as its value: what the
+    MCP SDK sends for them), and else as `str()`, as before."""
     try:
-        return text.encode() + b"\n"
+        return pydantic_core.to_json(value, fallback=str)
+    except (ValueError, RecursionError):
+        return _ENCODER.encode(value).encode()
+
+
+def parse(data: bytes | str) -> Any:
+    """`json.loads(data)`, faster; the same values and errors."""
+    try:
+        return pydantic_core.from_json(data)
+    except ValueError:
+        return json.loads(data)
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    try:
+        return dump(message) + b"\n"
     except UnicodeEncodeError:  # a lone surrogate (a tool made one): sent as U+FFFD rather than not at all
+        text = _ENCODER.encode(message)
         return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode() + b"\n"
 
 
 def decode(line: bytes) -> dict[str, Any]:
     try:
-        message = json.loads(line)
+        message = parse(line)
     except RecursionError:
         raise ValueError("a protocol message is nested too deeply") from None
     if not isinstance(message, dict):

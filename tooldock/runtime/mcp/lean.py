@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import json
 import logging
 import math
 import weakref
@@ -50,8 +49,9 @@ from tooldock.runtime.mcp.compat import Body
 from tooldock.runtime.mcp.leanmodern import MODERN, PARAM_PREFIX, ROUTING, ModernLean
 from tooldock.runtime.mcp.leanmodern import answer as modern_answer
 from tooldock.runtime.mcp.leanrun import STREAMED, method_of, run
-from tooldock.runtime.mcp.leanstream import COMPACT, Asks, SseAnswer, StreamRelay
+from tooldock.runtime.mcp.leanstream import Asks, SseAnswer, StreamRelay
 from tooldock.upstream.catalog import ACTIVATE
+from tooldock.worker import protocol
 
 log = logging.getLogger("tooldock.mcp")
 SESSION = b"mcp-session-id"
@@ -65,7 +65,7 @@ BOUND_MARGIN = 60.0  # seconds a plain call's answer may take beyond its timeout
 
 
 async def _answer(send: Send, sid: bytes, status: int, payload: dict[str, Any] | None) -> None:
-    body = COMPACT.encode(payload).encode() if payload is not None else b""
+    body = protocol.dump(payload) if payload is not None else b""
     headers = [(SESSION, sid), (b"content-length", str(len(body)).encode())]
     if payload is not None:
         headers.append((b"content-type", b"application/json"))
@@ -301,7 +301,7 @@ class LeanPath:
         if not body.complete or len(body.data) > self.max_body:
             return body.replay()
         try:
-            return body, json.loads(bytes(body.data))
+            return body, protocol.parse(bytes(body.data))
         except (ValueError, RecursionError):
             return body.replay()
 
