@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
@@ -44,9 +44,6 @@ class Metrics:
             "Duration of reloads (rescan, start, swap)",
             buckets=(0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 120),
             registry=r,
-        )
-        self.rate_limited = Counter(
-            "tooldock_rate_limited", "Calls refused by a rate limit, by namespace", ["namespace"], registry=r
         )
         self._scraped: list[_Read] = []
         r.register(_Scraped(self._scraped))
