@@ -1,5 +1,6 @@
 """The gateway's HTTP connections (runtime/http/wire.py): a turn's writes reach the socket as one write, a
-stream still goes out as it is produced, closing sends what is pending, and uvicorn serves through it."""
+whole answer as soon as it is complete, a stream still goes out as it is produced, closing sends what is
+pending, and uvicorn serves through it."""
 
 from __future__ import annotations
 
@@ -91,8 +92,18 @@ class Counting(GatewayHttpProtocol):
         super().connection_made(Spy())
 
 
+SEEN_AT_ONCE: list[bool] = []  # /now: whether the answer had reached the socket when its last send returned
+
+
 async def app(scope, receive, send):
     if scope["type"] != "http":
+        return
+    if scope["path"] == "/now":
+        Counting.sent.clear()
+        body = b'{"now":1}'
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"9")]})
+        await send({"type": "http.response.body", "body": body})
+        SEEN_AT_ONCE.append(len(Counting.sent) == 1 and Counting.sent[0].endswith(body))
         return
     if scope["path"] == "/stream":
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
@@ -126,6 +137,8 @@ def test_uvicorn_answers_in_one_write_and_streams_as_it_goes():
                 answer = client.get(f"{url}/plain")
                 assert answer.json() == {"result": 7}
                 assert len(Counting.sent) == 1 and Counting.sent[0].endswith(b'\r\n\r\n{"result":7}')
+            # a whole answer is written in the turn that completes it, not a pass of the loop later
+            assert client.get(f"{url}/now").json() == {"now": 1} and SEEN_AT_ONCE == [True]
             Counting.sent.clear()
             assert client.get(f"{url}/stream").text == "one\ntwo\n"
             assert len(Counting.sent) >= 2  # each part in the turn that produced it

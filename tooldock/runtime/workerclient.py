@@ -212,7 +212,7 @@ class WorkerConnection:
             parent = requestid.traceparent.get()
             if parent is not None:
                 fields["traceparent"] = parent
-            await self._outbox.send(protocol.encode({"id": rid, "op": op, **fields}))
+            await self._outbox.send(protocol.encode({"id": rid, "op": op, **fields}), alone=len(self._pending) == 1)
             reply = await future
         except asyncio.CancelledError:
             # The caller gave up (timeout or disconnect): tell the worker to stop working on it.

@@ -42,8 +42,8 @@ class GatewayConnection(protocol.LineStream):
         )
         return protocol.encode(protocol.error(message.get("id"), "internal_error", why, {"size": len(line)}))
 
-    async def send(self, message: dict[str, Any]) -> None:
-        await self.outbox.send(self._line(message))
+    async def send(self, message: dict[str, Any], alone: bool = False) -> None:
+        await self.outbox.send(self._line(message), alone)
 
     def post(self, message: dict[str, Any]) -> None:
         try:
@@ -87,7 +87,7 @@ class GatewayConnection(protocol.LineStream):
             reply = await self.worker.dispatch(request, self.send)
             if reply is not None:
                 try:
-                    await self.send(reply)
+                    await self.send(reply, alone=len(self.tasks) == 1)  # the only call in flight: out now
                 except (ValueError, TypeError, RecursionError) as exc:  # a result JSON cannot carry
                     message = f"the result could not be sent: {type(exc).__name__}: {exc}"
                     await self.send(protocol.error(rid, "internal_error", message))

@@ -5,9 +5,10 @@ uvicorn writes a response's status line and headers, then its body, as two `tran
 uvloop each is its own `send`, so every answer costs two system calls here, two TCP segments on the wire
 and two reads (and wake-ups) at the client. Nearly every answer the gateway gives (a REST result, an MCP
 JSON answer, a whole lean SSE stream) is written in one turn, so joining the turn's writes makes each one
-system call and one segment. It is the worker protocol's `Outbox` idea applied to HTTP. A streamed answer
-still goes out as it is produced: whatever is pending is written at the end of the turn that produced it,
-and before the connection is closed.
+system call and one segment. It is the worker protocol's `Outbox` idea applied to HTTP. A whole answer
+goes out as soon as it is complete (uvicorn says so), not at the end of its turn. A streamed answer still
+goes out as it is produced: whatever is pending is written at the end of the turn that produced it, and
+before the connection is closed.
 """
 
 from __future__ import annotations
@@ -77,6 +78,12 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         scope = cast(dict[str, Any], self.scope)  # uvicorn's TypedDict names no extra keys
         scope[ON_DISCONNECT] = []
         scope[CLOSE_CONNECTION] = self.transport.close
+
+    def on_response_complete(self) -> None:
+        # The answer is whole: it goes out now rather than at the end of the turn, which at 1 concurrent
+        # would be one more pass of the event loop before the client has it. Still one write per answer.
+        cast(CoalescingTransport, self.transport).flush()
+        super().on_response_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:
         cycle = self.cycle
