@@ -98,6 +98,11 @@ SEEN_AT_ONCE: list[bool] = []  # /now: whether the answer had reached the socket
 async def app(scope, receive, send):
     if scope["type"] != "http":
         return
+    if scope["path"] == "/slow":  # keeps a second request in flight
+        await asyncio.sleep(0.5)
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"0")]})
+        await send({"type": "http.response.body", "body": b""})
+        return
     if scope["path"] == "/now":
         Counting.sent.clear()
         body = b'{"now":1}'
@@ -137,8 +142,15 @@ def test_uvicorn_answers_in_one_write_and_streams_as_it_goes():
                 answer = client.get(f"{url}/plain")
                 assert answer.json() == {"result": 7}
                 assert len(Counting.sent) == 1 and Counting.sent[0].endswith(b'\r\n\r\n{"result":7}')
-            # a whole answer is written in the turn that completes it, not a pass of the loop later
+            # a whole answer to the only request in flight is written in the turn that completes it, not a
+            # pass of the loop later; with another request in flight, at the end of the turn as before
             assert client.get(f"{url}/now").json() == {"now": 1} and SEEN_AT_ONCE == [True]
+            slow = threading.Thread(target=httpx.get, args=(f"{url}/slow",), kwargs={"timeout": 10})
+            slow.start()
+            time.sleep(0.2)
+            assert client.get(f"{url}/now").json() == {"now": 1}
+            slow.join(10)
+            assert SEEN_AT_ONCE == [True, False]
             Counting.sent.clear()
             assert client.get(f"{url}/stream").text == "one\ntwo\n"
             assert len(Counting.sent) >= 2  # each part in the turn that produced it
