@@ -7,11 +7,11 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from loopbackhttp import LoopbackHttp, serving
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import mcp_raw
@@ -20,27 +20,15 @@ KINDS = ("json", "sse", "wrong id", "wrong result", "refused")
 BAD = {"wrong id", "wrong result", "refused"}
 
 
-class Answering(asyncio.Protocol):
-    """HTTP/1.1 keep-alive: answers a tools/call by its id, in turn as each of KINDS, and records which."""
+class Answering(LoopbackHttp):
+    """Answers a tools/call by its id, in turn as each of KINDS, and records which."""
 
     def __init__(self, given: dict[int, str]) -> None:
-        self.given, self.buffer = given, b""
+        super().__init__()
+        self.given = given
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport
-
-    def data_received(self, data: bytes) -> None:
-        self.buffer += data
-        while b"\r\n\r\n" in self.buffer:
-            head, _, rest = self.buffer.partition(b"\r\n\r\n")
-            length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                          if line.lower().startswith(b"content-length:"))
-            if len(rest) < length:
-                return
-            request, self.buffer = json.loads(rest[:length]), rest[length:]
-            self.transport.write(self.answer(request))  # type: ignore[attr-defined]
-
-    def answer(self, request: dict) -> bytes:
+    def answer(self, body: bytes) -> bytes:
+        request = json.loads(body)
         rid, x = request["id"], request["params"]["arguments"]["x"]
         kind = self.given[rid] = KINDS[rid % len(KINDS)]
         result = {"content": [], "structuredContent": {"result": x + (kind == "wrong result")}, "isError": False}
@@ -58,13 +46,8 @@ class Answering(asyncio.Protocol):
 @pytest.fixture
 def server() -> Iterator[tuple[str, dict[int, str]]]:
     given: dict[int, str] = {}
-    loop = asyncio.new_event_loop()
-    listening = loop.run_until_complete(loop.create_server(lambda: Answering(given), "127.0.0.1", 0))
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{listening.sockets[0].getsockname()[1]}/mcp", given
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(5)
+    with serving(lambda: Answering(given)) as url:
+        yield url, given
 
 
 @pytest.mark.parametrize("concurrency", [1, 3])
