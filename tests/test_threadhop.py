@@ -83,6 +83,13 @@ def test_after_a_burst_calls_one_at_a_time_go_to_one_thread(monkeypatch):
     time keep to one (they went round all of them, each cold in the caches, at twice the worker's CPU)."""
     monkeypatch.setattr(threadhop, "_pool", threadhop._Pool())
     gate = threading.Barrier(4)
+    hand_back = threadhop._hand_back
+
+    def slow_after_handing_back(*done) -> None:  # the caller's next job comes before this thread goes on
+        hand_back(*done)
+        time.sleep(0.02)
+
+    monkeypatch.setattr(threadhop, "_hand_back", slow_after_handing_back)
 
     def together() -> int:
         gate.wait(5)  # four at once: four threads

@@ -94,13 +94,20 @@ class _Pool:
         while True:
             job, me.job = me.job, None
             assert job is not None
-            _do(job)
+            done = _do(job)
             del job  # hold nothing while idle
             with self._lock:
-                if self._waiting:
+                took = bool(self._waiting)
+                if took:
                     me.job = self._waiting.popleft()
-                    continue
-                self._idle.append(me)
+                else:
+                    self._idle.append(me)
+            # Handed back only now that this thread is idle again: the caller's next job, often sent as soon
+            # as this result arrives, finds this thread last in `_idle` (before, it could go to another one).
+            _hand_back(*done)
+            del done
+            if took:
+                continue
             if not me.wake.acquire(timeout=IDLE_SECONDS):
                 with self._lock:
                     if me in self._idle:  # still idle: nobody handed it a job, so it ends
@@ -110,12 +117,18 @@ class _Pool:
                 me.wake.acquire()  # a job was handed to it as it timed out: the release is on its way
 
 
-def _do(job: _Job) -> None:
+def _do(job: _Job) -> tuple[asyncio.AbstractEventLoop, asyncio.Future[Any], Any, BaseException | None]:
+    """Run the job: what `_hand_back` gives its caller."""
     loop, future, context, fn = job
     try:
-        result, error = context.run(fn), None
+        return loop, future, context.run(fn), None
     except BaseException as exc:  # handed to the caller, like any result
-        result, error = None, exc
+        return loop, future, None, exc
+
+
+def _hand_back(
+    loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], result: Any, error: BaseException | None
+) -> None:
     try:
         loop.call_soon_threadsafe(_settle, future, result, error)
     except RuntimeError:  # the loop is closed: nobody is waiting
