@@ -55,10 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     for problem in loaded.failed:
         print(f"[{namespace}] {problem.file}:{problem.line or '-'}: {problem.message}", file=sys.stderr, flush=True)
 
-    from tooldock.worker import threadhop
+    from tooldock.worker import quickresult, threadhop
     from tooldock.worker.server import serve
 
     threadhop.install()  # sync tools reach their thread in one hand-off, not anyio's
+    quickresult.install()  # plain return values become results without fastmcp's three conversions
     quiet_telemetry()
 
     loop = new_loop()

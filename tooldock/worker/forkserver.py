@@ -59,9 +59,10 @@ def preload() -> None:
         import uvloop  # noqa: F401  (the children's event loop)
 
     from tooldock.namespace.extract import load_namespace
-    from tooldock.worker import bridge, secretenv, server, threadhop  # noqa: F401  (bridge: imported lazily)
+    from tooldock.worker import bridge, quickresult, secretenv, server, threadhop  # noqa: F401  (bridge: imported lazily)
 
     threadhop.install()  # once here, not in each child: the patched modules' pages stay shared (~0.25 MB each)
+    quickresult.install()
 
     with tempfile.TemporaryDirectory(prefix="tooldock-warmup-") as tmp:
         (Path(tmp) / "tooldock_forkserver_warmup.py").write_text(WARMUP)

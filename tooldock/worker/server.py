@@ -21,7 +21,7 @@ from fastmcp.exceptions import ValidationError as FastMCPValidationError
 from mcp.shared.exceptions import MCPError
 
 from tooldock.namespace.extract import LoadedNamespace, own_meta
-from tooldock.worker import protocol, threadhop
+from tooldock.worker import protocol, quickresult, threadhop
 from tooldock.worker.connection import GatewayConnection
 from tooldock.worker.failures import argument_errors, cause_of, error_for, innermost, own_timeout, tool_traceback
 from tooldock.worker.protocol import round_fields
@@ -157,7 +157,7 @@ class WorkerServer:
         if name in self.loaded.context_tools:
             return await self.call_context_tool(request, send, started)
         try:
-            result = await tool.run(arguments)
+            result = await quickresult.run(tool, arguments)  # a plain value comes back as its body
         # User code: every failure becomes a protocol error, never a crash. SystemExit too: a tool that calls
         # sys.exit() (argparse on bad arguments, a CLI's main() wrapped as a tool) fails its call, and the
         # worker serves on instead of exiting with every other call in flight.
@@ -167,14 +167,8 @@ class WorkerServer:
             if details is not None:  # the gateway passes it on only to callers who ask (the manager's test_tool)
                 details["traceback"] = tool_traceback(exc, self.loaded.folder)
             return protocol.error(rid, code, message, details)
-        body = {
-            "content": [c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in result.content],
-            "structuredContent": result.structured_content,
-            "isError": bool(result.is_error),  # a `ToolResult(is_error=True)`: the tool's own failure, as it words it
-        }
-        if result.meta and (meta := own_meta(result.meta)):  # a ToolResult's `meta`, as FastMCP serves it
-            body["_meta"] = meta
-        if result.is_error:  # logged as a Context tool's is
+        body = result if isinstance(result, dict) else result_body(result)
+        if body["isError"]:  # logged as a Context tool's is
             text = protocol.error_text(body)
             self._failed(name, request, text)
         return protocol.ok(rid, body, int((time.perf_counter() - started) * 1000))
@@ -291,6 +285,18 @@ class WorkerServer:
             self.stopping.set()
             return protocol.ok(rid, {"stopping": True})
         return protocol.error(rid, "internal_error", f"unknown op {op!r}; known ops: {sorted(protocol.OPS)}")
+
+
+def result_body(result: Any) -> dict[str, Any]:
+    """A fastmcp `ToolResult` as a call's result body (quickresult.body gives the same for a plain value)."""
+    body = {
+        "content": [c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in result.content],
+        "structuredContent": result.structured_content,
+        "isError": bool(result.is_error),  # a `ToolResult(is_error=True)`: the tool's own failure, as it words it
+    }
+    if result.meta and (meta := own_meta(result.meta)):  # a ToolResult's `meta`, as FastMCP serves it
+        body["_meta"] = meta
+    return body
 
 
 def _for(request: dict[str, Any]) -> str:
