@@ -9,7 +9,7 @@ import contextlib
 import datetime
 import enum
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 import pytest
@@ -17,6 +17,7 @@ from fastmcp.tools import FunctionTool, ToolResult
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, Field
+from typing_extensions import TypedDict
 
 from tooldock.worker import protocol, quickresult
 from tooldock.worker.server import result_body
@@ -34,6 +35,11 @@ class Name(str):
 
 class Point(BaseModel):
     x: int
+
+
+class Movie(TypedDict):
+    title: str
+    year: int
 
 
 def _tool(annotation: Any, **options: Any) -> FunctionTool:
@@ -65,8 +71,21 @@ ANNOTATIONS = [
     Point,
     datetime.datetime,
     str | None,
+    dict,
+    dict[str, Any],
+    list,
+    list[Any],
+    dict[str, list[int]],
+    Mapping[str, float],
+    Sequence[str],
+    Movie,
 ]
 SCALARS = st.none() | st.booleans() | st.integers() | st.floats() | st.text()
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=3), inner, max_size=4),
+    max_leaves=12,
+)
 EDGES = [
     0,
     -1,
@@ -86,6 +105,17 @@ EDGES = [
     "null",
     "1",
     None,
+    [],
+    {},
+    [1, "a", None],
+    {"result": 1},
+    {"a": [1, {"b": 1.5}], "ü": None},
+    [[]],
+    {"a": float("nan")},
+    (1, 2),
+    {1: "a"},
+    {"title": "x", "year": 1999},
+    [Point(x=1)],
 ]
 
 
@@ -117,6 +147,13 @@ def _quiet() -> Iterator[None]:
         yield
 
 
+def _deep(levels: int) -> Any:
+    value: Any = 1
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
 TOOLS = [_tool(a) for a in ANNOTATIONS] + [_tool(int, output_schema=None), _tool(str, output_schema=None)]
 
 
@@ -127,8 +164,8 @@ def test_every_body_taken_is_fastmcps(raw: Any) -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(SCALARS, st.sampled_from(TOOLS))
-def test_every_body_taken_is_fastmcps_for_any_scalar(raw: Any, tool: FunctionTool) -> None:
+@given(VALUES, st.sampled_from(TOOLS))
+def test_every_body_taken_is_fastmcps_for_any_json(raw: Any, tool: FunctionTool) -> None:
     _check(tool, raw)
 
 
@@ -147,6 +184,13 @@ def test_every_body_taken_is_fastmcps_for_any_scalar(raw: Any, tool: FunctionToo
         (inspect_empty, 7),
         (int | None, None),
         (Annotated[int, Field(ge=0)], 4),
+        (dict, {"a": 1}),
+        (dict[str, Any], {"a": [1, 2.5, None], "b": {"c": "d"}}),
+        (list[int], [1, 2]),
+        (list[int], []),
+        (inspect_empty, {"a": 1}),
+        (inspect_empty, [1]),
+        (Movie, {"title": "x", "year": 1999}),
     ],
 )
 def test_common_values_are_taken(annotation: Any, raw: Any) -> None:
@@ -161,15 +205,21 @@ def test_common_values_are_taken(annotation: Any, raw: Any) -> None:
         (_tool(dict[str, int]), 1),  # an object output schema refuses a scalar: fastmcp's error
         (_tool(int), Color.RED),  # not exactly a scalar type
         (_tool(str), Name("n")),  # a str subclass
-        (_tool(int), [1]),
         (_tool(datetime.datetime), datetime.datetime(2026, 1, 1)),
+        (_tool(dict), {"a": float("inf")}),
+        (_tool(dict), {1: "a"}),  # keys JSON has no type for
+        (_tool(list), (1, 2)),
+        (_tool(Point), Point(x=1)),
+        (_tool(list), [Point(x=1)]),
+        (_tool(dict), {"a": Color.RED}),
+        (_tool(Any), _deep(100)),
     ],
 )
 def test_what_is_not_certain_goes_to_fastmcp(tool: FunctionTool, raw: Any) -> None:
     with _quiet():
         made = quickresult.body(tool, raw)
     assert made is None or protocol.dump(made) == _expected(tool, raw)
-    if type(raw) not in quickresult.SCALARS or raw != raw:
+    if not quickresult.plain(raw):
         assert made is None
 
 
