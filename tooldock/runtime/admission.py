@@ -4,13 +4,18 @@ token buckets, checked by the engine before a call takes a worker slot.
 `limits.rate` in a namespace's `tooldock.yaml` (calls per second, `limits.burst` calls at once, default the
 rate rounded up) and `--rate` on an API key. A refused call is `RateLimited` (429) with the seconds until
 a token is back: REST answers `Retry-After`, MCP an error result, the relay socket -32000.
+
+An admitted call then waits for one of its worker's slots (`limits.concurrency`, else the gateway's
+`max_concurrency`): `Slots`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from dataclasses import dataclass
+from typing import Literal
 
 from tooldock.errors import RateLimited
 
@@ -55,3 +60,16 @@ class Admission:
                 f"rate limit of {what} {name!r} reached ({rate:g} calls/s, bursts of {size:g}): retry in {wait:.2f}s",
                 {what: name, "retry_after_seconds": round(wait, 3)},
             )
+
+
+class Slots(asyncio.Semaphore):
+    """A worker's call slots: asyncio's semaphore, whose acquire with a slot free and no one waiting skips
+    `locked()` (on Python 3.11 it builds a generator over the waiters on every call: 2% of the gateway's CPU
+    for a lean MCP call at 1 concurrent). Otherwise asyncio's own acquire, so waiting, fairness and
+    cancellation are asyncio's."""
+
+    async def acquire(self) -> Literal[True]:
+        if self._value > 0 and not self._waiters:
+            self._value -= 1
+            return True
+        return await super().acquire()

@@ -35,7 +35,7 @@ from tooldock.namespace.models import exposes
 from tooldock.namespace.names import NamespaceNameError, validate_namespace_name
 from tooldock.runtime import jsonin, requestid
 from tooldock.runtime.access import restricted
-from tooldock.runtime.admission import Admission
+from tooldock.runtime.admission import Admission, Slots
 from tooldock.runtime.backend import SessionViews
 from tooldock.runtime.keyguard import KeyGuard
 from tooldock.runtime.observe import AuditLog, Metrics, current_call, tracing
@@ -62,7 +62,7 @@ class Engine:
         """`guard`: stops a call whose API key is revoked or expires while it runs (None: calls run on)."""
         self.registry, self.settings, self.guard = registry, settings, guard
         # One semaphore per worker generation: a replaced worker's limit goes away with it.
-        self._limits: weakref.WeakKeyDictionary[Any, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+        self._limits: weakref.WeakKeyDictionary[Any, Slots] = weakref.WeakKeyDictionary()
         self.admission = Admission()
         self.audit: AuditLog | None = None  # set by the app: one line per call
         self.metrics: Metrics | None = None
@@ -193,11 +193,11 @@ class Engine:
         entry = self.registry.snapshot.entries.get(namespace)
         return (entry.source.config.limits.timeout if entry is not None else None) or self.settings.call_timeout
 
-    def _semaphore(self, entry: NamespaceEntry) -> asyncio.Semaphore:
+    def _semaphore(self, entry: NamespaceEntry) -> Slots:
         semaphore = self._limits.get(entry.worker)
         if semaphore is None:
             limit = entry.source.config.limits.concurrency or self.settings.max_concurrency
-            semaphore = self._limits[entry.worker] = asyncio.Semaphore(limit)
+            semaphore = self._limits[entry.worker] = Slots(limit)
         return semaphore
 
     async def call_tool(
