@@ -3,6 +3,7 @@ and expired keys fail at once), and the scope rules decide which tools a key see
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import stat
@@ -147,6 +148,46 @@ def test_last_used_is_recorded_at_most_once_a_minute(store: KeyStore):
     assert not store.touch(store.check(key), now + timedelta(seconds=30))
     assert store.touch(store.check(key), now + timedelta(seconds=61))
     assert store.check(key).last_used == now + timedelta(seconds=61)
+
+
+def test_check_reads_the_file_again_only_when_it_changed(store: KeyStore, monkeypatch: pytest.MonkeyPatch):
+    """A request made with a key costs a stat when nothing changed; any write (this store's, another
+    gateway's, a hand edit) is seen by the next check."""
+    record, key = store.create("ci", "read")
+    reads = []
+    original = KeyStore._records
+    monkeypatch.setattr(KeyStore, "_records", lambda self: reads.append(1) or original(self))
+    assert store.check(key) == record and len(reads) == 1
+    assert store.check(key) == record and store.check_fresh(key) == record and len(reads) == 1
+    with pytest.raises(InvalidApiKey, match="no such key"):
+        store.check_fresh(key[:-1] + ("A" if key[-1] != "A" else "B"))  # refused without a read too
+    assert len(reads) == 1
+    other = KeyStore(store.directory)  # another gateway on the same file
+    other.revoke(record.id)
+    assert store.check_fresh(key) is None  # changed: only `check` may read it
+    with pytest.raises(InvalidApiKey, match="revoked"):
+        store.check(key)
+    assert len(reads) == 3  # the revoke's own read and this one
+
+
+def test_a_rewrite_of_the_same_size_is_seen(store: KeyStore):
+    _, key = store.create("ci", "read")
+    now = datetime(2030, 1, 1, tzinfo=UTC)
+    assert store.touch(store.check(key), now)
+    size = store.path.stat().st_size
+    assert store.touch(store.check(key), now + timedelta(seconds=61))  # the same length of text, a new file
+    assert store.path.stat().st_size == size
+    assert store.check(key).last_used == now + timedelta(seconds=61)
+    assert store.check_fresh(key) is not None
+
+
+def test_touch_is_due_once_a_minute(store: KeyStore):
+    record, _ = store.create("ci", "read")
+    now = datetime.now(UTC)
+    assert KeyStore.touch_due(record, now)  # never used
+    used = dataclasses.replace(record, last_used=now)
+    assert not KeyStore.touch_due(used, now + timedelta(seconds=59))
+    assert KeyStore.touch_due(used, now + timedelta(seconds=60))
 
 
 def test_concurrent_creates_lose_no_key(store: KeyStore):

@@ -7,8 +7,12 @@ expires, last used and revoked times, and the SHA-256 of the key. Never the key:
 A key is `tdk_<id>_<secret>`: the id finds the record, the 256-bit secret makes a plain SHA-256 enough
 (no password stretching needed for a random key). The file is `keys.json` in `TOOLDOCK_KEYS_DIR`, else in
 `~/.config/tooldock/keys/`: 0600 in a 0700 directory (ToolDock's own: it is made private), replaced
-atomically, and every read-modify-write holds `keys.lock` beside it. `check` reads the file on every call
-(no cache): a revoked or expired key fails at once, in every gateway that shares the file.
+atomically, and every read-modify-write holds `keys.lock` beside it. `check` looks at the file on every
+call: it reads it again whenever it changed (its inode, size, modification or change time differ from the
+last read; a write replaces the file, so each one changes them), else it uses what it read then. So a
+revoked or expired key fails at once, in every gateway that shares the file, and a request made with a key
+costs one `stat` when nothing changed (`check_fresh`, cheap enough for the event loop), not a read and a
+parse of every key. The writers (create, revoke, touch) always read the file itself, under the lock.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from tooldock.keys.validate import (
 from tooldock.secrets.files import locked, write_private
 
 VERSION = 1
+_Keys = dict[str, list[tuple[str, ApiKey]]]  # id -> (stored hash, key) for each record with that id
 TOUCH_EVERY = timedelta(seconds=60)  # `last_used` is kept to the minute: no file write on every call
 REFUSED = "invalid or expired API key"
 
@@ -79,6 +84,7 @@ class KeyStore:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.path, self.lock = directory / "keys.json", directory / "keys.lock"
+        self._read: tuple[Any, _Keys] | None = None  # the file's signature at the last read, and its keys
 
     @classmethod
     def from_env(cls) -> KeyStore:
@@ -108,6 +114,26 @@ class KeyStore:
         for index, record in enumerate(records):
             self._key(record, index)  # every record checked, so a bad one is reported, not skipped
         return records
+
+    def _signature(self) -> Any:
+        """What changes whenever the file is written (None: there is no file)."""
+        try:
+            found = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise KeysError(f"{self.path} cannot be read: {exc.strerror or exc}") from None
+        return (found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns)
+
+    def _keys(self, signature: Any) -> _Keys:
+        """Every key with its hash, by id, read again only when `signature` differs from the last read's. (A
+        file replaced between the stat and the read is kept under the older signature: it is read once more.)"""
+        if self._read is None or self._read[0] != signature:
+            keys: _Keys = {}
+            for index, record in enumerate(self._records()):
+                keys.setdefault(record["id"], []).append((record["hash"], self._key(record, index)))
+            self._read = (signature, keys)
+        return self._read[1]
 
     def _write(self, records: list[dict[str, Any]]) -> None:
         data = json.dumps({"version": VERSION, "keys": records}, indent=2) + "\n"
@@ -194,20 +220,41 @@ class KeyStore:
 
     def check(self, presented: str, now: datetime | None = None) -> ApiKey:
         """The key's record if `presented` is a key of this store that is neither revoked nor expired;
-        otherwise `InvalidApiKey`. Reads the file every time."""
-        key_id, _, secret = presented.removeprefix(KEY_PREFIX).partition("_")
-        if not presented.startswith(KEY_PREFIX) or not ID_RE.fullmatch(key_id) or not secret:
-            raise InvalidApiKey(f"{REFUSED}: not a ToolDock API key (they start with {KEY_PREFIX})")
+        otherwise `InvalidApiKey`. Reads the file when it changed since the last read."""
+        key_id = self._key_id(presented)
         try:
-            records = self._records()
+            keys = self._keys(self._signature())
         except KeysError as exc:  # fail closed; the reason is for the operator, not the caller
             print(f"tooldock: refusing API key {key_id}: {exc}", file=sys.stderr, flush=True)
             raise InvalidApiKey(
                 f"{REFUSED}: the gateway cannot read its keys file right now (its log says why)"
             ) from None
-        for index, record in enumerate(records):
-            if record["id"] == key_id and hmac.compare_digest(record["hash"], _digest(presented)):
-                key = self._key(record, index)
+        return self._verdict(keys, key_id, presented, now)
+
+    def check_fresh(self, presented: str, now: datetime | None = None) -> ApiKey | None:
+        """`check` without reading the file: None when it changed since the last read (or cannot be looked
+        at), and `check` must read it (off the event loop)."""
+        key_id = self._key_id(presented)
+        try:
+            signature = self._signature()
+        except KeysError:
+            return None
+        if self._read is None or self._read[0] != signature:
+            return None
+        return self._verdict(self._read[1], key_id, presented, now)
+
+    @staticmethod
+    def _key_id(presented: str) -> str:
+        key_id, _, secret = presented.removeprefix(KEY_PREFIX).partition("_")
+        if not presented.startswith(KEY_PREFIX) or not ID_RE.fullmatch(key_id) or not secret:
+            raise InvalidApiKey(f"{REFUSED}: not a ToolDock API key (they start with {KEY_PREFIX})")
+        return key_id
+
+    @staticmethod
+    def _verdict(keys: _Keys, key_id: str, presented: str, now: datetime | None) -> ApiKey:
+        digest = _digest(presented)
+        for stored, key in keys.get(key_id, ()):
+            if hmac.compare_digest(stored, digest):
                 state = key.state(now or now_utc())
                 if state != "active":
                     raise InvalidApiKey(f"{REFUSED}: API key {key_id} is {state}", {"key_id": key_id})
@@ -216,20 +263,20 @@ class KeyStore:
 
     def active(self, key_ids: Iterable[str], now: datetime | None = None) -> set[str]:
         """Which of `key_ids` (of keys checked before) are still keys of this store, neither revoked nor
-        expired: one read of the file. A file that exists but cannot be read (or is not a keys file) raises
-        KeysError: that says nothing of any key (a missing file does: it holds none)."""
-        wanted, now = set(key_ids), now or now_utc()
-        records = self._records()
-        return {
-            record["id"]
-            for index, record in enumerate(records)
-            if record["id"] in wanted and self._key(record, index).state(now) == "active"
-        }
+        expired: one look at the file (a read when it changed). A file that exists but cannot be read (or is not
+        a keys file) raises KeysError: that says nothing of any key (a missing file does: it holds none)."""
+        now, keys = now or now_utc(), self._keys(self._signature())
+        return {key_id for key_id in set(key_ids) if any(k.state(now) == "active" for _, k in keys.get(key_id, ()))}
+
+    @staticmethod
+    def touch_due(key: ApiKey, now: datetime | None = None) -> bool:
+        """Whether `touch` would write: `last_used` is kept to the minute."""
+        return key.last_used is None or (now or now_utc()) - key.last_used >= TOUCH_EVERY
 
     def touch(self, key: ApiKey, now: datetime | None = None) -> bool:
         """Record that `key` was used, at most once a minute per key; True when the file was written."""
         now = now or now_utc()
-        if key.last_used is not None and now - key.last_used < TOUCH_EVERY:
+        if not self.touch_due(key, now):
             return False
         with locked(self.lock):
             records = self._records()

@@ -6,11 +6,12 @@ the ASGI scope to every front end, and the log line every keyed call leaves (the
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from typing import Any
 
-from tooldock.keys import ApiKey
+from tooldock.keys import ApiKey, KeyStore
 
 ASGI_KEY = "tooldock.api_key"  # the ASGI scope entry BearerAuth fills with the checked ApiKey
 log = logging.getLogger("tooldock.access")
@@ -40,3 +41,19 @@ def audit(key: ApiKey | None, via: str, what: str, outcome: str) -> None:
 
 def audit_refused(key_id: str | None, via: str, reason: str) -> None:
     log.warning("key %s refused on %s: %s", key_id or "(not a key)", via, reason)
+
+
+async def check_key(keys: KeyStore, presented: str) -> ApiKey:
+    """The presented API key, checked (InvalidApiKey when refused): on the event loop when the keys file has
+    not changed since it was last read (one `stat` of a local file), else in a thread, which reads it."""
+    key = keys.check_fresh(presented)
+    return key if key is not None else await asyncio.to_thread(keys.check, presented)
+
+
+def touch_later(keys: KeyStore, key: ApiKey, tasks: set[asyncio.Task[Any]]) -> None:
+    """Record in a thread that `key` was used, when that is due (`last_used` is kept to the minute); the
+    task is held in `tasks` until done."""
+    if keys.touch_due(key):
+        task = asyncio.ensure_future(asyncio.to_thread(keys.touch, key))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)

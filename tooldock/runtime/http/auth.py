@@ -2,10 +2,10 @@
 endpoints the SDK serves).
 
 Two kinds of bearer: TOOLDOCK_BEARER_TOKEN, which may do everything, and API keys (`tdk_...`, made by
-`tooldock keys create`), checked against the keys file on every request (a revoked or expired key fails at
-once). The checked key goes into the ASGI scope (`runtime.access`), where the front ends find it and narrow
-what the caller sees and may call to its scope; as `scope["user"]` it binds each MCP session to the key
-that opened it. Every request made with a key is logged with its id.
+`tooldock keys create`), checked against the keys file on every request (`runtime.access.check_key`: a
+revoked or expired key fails at once). The checked key goes into the ASGI scope (`runtime.access`), where
+the front ends find it and narrow what the caller sees and may call to its scope; as `scope["user"]` it
+binds each MCP session to the key that opened it. Every request made with a key is logged with its id.
 `admin_only` (the manager): only an admin key without globs gets in.
 
 An answer that is an event stream (an MCP GET stream, a legacy SSE stream, a call answered as SSE) lives on
@@ -28,7 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tooldock.errors import Forbidden, InvalidApiKey, Unauthorized
 from tooldock.keys import KEY_PREFIX, ApiKey, KeyStore
-from tooldock.runtime.access import ASGI_KEY, audit, audit_refused
+from tooldock.runtime.access import ASGI_KEY, audit, audit_refused, check_key, touch_later
 from tooldock.runtime.disconnect import hang_up
 from tooldock.runtime.http.responses import error_response
 from tooldock.runtime.keyguard import Hold, KeyGuard
@@ -80,7 +80,7 @@ class BearerAuth:
         assert self.keys is not None
         via = f"http {scope.get('method', '')} {scope['path'][:200]}"
         try:
-            key: ApiKey = await asyncio.to_thread(self.keys.check, presented)
+            key: ApiKey = await check_key(self.keys, presented)
         except InvalidApiKey as err:
             audit_refused(err.details.get("key_id"), via, err.message)
             await error_response(err, CHALLENGE)(scope, receive, send)
@@ -93,9 +93,7 @@ class BearerAuth:
             )
             await error_response(refused)(scope, receive, send)
             return
-        task = asyncio.ensure_future(asyncio.to_thread(self.keys.touch, key))  # last used, once a minute at most
-        self._touching.add(task)
-        task.add_done_callback(self._touching.discard)
+        touch_later(self.keys, key, self._touching)  # last used, once a minute at most
         scope[ASGI_KEY] = key
         scope["user"] = _principal(key)
         stream = _GuardedStream(self.guard, key, scope, send)

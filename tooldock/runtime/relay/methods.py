@@ -31,7 +31,7 @@ from tooldock.errors import (
 )
 from tooldock.keys import ApiKey, KeyStore
 from tooldock.runtime import requestid
-from tooldock.runtime.access import audit, audit_refused
+from tooldock.runtime.access import audit, audit_refused, check_key, touch_later
 from tooldock.runtime.engine import Engine
 from tooldock.runtime.observe import call_info, tracing
 from tooldock.runtime.relay.asks import Questions
@@ -100,13 +100,11 @@ class RelayMethods:
             audit_refused(None, VIA, "no api_key")
             raise RpcError(INVALID_KEY, INVALID_KEY_MESSAGE, {"reason": 'params.api_key is missing: send "api_key"'})
         try:
-            key = await asyncio.to_thread(self.keys.check, presented)
+            key = await check_key(self.keys, presented)
         except InvalidApiKey as err:
             audit_refused(err.details.get("key_id"), VIA, err.message)
             raise RpcError(INVALID_KEY, INVALID_KEY_MESSAGE, {"reason": err.message}) from None
-        task = asyncio.ensure_future(asyncio.to_thread(self.keys.touch, key))  # last used, at most once a minute
-        self._touching.add(task)
-        task.add_done_callback(self._touching.discard)
+        touch_later(self.keys, key, self._touching)  # last used, at most once a minute
         return key
 
     async def watch(self, params: dict[str, Any]) -> ApiKey:
