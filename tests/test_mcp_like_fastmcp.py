@@ -62,6 +62,48 @@ def decorated(x: int) -> int:
     return x
 
 
+@tool
+def as_dict(x: int) -> dict:
+    """Plain JSON results (the worker makes their body itself): an object."""
+    return {"x": x, "nested": {"list": [1, 2.5, None, "\u00fc", True]}, "empty": []}
+
+
+@tool
+def as_list(x: int) -> list[int]:
+    """A list, wrapped in structured content."""
+    return list(range(x))
+
+
+@tool
+def as_empty(x: int) -> list:
+    """An empty list: no content block."""
+    return []
+
+
+@tool
+def as_text(x: int) -> str:
+    """Text."""
+    return "\u00fc\u2028" * x
+
+
+@tool
+def as_none(x: int) -> None:
+    """Nothing."""
+    return None
+
+
+@tool
+def as_float(x: int) -> float:
+    """A float."""
+    return x / 3
+
+
+@tool
+def untyped(x: int):
+    """No return annotation: no output schema."""
+    return {"x": x, "y": [x]}
+
+
 @resource("data://config", mime_type="application/json", tags={"settings"})
 def config() -> dict:
     """Config."""
@@ -104,6 +146,7 @@ def refuses(x: str) -> str:
     raise RuntimeError("bad prompt")
 '''
 
+PLAIN = ("as_dict", "as_list", "as_empty", "as_text", "as_none", "as_float", "untyped")
 READS = ("data://config", "data://bytes", "data://user/7", "data://user/x", "data://fail")
 PROMPTS = (("greet", {"name": "Ann"}), ("greet", {"name": "Ann", "polite": "false"}), ("convo", {"topic": "cats"}),
            ("refuses", {"x": "1"}), ("greet", {}))
@@ -116,6 +159,7 @@ async def _answers(session: Any) -> dict[str, Any]:
     asks += [(f"get {name} {arguments}", session.get_prompt, (name, arguments)) for name, arguments in PROMPTS]
     asks += [(f"call {name}", session.call_tool, (name, {"x": 3})) for name in ("soft", "soft", "soft_ctx")]
     asks += [("call decorated", session.call_tool, ("decorated", {"x": 3}))]
+    asks += [(f"call {name}", session.call_tool, (name, {"x": 3})) for name in PLAIN for _ in range(2)]
     asks += [("call moved", session.call_tool, ("moved", {"p": {"x": 1}, "c": "blue", "by": {"x": 2}}))]
     listed = await session.list_tools()
     # in the order the file defines them, as a FastMCP server's decorators register them
@@ -187,7 +231,7 @@ def test_resources_and_prompts_answer_as_fastmcp_answers(served, tmp_path: Path)
     through = run_mcp(served, "alike", _answers)
     direct = _direct(tmp_path / "src" / "alike" / "alike.py")
     assert set(through) == set(direct)
-    assert through["order"][0] == ["moved", "soft", "soft_ctx", "decorated"]  # not alphabetical: as written
+    assert through["order"][0] == ["moved", "soft", "soft_ctx", "decorated", *PLAIN]  # not alphabetical: as written
     for label in direct:
         assert through[label] == direct[label], label
     # the failures are among them, worded as FastMCP words them (no ToolDock code in front)
