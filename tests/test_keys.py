@@ -7,6 +7,7 @@ import dataclasses
 import json
 import os
 import stat
+import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,6 +17,7 @@ from conftest import tooldock_cli
 
 from tooldock.errors import InvalidApiKey, KeysError
 from tooldock.keys import ApiKey, KeyStore
+from tooldock.keys import store as keystore
 from tooldock.keys.validate import parse_duration
 
 READ_ONLY = {"name": "list", "annotations": {"readOnlyHint": True}}
@@ -179,6 +181,21 @@ def test_a_rewrite_of_the_same_size_is_seen(store: KeyStore):
     assert store.path.stat().st_size == size
     assert store.check(key).last_used == now + timedelta(seconds=61)
     assert store.check_fresh(key) is not None
+
+
+def test_a_change_the_stat_cannot_see_is_read_within_a_second(store: KeyStore, monkeypatch: pytest.MonkeyPatch):
+    """Two same-size writes within one tick of the file system's clock that reuse the inode leave the
+    signature as it was: the file is read again anyway once the last read is REREAD_AFTER old."""
+    record, key = store.create("ci", "read")
+    monkeypatch.setattr(KeyStore, "_signature", lambda self: "unchanged")
+    monkeypatch.setattr(keystore, "REREAD_AFTER", 0.2)
+    assert store.check(key) == record
+    KeyStore(store.directory).revoke(record.id)
+    assert store.check_fresh(key) == record  # not seen yet
+    time.sleep(0.25)
+    assert store.check_fresh(key) is None
+    with pytest.raises(InvalidApiKey, match="revoked"):
+        store.check(key)
 
 
 def test_touch_is_due_once_a_minute(store: KeyStore):

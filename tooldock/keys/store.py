@@ -9,10 +9,11 @@ A key is `tdk_<id>_<secret>`: the id finds the record, the 256-bit secret makes 
 `~/.config/tooldock/keys/`: 0600 in a 0700 directory (ToolDock's own: it is made private), replaced
 atomically, and every read-modify-write holds `keys.lock` beside it. `check` looks at the file on every
 call: it reads it again whenever it changed (its inode, size, modification or change time differ from the
-last read; a write replaces the file, so each one changes them), else it uses what it read then. So a
-revoked or expired key fails at once, in every gateway that shares the file, and a request made with a key
-costs one `stat` when nothing changed (`check_fresh`, cheap enough for the event loop), not a read and a
-parse of every key. The writers (create, revoke, touch) always read the file itself, under the lock.
+last read; a write replaces the file, so each one changes them) or that read is a second old, else it
+uses what it read then. So a revoked or expired key fails at once, in every gateway that shares the file,
+and a request made with a key costs one `stat` when nothing changed (`check_fresh`, cheap enough for the
+event loop), not a read and a parse of every key. The writers (create, revoke, touch) always read the
+file itself, under the lock.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import json
 import os
 import secrets
 import sys
+import time
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -43,6 +45,7 @@ from tooldock.secrets.files import locked, write_private
 
 VERSION = 1
 _Keys = dict[str, list[tuple[str, ApiKey]]]  # id -> (stored hash, key) for each record with that id
+REREAD_AFTER = 1.0  # seconds: the file is read again at least this often while keys are checked
 TOUCH_EVERY = timedelta(seconds=60)  # `last_used` is kept to the minute: no file write on every call
 REFUSED = "invalid or expired API key"
 
@@ -84,7 +87,8 @@ class KeyStore:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.path, self.lock = directory / "keys.json", directory / "keys.lock"
-        self._read: tuple[Any, _Keys] | None = None  # the file's signature at the last read, and its keys
+        # the file's signature at the last read, when that read started (monotonic), and its keys
+        self._read: tuple[Any, float, _Keys] | None = None
 
     @classmethod
     def from_env(cls) -> KeyStore:
@@ -125,15 +129,27 @@ class KeyStore:
             raise KeysError(f"{self.path} cannot be read: {exc.strerror or exc}") from None
         return (found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns)
 
+    def _fresh(self, signature: Any) -> _Keys | None:
+        """The keys of the last read if the file still has its `signature` and the read is under REREAD_AFTER
+        seconds old (two writes of the same size within one tick of the file system's clock that reuse the
+        inode would leave the signature as it was: such a change is seen within that time)."""
+        read = self._read
+        if read is None or read[0] != signature or time.monotonic() - read[1] >= REREAD_AFTER:
+            return None
+        return read[2]
+
     def _keys(self, signature: Any) -> _Keys:
-        """Every key with its hash, by id, read again only when `signature` differs from the last read's. (A
-        file replaced between the stat and the read is kept under the older signature: it is read once more.)"""
-        if self._read is None or self._read[0] != signature:
-            keys: _Keys = {}
-            for index, record in enumerate(self._records()):
-                keys.setdefault(record["id"], []).append((record["hash"], self._key(record, index)))
-            self._read = (signature, keys)
-        return self._read[1]
+        """Every key with its hash, by id, read again unless `_fresh`. (A file replaced between the stat and
+        the read is kept under the older signature: it is read once more.)"""
+        fresh = self._fresh(signature)
+        if fresh is not None:
+            return fresh
+        started = time.monotonic()
+        keys: _Keys = {}
+        for index, record in enumerate(self._records()):
+            keys.setdefault(record["id"], []).append((record["hash"], self._key(record, index)))
+        self._read = (signature, started, keys)
+        return keys
 
     def _write(self, records: list[dict[str, Any]]) -> None:
         data = json.dumps({"version": VERSION, "keys": records}, indent=2) + "\n"
@@ -239,9 +255,8 @@ class KeyStore:
             signature = self._signature()
         except KeysError:
             return None
-        if self._read is None or self._read[0] != signature:
-            return None
-        return self._verdict(self._read[1], key_id, presented, now)
+        fresh = self._fresh(signature)
+        return self._verdict(fresh, key_id, presented, now) if fresh is not None else None
 
     @staticmethod
     def _key_id(presented: str) -> str:
