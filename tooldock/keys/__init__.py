@@ -11,9 +11,9 @@ and the secrets store's private-file helpers.
 """
 
 from tooldock.keys.scope import SCOPES, ApiKey
-from tooldock.keys.store import KEY_PREFIX, KeyStore, default_dir
+from tooldock.keys.store import KEY_PREFIX, KeyStore, default_dir, file_signature
 
 # Read by the CLI and the gateway (documented in the README; tests/test_docs.py checks).
 ENV_VARS = ("TOOLDOCK_KEYS_DIR",)
 
-__all__ = ["ENV_VARS", "KEY_PREFIX", "SCOPES", "ApiKey", "KeyStore", "default_dir"]
+__all__ = ["ENV_VARS", "KEY_PREFIX", "SCOPES", "ApiKey", "KeyStore", "default_dir", "file_signature"]

@@ -60,6 +60,16 @@ def now_utc() -> datetime:
     return datetime.now(UTC).replace(microsecond=0)
 
 
+def file_signature(path: Path) -> tuple[int, int, int, int] | None:
+    """What changes whenever the keys file at `path` is written (each write replaces it): its inode, size,
+    modification and change times; None when there is no file. Other failures to look raise OSError."""
+    try:
+        found = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns)
+
+
 def _digest(key: str) -> str:
     return "sha256:" + hashlib.sha256(key.encode()).hexdigest()
 
@@ -120,14 +130,11 @@ class KeyStore:
         return records
 
     def _signature(self) -> Any:
-        """What changes whenever the file is written (None: there is no file)."""
+        """`file_signature` of the keys file; a file that cannot be looked at is a KeysError."""
         try:
-            found = os.stat(self.path)
-        except FileNotFoundError:
-            return None
+            return file_signature(self.path)
         except OSError as exc:
             raise KeysError(f"{self.path} cannot be read: {exc.strerror or exc}") from None
-        return (found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns)
 
     def _fresh(self, signature: Any) -> _Keys | None:
         """The keys of the last read if the file still has its `signature` and the read is under REREAD_AFTER

@@ -21,24 +21,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 from tooldock.errors import KeysError
-from tooldock.keys import ApiKey, KeyStore
+from tooldock.keys import ApiKey, KeyStore, file_signature
 
 KEYS_POLL = 1.0  # seconds between looks at the keys file while anything is held
 log = logging.getLogger("tooldock.access")
 
 
 def _signature(path: Path) -> tuple[int, ...] | None:
+    """The keys file's `file_signature` (the one the store's own reads go by); None when it cannot be looked
+    at either (then the next look counts as a change)."""
     try:
-        st = os.stat(path)
+        return file_signature(path)
     except OSError:
         return None
-    return (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
 
 
 class Hold:
