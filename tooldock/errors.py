@@ -62,6 +62,8 @@ from typing import Any
 
 
 class ToolDockError(Exception):
+    """Any gateway error: its HTTP `status` and its `code` travel with it to every front end."""
+
     status: int = 500
     code: str = "internal_error"
 
@@ -78,38 +80,57 @@ class ToolDockError(Exception):
 
 
 class BadRequest(ToolDockError):
+    """The request is malformed: the message says which part and how to fix it."""
+
     status, code = 400, "bad_request"
 
 
 class MissingNamespace(BadRequest):
+    """A namespaced endpoint was called without `X-Namespace` (or `/ns/{namespace}/...`), or with an empty one."""
+
     code = "missing_namespace"
 
 
 class InvalidJSON(BadRequest):
+    """The body is not JSON, or not the JSON object the endpoint takes."""
+
     code = "invalid_json"
 
 
 class Unauthorized(ToolDockError):
+    """No bearer token, or a wrong one (`WWW-Authenticate: Bearer` is sent)."""
+
     status, code = 401, "unauthorized"
 
 
 class InvalidApiKey(Unauthorized):
+    """An unknown, revoked or expired API key."""
+
     code = "invalid_api_key"
 
 
 class Forbidden(ToolDockError):
+    """The caller may not do this: a source address outside `INTERNAL_ALLOWED_CIDRS`, a wrong manager token,
+    a refused `Origin`."""
+
     status, code = 403, "forbidden"
 
 
 class NotInScope(Forbidden):
+    """An API key's scope does not cover the namespace or tool."""
+
     code = "not_in_scope"
 
 
 class NamespaceNotFound(ToolDockError):
+    """No namespace of that name is served (the message lists the ones there are)."""
+
     status, code = 404, "namespace_not_found"
 
 
 class ToolNotFound(ToolDockError):
+    """The namespace has no tool of that name (or not in the version asked for)."""
+
     status, code = 404, "tool_not_found"
 
 
@@ -120,14 +141,20 @@ class NotFound(ToolDockError):
 
 
 class PayloadTooLarge(ToolDockError):
+    """The request body is over `TOOLDOCK_MAX_BODY_BYTES`."""
+
     status, code = 413, "payload_too_large"
 
 
 class InvalidArguments(ToolDockError):
+    """The arguments do not match the tool's input schema; `details` says which ones and why."""
+
     status, code = 422, "invalid_arguments"
 
 
 class NamespaceUnavailable(ToolDockError):
+    """The namespace's worker is starting, restarting or failed: retry (a `Retry-After` header says when)."""
+
     status, code = 503, "namespace_unavailable"
 
 
@@ -142,6 +169,8 @@ class ToolInactive(ToolDockError):
 
 
 class UpstreamUnavailable(NamespaceUnavailable):
+    """An upstream MCP server of the namespace is down or still starting."""
+
     code = "upstream_unavailable"
 
 
@@ -159,22 +188,32 @@ class RateLimited(ToolDockError):
 
 
 class ExecutionTimeout(ToolDockError):
+    """The call ran past its time limit (`TOOL_CALL_TIMEOUT_SECONDS` or the namespace's `limits.timeout`)."""
+
     status, code = 504, "execution_timeout"
 
 
 class ToolFailed(ToolDockError):
+    """The tool raised an exception, or the worker failed; the message is the tool's error."""
+
     status, code = 500, "internal_error"
 
 
 class DependencyError(ToolDockError):
+    """An import inside the tool failed (a package its namespace's requirements do not install)."""
+
     status, code = 500, "dependency_error"
 
 
 class WorkerCrashed(ToolDockError):
+    """The worker died during the call; the gateway restarts it."""
+
     status, code = 500, "internal_error"
 
 
 class ReloadFailed(ToolDockError):
+    """`POST /reload` could not scan the tools directory; the namespaces served before stay served."""
+
     status, code = 500, "reload_failed"
 
 
@@ -209,19 +248,20 @@ class SecretsError(Exception):
 
 
 class NoIdentity(SecretsError):
-    pass
+    """No age key file, or no identity in it opens the store (the message names the key file and the store's
+    recipients)."""
 
 
 class StoreCorrupt(SecretsError):
-    pass
+    """A value or the store's MAC fails its check, or the file is not sops + age."""
 
 
 class InvalidSecretInput(SecretsError):
-    pass
+    """A bad secret name, value, recipient or namespace."""
 
 
 class EditFailed(SecretsError):
-    pass
+    """`tooldock secrets edit`: the editor failed or the edited file is invalid (the store is left as it was)."""
 
 
 class ManagerError(Exception):
@@ -236,18 +276,26 @@ class ManagerError(Exception):
 
 
 class InvalidInput(ManagerError):
+    """A bad name, a path that leaves its folder, oversized or non-UTF-8 code."""
+
     code = "invalid_input"
 
 
 class AlreadyExists(ManagerError):
+    """`create_namespace` on a name that exists."""
+
     code = "already_exists"
 
 
 class Missing(ManagerError):
+    """No such namespace or file."""
+
     code = "not_found"
 
 
 class GatewayError(ManagerError):
+    """The gateway is unreachable or refused the reload signal."""
+
     code = "gateway_error"
 
 
