@@ -33,5 +33,7 @@ html_static_path: list[str] = []
 html_extra_path: list[str] = []  # tooldock_docs adds the generated JSON Schemas and OpenAPI document
 html_show_sourcelink = False
 html_copy_source = False
+# No en dashes: `--watch` in the CLI reference's option texts stays two hyphens.
+smartquotes_action = "qe"
 pygments_style = "friendly"
 pygments_dark_style = "monokai"

@@ -12,14 +12,56 @@ One module per stage, composed in `build`:
     registry push and pull over the OCI distribution API; registryauth: the credentials they answer with
 """
 
-# Environment variables `tooldock build` / `tooldock base` read (the README documents each).
-ENV_VARS = (
-    "TOOLDOCK_CACHE_DIR",
-    "SOURCE_DATE_EPOCH",
-    "TOOLDOCK_REGISTRY_USERNAME",
-    "TOOLDOCK_REGISTRY_PASSWORD",
-    "DOCKER_CONFIG",
-    "TOOLDOCK_SCHEMA_ZYGOTE",
-    "TOOLDOCK_SCHEMA_ZYGOTE_IDLE",
-    "DOCKER_HOST",
+from tooldock.envvars import EnvVar, names
+
+# Environment variables `tooldock build` / `tooldock base` read (docs/reference/settings.md is generated from these).
+SETTINGS_TITLE = "Builds (`tooldock build`)"
+SETTINGS_INTRO = "Build settings (environment), read by `tooldock build`, `tooldock base` and `tooldock deploy`."
+SETTINGS: tuple[EnvVar, ...] = (
+    EnvVar(
+        "TOOLDOCK_CACHE_DIR",
+        "`~/.cache/tooldock/build`",
+        "blobs, layer index, installed trees, framework locks, the base",
+    ),
+    EnvVar(
+        "SOURCE_DATE_EPOCH",
+        "`0`",
+        "the timestamp written into layers and image config",
+    ),
+    EnvVar(
+        "TOOLDOCK_REGISTRY_USERNAME",
+        "—",
+        "credentials for `--push` / registry `--base` (token and basic auth), for every registry; unset: what "
+        "`docker login` left (`DOCKER_CONFIG`). Registries on loopback are spoken to over HTTP, all others over HTTPS",
+    ),
+    EnvVar(
+        "TOOLDOCK_REGISTRY_PASSWORD",
+        "—",
+        "credentials for `--push` / registry `--base` (token and basic auth), for every registry; unset: what "
+        "`docker login` left (`DOCKER_CONFIG`). Registries on loopback are spoken to over HTTP, all others over HTTPS",
+    ),
+    EnvVar(
+        "DOCKER_CONFIG",
+        "`~/.docker`",
+        "where Docker's `config.json` is: with no `TOOLDOCK_REGISTRY_USERNAME`, the registry's credentials come "
+        "from it as `docker login` writes them, the first found of its credential helper (`credHelpers`), its "
+        "`auths` entry, then the default store (`credsStore`); a helper is `docker-credential-<name>` on `PATH`. "
+        "Read only when a registry asks for credentials. Identity tokens (OAuth) are not supported: the error says so",
+    ),
+    EnvVar(
+        "TOOLDOCK_SCHEMA_ZYGOTE",
+        "`1`",
+        "`0` turns off the warm schema-extraction helper (a fresh interpreter per extraction)",
+    ),
+    EnvVar(
+        "TOOLDOCK_SCHEMA_ZYGOTE_IDLE",
+        "`300`",
+        "seconds the helper waits for the next build before exiting",
+    ),
+    EnvVar(
+        "DOCKER_HOST",
+        "the default socket",
+        "the engine for `--load`, `--engine docker` and engine `--base` references",
+    ),
 )
+ENV_VARS = names(SETTINGS)

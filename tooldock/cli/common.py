@@ -16,7 +16,7 @@ def cache_dir() -> Path:
     from tooldock.runtime.settings import default_state_dir
 
     return (
-        Path(os.environ["TOOLDOCK_CACHE_DIR"])
+        Path(os.environ["TOOLDOCK_CACHE_DIR"]).expanduser()
         if os.environ.get("TOOLDOCK_CACHE_DIR")
         else default_state_dir() / "build"
     )

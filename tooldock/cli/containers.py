@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     "env_pairs",
     multiple=True,
     metavar="KEY=VALUE",
-    help="Extra environment for the worker containers (repeatable).",
+    help="Extra environment for the worker containers (repeatable). A name the namespace declares under "
+    "secrets is refused (it would show in `docker inspect`): store it with `tooldock secrets set`.",
 )
 @click.option(
     "--drain",
@@ -51,9 +52,12 @@ if TYPE_CHECKING:
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
     metavar="FILE",
-    help="--gateway: write the gateway container as a compose file instead of starting it.",
+    help="--gateway: write the gateway container as a compose file instead of starting it "
+    "(run it with `docker compose -f FILE up -d`).",
 )
-@click.option("--host", default="127.0.0.1", show_default=True, help="--gateway: address the gateway listens on.")
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="--gateway: address the gateway listens on (host network)."
+)
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535), help="--gateway: its port.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per namespace on stdout.")
 def deploy(

@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     "base_ref",
     default=None,
     metavar="REF",
-    help="Base image: an OCI layout directory. Default: the `tooldock base` image, built once and cached.",
+    help="Base image: an OCI layout directory, a registry reference (host[:port]/repo[:tag]) or an image in "
+    "the Docker engine. Default: the `tooldock base` image, built once and cached.",
 )
 @click.option(
     "--tar",
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
     default=None,
     metavar="REGISTRY/PREFIX",
     help="Push each image to REGISTRY/PREFIX/<namespace>:<version> (OCI distribution API; "
-    "credentials from TOOLDOCK_REGISTRY_USERNAME / TOOLDOCK_REGISTRY_PASSWORD).",
+    "credentials from TOOLDOCK_REGISTRY_USERNAME / TOOLDOCK_REGISTRY_PASSWORD, else what `docker login` left).",
 )
 @click.option(
     "--engine",
@@ -67,7 +68,7 @@ if TYPE_CHECKING:
     "--gateway",
     is_flag=True,
     help="Build an image of the gateway itself (OUTPUT/tooldock-gateway/), "
-    "running `tooldock serve /tools` on port 8000.",
+    "running `tooldock serve /tools` on port 8000 (no NAMESPACE_DIR needed).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per namespace on stdout.")
 def build(

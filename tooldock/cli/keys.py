@@ -40,10 +40,15 @@ def keys() -> None:
     "tools",
     multiple=True,
     metavar="GLOB",
-    help="Only tools matching GLOB: a tool name, or NAMESPACE/TOOL (repeatable).",
+    help="Only tools matching GLOB: a tool name (get_*), or NAMESPACE/TOOL (weather/forecast); repeatable.",
 )
 @click.option("--expires", metavar="DURATION", help="Lifetime, e.g. 90m, 12h, 30d, 1w2d (default: never expires).")
-@click.option("--rate", type=float, metavar="CALLS", help="Rate limit: calls per second (default: unlimited).")
+@click.option(
+    "--rate",
+    type=float,
+    metavar="CALLS",
+    help="Rate limit: calls per second, bursts of the rate rounded up (default: unlimited).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object with the key and its record.")
 def create(
     name: str,

@@ -9,9 +9,36 @@ from pathlib import Path
 
 import click
 
+from tooldock.envvars import EnvVar, names
+
 DEFAULT_SOCKET = "/run/tooldock-relay/relay.sock"
-# Read by `tooldock relay` (documented in the README; tests/test_docs.py checks).
-ENV_VARS = ("TOOLDOCK_API_KEY", "OUBLIETTE_API_KEY", "TOOLDOCK_API_KEY_FILE")
+# Read by `tooldock relay` (docs/reference/settings.md is generated from these); the socket is --socket, whose
+# environment variable TOOLDOCK_RELAY_SOCKET is documented with the gateway's relay socket.
+SETTINGS_TITLE = "`tooldock relay` (inside a sandbox)"
+SETTINGS_INTRO = (
+    "`tooldock relay` (inside a sandbox) reads these, and `TOOLDOCK_RELAY_SOCKET` as its `--socket` "
+    "(see [Relay socket](../howto/relay-sandbox.md))."
+)
+SETTINGS: tuple[EnvVar, ...] = (
+    EnvVar(
+        "TOOLDOCK_API_KEY",
+        "—",
+        "the API key it sends with every relay request (from `tooldock keys create`)",
+    ),
+    EnvVar(
+        "OUBLIETTE_API_KEY",
+        "—",
+        "seed 002's name for the same, used when `TOOLDOCK_API_KEY` is unset",
+    ),
+    EnvVar(
+        "TOOLDOCK_API_KEY_FILE",
+        "—",
+        "a file holding the key instead (only the key; whitespace around it is dropped). Set with "
+        "`TOOLDOCK_API_KEY` it is an error; a file it cannot read, that is empty or that holds more than the key "
+        "leaves a warning naming the variable and the path (never the content) and no tools",
+    ),
+)
+ENV_VARS = names(SETTINGS)
 MAX_KEY_FILE = 4096
 PREFIX = re.compile(r"[A-Za-z0-9_.-]*")  # MCP's tool-name characters (SEP-986)
 MAX_PREFIX = 64  # MCP tool names are at most 128 characters: leave the tool's own name room
@@ -32,7 +59,8 @@ MAX_PREFIX = 64  # MCP tool names are at most 128 characters: leave the tool's o
     default="oubliette_",
     show_default=True,
     callback=lambda ctx, param, value: _checked_prefix(value),
-    help="Prepended to every tool name (`''` for none): letters, digits, '_', '-' and '.', as MCP tool names.",
+    help="Prepended to every tool name (an empty string for none): at most 64 letters, digits, '_', '-' and '.', "
+    "as MCP tool names; refused otherwise.",
 )
 @click.option(
     "--watch",
@@ -41,7 +69,7 @@ MAX_PREFIX = 64  # MCP tool names are at most 128 characters: leave the tool's o
     show_default=True,
     type=click.FloatRange(0),
     help="Ask the socket for the key's tools every this many seconds and tell the client when they change "
-    "(0: only when the client lists).",
+    "(0: no timer; changes the gateway announces still arrive at once).",
 )
 def relay(socket_path: Path, prefix: str, every: float) -> None:
     """Serve the tools an API key allows over MCP on stdio, forwarding each call to the relay socket.

@@ -192,7 +192,10 @@ def list_(namespace: str | None, tools_dir: Path, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON object.")
 def check(namespace_dir: Path, as_json: bool) -> None:
     """Which secrets NAMESPACE_DIR declares (tooldock.yaml, and a tools.toml's ${secret:NAME}) are satisfied,
-    missing or placeholders, and which its code reads without declaring them (the manager's check_secrets)."""
+    missing or placeholders, and which its code reads without declaring them (the manager's check_secrets).
+
+    Exits 1 unless all are satisfied (nothing missing, no placeholder, nothing undeclared). --json adds
+    next_steps."""
     from tooldock.errors import ManagerError
     from tooldock.manager.secrets import check_secrets
     from tooldock.manager.workspace import Workspace

@@ -42,7 +42,12 @@ def listen_options(port: int, port_env: str, host_env: str | None = None) -> Cal
     def add(command: Any) -> Any:
         port_range = click.IntRange(0, 65535)
         command = click.option(
-            "--port", default=port, show_default=True, type=port_range, envvar=port_env, help="Port to listen on."
+            "--port",
+            default=port,
+            show_default=True,
+            type=port_range,
+            envvar=port_env,
+            help="Port to listen on (0: a free port, printed on stderr).",
         )(command)
         return click.option(
             "--host", default="127.0.0.1", show_default=True, envvar=host_env, help="Address to listen on."
@@ -74,14 +79,14 @@ def listen_options(port: int, port_env: str, host_env: str | None = None) -> Cal
     "with_manager",
     is_flag=True,
     help="Also run the manager MCP server for TOOLS_DIR (its own process) on --manager-port, "
-    "sharing the bearer token and a generated MANAGER_INTERNAL_TOKEN.",
+    "sharing the bearer token and MANAGER_INTERNAL_TOKEN (both generated when unset; the bearer token is printed).",
 )
 @click.option(
     "--manager-port",
     default=8001,
     show_default=True,
     type=click.IntRange(0, 65535),
-    help="--manager: the manager's port.",
+    help="--manager: the manager's port (0: a free one, printed on stderr).",
 )
 @click.option(
     "--watch/--no-watch",

@@ -7,17 +7,50 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
+from tooldock.envvars import EnvVar, names
 from tooldock.runtime.settings import Settings, SettingsError, env_number
 
-# Every environment variable the manager reads besides the gateway's own (the README documents each).
-ENV_VARS = (
-    "TOOLDOCK_GATEWAY_URL",
-    "CORE_URL",
-    "ANALYZE_REPO_TIMEOUT_SECONDS",
-    "ANALYZE_REPO_MAX_MB",
-    "READ_REPO_FILE_MAX_KB",
-    "ANALYZE_REPO_WORKSPACE_MAX_MB",
+# Every environment variable the manager reads besides the gateway's own, with its default and meaning
+# (docs/reference/settings.md is generated from these).
+SETTINGS_TITLE = "Manager"
+SETTINGS_INTRO = (
+    "The [manager](../tutorials/manager.md) reads the gateway's variables (the bearer token, "
+    "`MANAGER_INTERNAL_TOKEN`, the state directory, the secrets store) and these."
 )
+SETTINGS: tuple[EnvVar, ...] = (
+    EnvVar(
+        "TOOLDOCK_GATEWAY_URL",
+        "`http://127.0.0.1:8000`",
+        "the gateway the manager signals and calls (`--gateway-url` wins)",
+    ),
+    EnvVar(
+        "CORE_URL",
+        "—",
+        "seed 000's name for the same, used when `TOOLDOCK_GATEWAY_URL` is unset",
+    ),
+    EnvVar(
+        "ANALYZE_REPO_TIMEOUT_SECONDS",
+        "`120`",
+        "[`analyze_repo`](../howto/analyze-repo.md): seconds for one git command (`ls-remote`, `clone`)",
+    ),
+    EnvVar(
+        "ANALYZE_REPO_MAX_MB",
+        "`200`",
+        "`analyze_repo`: a clone's size (working tree and `.git`); past it the clone stops and is removed",
+    ),
+    EnvVar(
+        "READ_REPO_FILE_MAX_KB",
+        "`512`",
+        "`read_repo_file`: the largest file it returns",
+    ),
+    EnvVar(
+        "ANALYZE_REPO_WORKSPACE_MAX_MB",
+        "`2048`",
+        "`analyze_repo`: all clones together; past it, after a new clone, the clones of the least recently analyzed "
+        "repositories are removed (analyzing one again clones it again)",
+    ),
+)
+ENV_VARS = names(SETTINGS)
 
 DEFAULT_GATEWAY_URL = "http://127.0.0.1:8000"
 

@@ -1,7 +1,7 @@
 """The worker protocol, shared by the worker and the gateway: newline-delimited JSON over a unix socket.
 
 On connect the worker sends one handshake line:
-    {"op": "ready", "protocol": 1, "namespace": "ns", "pid": 123, "tools": [...], "failed_files": [...]}
+    {"op": "ready", "protocol": 2, "namespace": "ns", "pid": 123, "tools": [...], "failed_files": [...]}
 Requests carry an id and may be multiplexed on one connection; responses come back in any order:
     {"id": "7", "op": "tools.call", "tool": "add", "arguments": {"a": 1, "b": 2}}
     {"id": "7", "ok": true, "result": {...}, "latency_ms": 3}
@@ -32,7 +32,8 @@ while a tool that takes a fastmcp `Context` runs, the worker sends messages tied
     {"op": "ask", "id": "7", "ask": "a1", "method": "sampling/createMessage", "params": {...}}
 and the gateway answers each ask with {"op": "answer", "target": "a1", "result": {...}} or
 {"op": "answer", "target": "a1", "error": {"code": -1, "message": "..."}} (an MCP error object).
-Only the standard library here: both sides import it.
+Only the standard library and pydantic_core (in every worker environment through fastmcp) here: both sides
+import it.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from typing import Any
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
-from tooldock_docs import coverage, generate
+from tooldock_docs import clickmyst, coverage, generate
 
 logger = logging.getLogger(__name__)
 MARKER = re.compile(r"^<!-- tooldock:(?P<kind>[a-z-]+)(?P<args>(?: [^ >]+)*) -->$", re.MULTILINE)
@@ -29,7 +29,7 @@ def fill(app: Sphinx, docname: str, source: list[str]) -> None:
         kind, args = match["kind"], match["args"].split()
         try:
             part = generate.part(kind, args)
-        except generate.MarkerError as exc:
+        except Exception as exc:  # a generator's failure is a warning naming the marker: the strict build fails
             logger.warning("%s: tooldock:%s %s: %s", docname, kind, " ".join(args), exc, location=docname)
             return ""
         coverage.seen(app.env, kind, args, docname)
@@ -56,6 +56,7 @@ def add_downloads(app: Sphinx, config: Any) -> None:
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
+    clickmyst.setup(app)
     app.connect("source-read", fill)
     app.connect("env-check-consistency", check)
     app.connect("config-inited", add_downloads)

@@ -4,13 +4,13 @@ and the manager's MCP tools (`manager-tool NAME`), each made the way the program
 from __future__ import annotations
 
 import asyncio
-import inspect
 import functools
+import inspect
 import json
 from pathlib import Path
 from typing import Any
 
-from tooldock_docs.registry import MarkerError, cell, kind, no_args, table
+from tooldock_docs.registry import MarkerError, kind, no_args, table
 
 METHODS = ("get", "post", "put", "delete", "patch")
 
@@ -110,8 +110,9 @@ def manager_tool(args: list[str]) -> str:
     rows: list[list[object]] = []
     for name, prop in schema.get("properties", {}).items():
         default = f"`{json.dumps(prop['default'])}`" if "default" in prop else ""
-        rows.append([f"`{name}`", _type(prop), "yes" if name in required else "no", default,
-                     prop.get("description", "")])
+        rows.append(
+            [f"`{name}`", _type(prop), "yes" if name in required else "no", default, prop.get("description", "")]
+        )
     params = table(["parameter", "type", "required", "default", "meaning"], rows) if rows else "No parameters.\n"
     description = inspect.cleandoc(tool.get("description", ""))
     annotations = tool.get("annotations") or {}
@@ -125,4 +126,4 @@ def manager_tool(args: list[str]) -> str:
     )
 
 
-__all__ = ["cell", "gateway_openapi", "manager_tools", "operations", "write_openapi"]
+__all__ = ["gateway_openapi", "manager_tools", "operations", "write_openapi"]

@@ -77,7 +77,9 @@ def worker_codes(args: list[str]) -> str:
 
     if set(ERROR_CODES) != set(_BY_WORKER_CODE):
         raise MarkerError("worker.protocol.ERROR_CODES and errors._BY_WORKER_CODE list different codes")
-    rows = [[f"`{code}`", f"`{cls.__name__}`", cls.status, f"`{cls.code}`"] for code, cls in sorted(_BY_WORKER_CODE.items())]
+    rows = [
+        [f"`{code}`", f"`{cls.__name__}`", cls.status, f"`{cls.code}`"] for code, cls in sorted(_BY_WORKER_CODE.items())
+    ]
     return table(["worker code", "gateway error", "HTTP", "REST / MCP code"], rows)
 
 

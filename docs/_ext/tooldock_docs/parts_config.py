@@ -31,7 +31,9 @@ def settings_part(args: list[str]) -> str:
         raise MarkerError(f"name one group: {', '.join(GROUPS)}")
     module = importlib.import_module(GROUPS[args[0]])
     rows = [[f"`{s.name}`", s.default, s.meaning] for s in module.SETTINGS]
-    return f"## {module.SETTINGS_TITLE}\n\n{module.SETTINGS_INTRO}\n\n" + table(["variable", "default", "meaning"], rows)
+    return f"## {module.SETTINGS_TITLE}\n\n{module.SETTINGS_INTRO}\n\n" + table(
+        ["variable", "default", "meaning"], rows
+    )
 
 
 def _schemas() -> dict[str, dict[str, Any]]:

@@ -12,7 +12,9 @@ class MarkerError(Exception):
     pass
 
 
-def kind(name: str, required: Callable[[], list[str]] | None = None) -> Callable[[Callable[[list[str]], str]], Callable[[list[str]], str]]:
+def kind(
+    name: str, required: Callable[[], list[str]] | None = None
+) -> Callable[[Callable[[list[str]], str]], Callable[[list[str]], str]]:
     """Register the function making kind `name`'s Markdown; `required`: the args that must each have a marker."""
 
     def register(fn: Callable[[list[str]], str]) -> Callable[[list[str]], str]:

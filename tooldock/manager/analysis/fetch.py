@@ -21,10 +21,30 @@ from urllib.parse import quote, urljoin
 
 import httpx
 
+from tooldock.envvars import EnvVar, names
 from tooldock.errors import AnalysisError, FetchFailed
 from tooldock.manager.analysis.extract import extract, single_root
 
-ENV_VARS = ("NPM_REGISTRY_URL", "PYPI_URL")
+# Read by the manager's repository analysis (docs/reference/settings.md is generated from these).
+SETTINGS_TITLE = "Repository analysis"
+SETTINGS_INTRO = (
+    "The manager's [repository analysis](../howto/analyze-repo.md) fetches packages' published source from "
+    "these registries."
+)
+SETTINGS: tuple[EnvVar, ...] = (
+    EnvVar(
+        "NPM_REGISTRY_URL",
+        "`https://registry.npmjs.org`",
+        "where the [repository analysis](../howto/analyze-repo.md) fetches npm packages' published source "
+        "(packument, then its `dist.tarball`)",
+    ),
+    EnvVar(
+        "PYPI_URL",
+        "`https://pypi.org`",
+        "where it fetches PyPI packages' sdists (or wheels) through the JSON API (`/pypi/<name>/json`)",
+    ),
+)
+ENV_VARS = names(SETTINGS)
 NPM_DEFAULT, PYPI_DEFAULT = "https://registry.npmjs.org", "https://pypi.org"
 MAX_DOWNLOAD_BYTES = 50 * 1024 * 1024
 MAX_METADATA_BYTES = 64 * 1024 * 1024  # npm packuments of popular packages are large

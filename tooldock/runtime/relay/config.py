@@ -16,14 +16,43 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from tooldock.envvars import EnvVar, names
 from tooldock.runtime.settings import Settings, SettingsError, env_number
 
-ENV_VARS = (
-    "TOOLDOCK_RELAY_SOCKET",
-    "TOOLDOCK_RELAY_SOCKET_MODE",
-    "TOOLDOCK_RELAY_SOCKET_GROUP",
-    "TOOLDOCK_RELAY_MAX_CONNECTIONS",
+# Read by `tooldock serve` (and TOOLDOCK_RELAY_SOCKET by `tooldock relay`); docs/reference/settings.md is generated
+# from these.
+SETTINGS_TITLE = "Relay socket"
+SETTINGS_INTRO = (
+    "Where and how `tooldock serve` listens for the [relay socket](../howto/relay-sandbox.md) that sandboxes "
+    "reach ToolDock's tools through with an API key; an invalid value stops start-up with a message naming it."
 )
+SETTINGS: tuple[EnvVar, ...] = (
+    EnvVar(
+        "TOOLDOCK_RELAY_SOCKET",
+        "`$TOOLDOCK_STATE_DIR/relay/relay.sock`",
+        "where `tooldock serve` listens for the [relay socket](../howto/relay-sandbox.md); `off`: no relay. Keep it "
+        "in a directory of its own and mount that directory into sandboxes. Inside a sandbox, `tooldock relay` "
+        "reads the same variable as its `--socket`",
+    ),
+    EnvVar(
+        "TOOLDOCK_RELAY_SOCKET_MODE",
+        "`660`",
+        "the socket's file mode (octal; owner read/write is required): owner and group may connect, others may not",
+    ),
+    EnvVar(
+        "TOOLDOCK_RELAY_SOCKET_GROUP",
+        "the gateway's group",
+        "a group name or gid the socket is given (the gateway's user must belong to it): give sandboxes that group "
+        "(`docker run --group-add GID`)",
+    ),
+    EnvVar(
+        "TOOLDOCK_RELAY_MAX_CONNECTIONS",
+        "`64`",
+        'relay connections at once; one more is answered -32000 "too many connections" and closed. Each '
+        "connection buffers at most two lines of `TOOLDOCK_MAX_BODY_BYTES` (the longest line accepted)",
+    ),
+)
+ENV_VARS = names(SETTINGS)
 MAX_SOCKET_PATH = 107  # sun_path holds 108 bytes, with the terminating NUL
 
 
