@@ -68,7 +68,7 @@ def leak() -> str:
     raise RuntimeError(f"cannot use {token}")
 '''
 
-# seed 000's manager tools plus ToolDock's; the README's tools table lists each (tests/test_docs.py)
+# seed 000's manager tools plus ToolDock's; docs/reference/manager-tools.md has a section for each (tests/test_docs.py)
 MANAGER_TOOLS = 25
 WEATHER_VALUE = "weather-token-5c2e8d14aa"  # distinctive: a search for it cannot match by chance
 

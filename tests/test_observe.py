@@ -23,7 +23,7 @@ from mcp.client.sse import sse_client
 from relaykit import RELAY_TOOLS, Line, cleanup, relay_env
 from test_upstream_http import secrets_set
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+METRICS_DOC = Path(__file__).resolve().parents[1] / "docs" / "howto" / "observability.md"
 
 pytestmark = pytest.mark.slow
 
@@ -184,8 +184,8 @@ def test_metrics_for_the_bearer_token_or_the_metrics_token(observed):
     assert 'tooldock_reload_duration_seconds_count 1.0' in text
     assert "tooldock_mcp_sessions" in text and "tooldock_calls_in_flight" in text
     assert "tooldock_relay_connections 0.0" in text
-    # every metric the gateway exposes is in the README's table (rate-limit refusals are calls, by status)
-    documented = set(re.findall(r"^\| `(tooldock_\w+)`", README.read_text(), re.M))
+    # every metric the gateway exposes is in the docs' table (rate-limit refusals are calls, by status)
+    documented = set(re.findall(r"^\| `(tooldock_\w+)`", METRICS_DOC.read_text(), re.M))
     exposed = {name.removesuffix("_total") for name in re.findall(r"^# TYPE (tooldock_\w+) ", text, re.M)
                if not name.endswith("_created")}
     assert exposed and exposed <= {name.removesuffix("_total") for name in documented}, exposed - documented

@@ -1,4 +1,5 @@
-"""The relay socket's settings, from the environment (the README documents each; tests/test_docs.py checks).
+"""The relay socket's settings, from the environment (each documented by its SETTINGS entry, which
+docs/reference/settings.md shows).
 
     TOOLDOCK_RELAY_SOCKET            path of the socket, `off` for none (default: $TOOLDOCK_STATE_DIR/relay/relay.sock)
     TOOLDOCK_RELAY_SOCKET_MODE       octal file mode of the socket (default 0660: owner and group)
