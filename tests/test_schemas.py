@@ -9,8 +9,8 @@ Where the schema accepts what the code refuses (JSON Schema cannot say it):
   JSON Schema bound (`_without_nan`).
 
 Where the code accepts what the schema refuses (on purpose: forms that mean something else than they seem, or
-that a person would not write; `_as_the_schema_wants` rewrites them the way the schema wants them and the
-schema must then accept):
+that a person would not write; `_yaml_as_the_schema_wants` and `_toml_as_the_schema_wants` rewrite them the way
+the schema wants them, and the schema must then accept):
 - tooldock.yaml: a falsy value of the wrong type (`secrets: ""`, `env: 0`, `audit: false`,
   `tools: {allow: ""}`) read by the code as "not set";
 - tooldock.yaml: `python: 3.12` unquoted (the code reads the number's text, so an unquoted 3.10 means 3.1);
@@ -117,10 +117,6 @@ def _toml_code_accepts(doc: dict[str, Any]) -> bool:
         parse_tools_file(doc)
     except ToolsFileError:
         return False
-    except ValueError:
-        # urlsplit's own ValueError escapes parse_tools_file for a bracketed host that is not an IPv6 address
-        # (`http://[1:2]/mcp`, `http://[::1`): a refusal here (test_the_schema_refuses_urls_urlsplit_raises_on).
-        return False
     return True
 
 
@@ -223,16 +219,16 @@ def _agree_toml(doc: dict[str, Any]) -> None:
 
 
 def _properties(schema: dict[str, Any], path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
-    """Every property schema in `schema`, with its path of property names (through items, anyOf and the rest)."""
+    """Every property schema in `schema`, with its path of property names (through `items` and `anyOf`; the
+    `oneOf` and `allOf` of a server hold constraints on its properties, not properties of their own)."""
     for key, sub in schema.get("properties", {}).items():
         if isinstance(sub, dict):
             yield (*path, key), sub
             yield from _properties(sub, (*path, key))
-    for word in ("items", "anyOf", "oneOf", "allOf", "then"):
-        subs = schema.get(word)
-        for sub in subs if isinstance(subs, list) else [subs] if isinstance(subs, dict) else []:
-            if word in ("items", "anyOf"):  # the others hold constraints, not new properties
-                yield from _properties(sub, path)
+    if isinstance(schema.get("items"), dict):
+        yield from _properties(schema["items"], path)
+    for sub in schema.get("anyOf", []):
+        yield from _properties(sub, path)
 
 
 def _prefixed(prefix: str) -> set[str]:

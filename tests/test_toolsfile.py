@@ -76,6 +76,8 @@ def test_secret_references_expand_only_known_values():
 
 
 BAD = [
+    ('[[servers]]\nnamespace = "a"\nurl = "http://[1:2]/mcp"', "url must be an http:// or https:// URL"),
+    ('[[servers]]\nnamespace = "a"\nurl = "http://[::1/mcp"', "url must be an http:// or https:// URL"),
     ('[[servers]\nnamespace = "a"', "invalid TOML"),
     ("active_toolsets = []", "no servers: add at least one [[servers]] table"),
     ('bogus = 1\n[[servers]]\nnamespace = "a"\ncommand = "x"', "unknown key(s) bogus"),

@@ -167,8 +167,12 @@ def _server(raw: Any, index: int) -> UpstreamServer:
     elif kind == "url":
         url = raw["url"]
         _no_secret(url, f"{where}.url")
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        try:
+            parts = urlsplit(url)
+            host = parts.hostname
+        except ValueError:  # a bracketed host that is not an IPv6 address, an unbalanced bracket
+            host = None
+        if host is None or parts.scheme not in ("http", "https"):
             raise ToolsFileError(f"{where}.url must be an http:// or https:// URL, got {url!r}")
         if parts.username or parts.password:
             raise ToolsFileError(f"{where}.url must not hold credentials; send them with headers")
