@@ -268,3 +268,59 @@ def test_quick_start_curl_answers_as_the_docs_say(make_gateway):
                             env={**os.environ, "TOOLDOCK_BEARER_TOKEN": gateway.token})
     assert answer.returncode == 0, answer.stderr
     assert answer.stdout.strip() == expected.group(1)
+
+
+def _code_blocks(page: Path) -> list[tuple[str, str]]:
+    """(language, text) of every fenced block of a page, in order."""
+    return re.findall(r"^```(\w*)\n(.*?)^```$", page.read_text(), re.DOTALL | re.MULTILINE)
+
+
+def _after(blocks: list[tuple[str, str]], needle: str, language: str = "text") -> str:
+    """The first `language` block after the block that holds `needle`."""
+    start = next(i for i, (_, text) in enumerate(blocks) if needle in text)
+    return next(text for lang, text in blocks[start + 1:] if lang == language)
+
+
+@pytest.mark.slow
+def test_first_tool_tutorial_runs_as_written(tmp_path, make_gateway):
+    """docs/tutorials/first-tool.md, step by step: its tool file, `tooldock check` on it and on the broken file
+    (the outputs the page shows), then its REST and MCP calls against a gateway serving the folder."""
+    page = DOCS / "tutorials" / "first-tool.md"
+    blocks = _code_blocks(page)
+    python = [text for lang, text in blocks if lang == "python"]
+    notes = tmp_path / "tools" / "notes"
+    notes.mkdir(parents=True)
+    (notes / "words.py").write_text(next(text for text in python if "def count_words" in text))
+    tooldock = str(Path(sys.executable).with_name("tooldock"))
+
+    def check() -> subprocess.CompletedProcess[str]:
+        # What a terminal shows: the report on stdout, the summary line on stderr.
+        return subprocess.run([tooldock, "check", "tools"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, cwd=tmp_path, timeout=120)
+
+    clean = check()
+    assert clean.returncode == 0, clean.stdout
+    assert clean.stdout == _after(blocks, "tooldock check tools")
+    (notes / "broken.py").write_text(next(text for text in python if "def shout" in text))
+    broken = check()
+    assert broken.returncode == 1
+    shown = _after(blocks, "def shout")
+    assert shown.startswith("$ .venv/bin/tooldock check tools\n")
+    assert broken.stdout == shown.split("\n", 1)[1]
+    (notes / "broken.py").unlink()
+
+    gateway = make_gateway(tmp_path / "tools")
+    env = {**os.environ, "TOOLDOCK_BEARER_TOKEN": gateway.token}
+
+    def run(block: str) -> str:
+        command = block.replace("http://127.0.0.1:8000", gateway.url)
+        done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=60, env=env)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    rest = next(text for lang, text in blocks if lang == "bash" and "/tools/count_words" in text)
+    expected = re.search(r"^# (\{.*\})$", rest, re.MULTILINE)
+    assert expected and run(rest).endswith(expected.group(1))
+    mcp = next(text for lang, text in blocks if lang == "bash" and "Mcp-Session-Id" in text)
+    answer = _after(blocks, "Mcp-Session-Id", "json").strip()
+    assert answer in run(mcp).replace("data: ", "")
