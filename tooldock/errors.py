@@ -17,6 +17,7 @@
     │   ├── WorkerRetired              503 (the engine retries the call on the namespace's new worker)
     │   └── UpstreamUnavailable        503 upstream_unavailable (an upstream MCP server is down or starting)
     ├── UpstreamError                  502 upstream_error    (an upstream JSON-RPC error: relayed as is on MCP)
+    ├── StateUnavailable               503 state_unavailable (the shared state store did not answer: retry)
     ├── ExecutionTimeout               504 execution_timeout
     ├── ToolFailed                     500 internal_error    (the tool raised, or the worker failed)
     ├── DependencyError                500 dependency_error  (an import inside the tool failed)
@@ -185,6 +186,13 @@ class RateLimited(ToolDockError):
     """A namespace's or an API key's rate limit: retry after `details.retry_after_seconds`."""
 
     status, code = 429, "rate_limited"
+
+
+class StateUnavailable(ToolDockError):
+    """The shared state store (`TOOLDOCK_STATE_URL`) did not answer in time: retry after
+    `details.retry_after_seconds`; what needs no shared state goes on working."""
+
+    status, code = 503, "state_unavailable"
 
 
 class ExecutionTimeout(ToolDockError):

@@ -134,6 +134,8 @@ def serve(
     except SettingsError as exc:
         raise click.ClickException(str(exc)) from None
     writable_state_dir(settings.state_dir)
+    if settings.state_url is not None:
+        reachable_store(settings)
     settings, manager_watches = who_watches(settings, watch, backend, with_manager)
     if settings.log_format == "json":
         from tooldock.runtime.logs import use_json_lines
@@ -173,6 +175,22 @@ def serve(
     finally:
         if child is not None:
             stop_manager(child)
+
+
+def reachable_store(settings: Settings) -> None:
+    """A gateway that cannot reach its shared state store does not start: the URL (no password) and why."""
+    from tooldock.errors import StateUnavailable
+    from tooldock.state import check_reachable
+
+    assert settings.state_url is not None
+    try:
+        check_reachable(settings.state_url)
+    except StateUnavailable as exc:
+        raise click.ClickException(
+            f"TOOLDOCK_STATE_URL: {exc.message.removesuffix('; retry shortly')}. Start Redis there (or fix the "
+            "URL), or unset TOOLDOCK_STATE_URL to keep the state in this process"
+        ) from None
+    click.echo(f"tooldock: shared state in Redis at {settings.state_url}", err=True)
 
 
 def who_watches(settings: Settings, watch: bool | None, backend: str, with_manager: bool) -> tuple[Settings, bool]:

@@ -2,8 +2,9 @@
 token buckets, checked by the engine before a call takes a worker slot.
 
 `limits.rate` in a namespace's `tooldock.yaml` (calls per second, `limits.burst` calls at once, default the
-rate rounded up) and `--rate` on an API key. A refused call is `RateLimited` (429) with the seconds until
-a token is back: REST answers `Retry-After`, MCP an error result, the relay socket -32000.
+rate rounded up) and `--rate` on an API key. The buckets are in the gateway's state store, shared by its
+replicas. A refused call is `RateLimited` (429) with the seconds until a token is back: REST answers
+`Retry-After`, MCP an error result, the relay socket -32000.
 
 An admitted call then waits for one of its worker's slots (`limits.concurrency`, else the gateway's
 `max_concurrency`): `Slots`.
@@ -13,48 +14,39 @@ from __future__ import annotations
 
 import asyncio
 import math
-import time
-from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from tooldock.errors import RateLimited
+from tooldock.state import Store
+from tooldock.state.memory import Bucket
 
-
-@dataclass
-class Bucket:
-    rate: float  # tokens per second
-    burst: float  # the most tokens held
-    tokens: float
-    stamp: float
-
-    def take(self, now: float) -> float:
-        """0 when a token was taken, else the seconds until one is there."""
-        self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
-        self.stamp = now
-        if self.tokens >= 1:
-            self.tokens -= 1
-            return 0.0
-        return (1 - self.tokens) / self.rate
+__all__ = ["Admission", "Bucket", "Slots"]
 
 
 class Admission:
-    MAX_BUCKETS = 100_000  # keys and namespaces are bounded; this only stops a leak
+    """The rate limits' buckets live in the gateway's state store: one bucket per namespace or key for all
+    the replicas that share the store (tooldock.state)."""
 
-    def __init__(self) -> None:
-        self._buckets: dict[tuple[str, str], Bucket] = {}
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
-    def admit(self, what: str, name: str, rate: float | None, burst: float | None = None) -> None:
-        """Take one token from `what`/`name`'s bucket (a namespace or a key), or raise RateLimited."""
+    @staticmethod
+    def limited(rate: float | None, key_rate: float | None) -> bool:
+        return bool(rate or key_rate)
+
+    async def admit_call(self, namespace: str, rate: float | None, burst: float | None, key: Any) -> None:
+        """A call's tokens: its namespace's bucket, then its API key's (`key.id`, `key.rate`), if it has one."""
+        await self.admit("namespace", namespace, rate, burst)
+        if key is not None and key.rate:
+            await self.admit("key", key.id, key.rate)
+
+    async def admit(self, what: str, name: str, rate: float | None, burst: float | None = None) -> None:
+        """Take one token from `what`/`name`'s bucket (a namespace or a key), or raise RateLimited (or
+        StateUnavailable, when a shared store does not answer)."""
         if not rate:
             return
-        now = time.monotonic()
         size = burst or max(1.0, math.ceil(rate))
-        bucket = self._buckets.get((what, name))
-        if bucket is None or bucket.rate != rate or bucket.burst != size:  # new, or its limit changed
-            if len(self._buckets) >= self.MAX_BUCKETS:
-                self._buckets.clear()
-            bucket = self._buckets[(what, name)] = Bucket(rate, size, size, now)
-        wait = bucket.take(now)
+        wait = await self.store.take_token(f"{what}:{name}", rate, size)
         if wait > 0:
             raise RateLimited(
                 f"rate limit of {what} {name!r} reached ({rate:g} calls/s, bursts of {size:g}): retry in {wait:.2f}s",

@@ -21,6 +21,7 @@ import tooldock
 from tooldock.errors import BadRequest, ToolDockError
 from tooldock.keys import KeyStore
 from tooldock.runtime.access import key_of
+from tooldock.runtime.admission import Admission
 from tooldock.runtime.backend import Backend
 from tooldock.runtime.backends.process import ProcessBackend
 from tooldock.runtime.engine import Engine
@@ -43,6 +44,7 @@ from tooldock.runtime.relay.server import RelayServer
 from tooldock.runtime.reloads import Reloads, serving
 from tooldock.runtime.secretmap import SecretMap
 from tooldock.runtime.settings import Settings
+from tooldock.state import open_store
 
 
 class NamespacedEndpoint:
@@ -147,6 +149,14 @@ def make_backend(name: str, settings: Settings, tools_dir: Path, read_only: bool
     return ProcessBackend(settings, tools_dir)
 
 
+def replica_name() -> str:
+    """This gateway among its replicas: host and process id."""
+    import os
+    import socket
+
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
 def create_app(
     tools_dir: Path,
     settings: Settings,
@@ -167,7 +177,9 @@ def create_app(
     backend = backend or make_backend(backend_name, settings, tools_dir, read_only)
     registry = Registry(backend, settings, secrets)
     guard = KeyGuard(keys)  # ends what outlives a revoked key: calls in flight, HTTP event streams, relay watchers
+    store = open_store(settings.state_url.url if settings.state_url is not None else None)
     engine = Engine(registry, settings, guard)
+    engine.admission = Admission(store)  # the rate limits' buckets, shared by replicas when the store is
     hub = McpHub(engine, settings, host)
     registry.listeners.append(hub.tools_changed)
     audit, metrics = observe(engine, registry, hub, settings)
@@ -187,10 +199,11 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if settings.watch and backend.name == "process":  # first: an edit made while workers start is seen
             await reloads.on_edits(tools_dir, settings.watch_debounce_ms, secrets.store.directory if secrets else None)
-        report = await registry.reload()
+        report = await registry.reload(announce=False)
         for line in serving(report, registry, tools_dir if backend.name == "process" else "docker containers"):
             print(f"tooldock: {line}", file=sys.stderr, flush=True)
         reloads.on_sighup()
+        reloads.share(store, replica_name())
         reloads.on_backend_changes(backend)
         await relay_server.start()
         audit.start()
@@ -212,6 +225,7 @@ def create_app(
             await guard.close()
             await registry.close()
             await backend.close()
+            await store.close()
             audit.close()
             tracing.shutdown()
 

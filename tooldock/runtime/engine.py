@@ -42,6 +42,7 @@ from tooldock.runtime.observe import AuditLog, Metrics, current_call, tracing
 from tooldock.runtime.registry import NamespaceEntry, Registry
 from tooldock.runtime.settings import Settings
 from tooldock.runtime.workerclient import round_relay
+from tooldock.state import MemoryStore
 from tooldock.upstream.catalog import ACTIVATE
 
 _VIEWS: dict[type, bool] = {}
@@ -63,7 +64,7 @@ class Engine:
         self.registry, self.settings, self.guard = registry, settings, guard
         # One semaphore per worker generation: a replaced worker's limit goes away with it.
         self._limits: weakref.WeakKeyDictionary[Any, Slots] = weakref.WeakKeyDictionary()
-        self.admission = Admission()
+        self.admission = Admission(MemoryStore())  # the app gives it the shared state store, when there is one
         self.audit: AuditLog | None = None  # set by the app: one line per call
         self.metrics: Metrics | None = None
 
@@ -180,13 +181,14 @@ class Engine:
             raise NotInScope(key.why_not(name, found), {"namespace": name, "tool": tool, "key_id": key.id})
         return found
 
-    def admit(self, entry: NamespaceEntry, key: ApiKey | None) -> None:
-        """Take the call's tokens from its namespace's and key's rate limits, or raise RateLimited. Done by
+    def limited(self, entry: NamespaceEntry, key: ApiKey | None) -> bool:  # else `admit` is not awaited
+        return self.admission.limited(entry.source.config.limits.rate, key.rate if key is not None else None)
+
+    async def admit(self, entry: NamespaceEntry, key: ApiKey | None) -> None:
+        """Take the call's tokens (RateLimited; StateUnavailable when a shared store does not answer). Done by
         `call_tool` itself, unless a front end admitted the call earlier (a task, admitted at `tools/call`)."""
         limits = entry.source.config.limits
-        self.admission.admit("namespace", entry.source.name, limits.rate, limits.burst)
-        if key is not None and key.rate:
-            self.admission.admit("key", key.id, key.rate)
+        await self.admission.admit_call(entry.source.name, limits.rate, limits.burst, key)
 
     def call_timeout(self, namespace: str) -> float:
         """How long a call in `namespace` may run: its own limit, else the gateway's."""
@@ -223,8 +225,8 @@ class Engine:
                 raise InvalidArguments(
                     f"arguments must be a JSON object of parameter names to values, got {jsonin.kind(arguments)}"
                 )
-            if not admitted:
-                self.admit(entry, key)
+            if not admitted and self.limited(entry, key):
+                await self.admit(entry, key)
             try:
                 return await self._run(entry, f"tool {tool!r}", lambda worker: worker.call(tool, arguments, relay), key)
             except ToolDockError as err:
@@ -251,7 +253,8 @@ class Engine:
                 fields["session"] = session
                 if op in ("prompts.get", "resources.read"):
                     fields["relay"] = round_relay.get()
-            self.admit(entry, key)
+            if self.limited(entry, key):
+                await self.admit(entry, key)
             return await self._run(entry, op, lambda worker: worker.request(op, **fields), key)
 
         subject = fields.get("uri") or fields.get("name") or ""

@@ -128,18 +128,25 @@ class Registry:
         self.listeners: list[Callable[[list[str]], Awaitable[None]]] = []
         # Called with (namespace, resource URI) when an upstream server says a subscribed resource changed.
         self.resource_listeners: list[Callable[[str, str], Awaitable[None]]] = []
+        self.announcers: list[Callable[[bool], Awaitable[None]]] = []  # who tells other replicas of a reload
         self.reload_timings: list[Callable[[float], None]] = []  # called with each reload's duration (s)
 
-    async def reload(self, retry_failed: bool = True) -> dict[str, Any]:
+    async def reload(self, retry_failed: bool = True, announce: bool = True) -> dict[str, Any]:
         """Rescan and apply; returns what changed (the `reload_core` result of seed 000). A namespace that failed
         (or crash-looped) is started again, unless `retry_failed` is False and its files and secrets are as they
-        were (a watcher's reload after an edit elsewhere): it is then listed under `not_retried`."""
+        were (a watcher's reload after an edit elsewhere): it is then listed under `not_retried`. `announce`:
+        tell the other replicas sharing the state store to reload too (reloads.share); not for a reload that
+        came from one of them, nor the one at start."""
         started = time.perf_counter()
         try:
-            return await self._reload(retry_failed)
+            result = await self._reload(retry_failed)
         finally:
             for timed in self.reload_timings:
                 timed(time.perf_counter() - started)
+        if announce:
+            for tell in self.announcers:
+                await tell(retry_failed)
+        return result
 
     async def _reload(self, retry_failed: bool) -> dict[str, Any]:
         async with self._lock:

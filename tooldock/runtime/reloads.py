@@ -1,11 +1,13 @@
 """What makes the gateway reload on its own, and the line each reload leaves on stderr: SIGHUP, edits under
 the tools directory (`serve --watch`, process backend) and, on the docker backend, containers coming and
-going. `POST /reload` answers its caller with the result instead."""
+going; with a shared state store, a reload on another replica. `POST /reload` answers its caller with the
+result instead."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import signal
 import sys
 import time
@@ -13,10 +15,14 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
+from tooldock.errors import StateUnavailable
 from tooldock.runtime.backend import Backend, Watching
 from tooldock.runtime.filewatch import follow, shown
 from tooldock.runtime.registry import Registry
 from tooldock.secrets.files import private_dir
+from tooldock.state import Store
+
+RELOADS = "reloads"  # the state store's channel on which replicas announce their reloads
 
 
 def summary(result: dict[str, Any], seconds: float) -> str:
@@ -66,12 +72,14 @@ def serving(result: dict[str, Any], registry: Registry, where: object) -> list[s
     return lines
 
 
-async def reload_and_report(registry: Registry, why: str, quiet: bool = False, retry_failed: bool = True) -> None:
+async def reload_and_report(
+    registry: Registry, why: str, quiet: bool = False, retry_failed: bool = True, announce: bool = True
+) -> None:
     """Reload, then say what happened (`quiet`: only when something did); a reload that fails leaves the
-    previous snapshot serving. `retry_failed`: see Registry.reload."""
+    previous snapshot serving. `retry_failed`, `announce`: see Registry.reload."""
     started = time.perf_counter()
     try:
-        result = await registry.reload(retry_failed)
+        result = await registry.reload(retry_failed, announce)
     except Exception as exc:  # reported, and the previous snapshot keeps serving
         print(f"tooldock: {why}: reload failed: {exc}", file=sys.stderr, flush=True)
         return
@@ -135,6 +143,34 @@ class Reloads:
 
         watching = await follow("tooldock", root, debounce_ms, reload, store_to_watch(store))
         self._spawn(watching)  # already a task: kept with the others, cancelled on close
+
+    def share(self, store: Store, replica: str) -> None:
+        """Replicas sharing a state store reload together: a reload here (SIGHUP, `POST /reload`, the manager's
+        `reload_core`, an edit seen by `--watch`) is announced on the store, and one announced by another
+        replica is done here too, without announcing it again. Each replica reloads from its own view of the
+        namespaces (the same tools directory or the same containers), so they converge on the same set."""
+        if not store.shared:
+            return
+
+        async def tell(retry_failed: bool) -> None:
+            message = json.dumps({"from": replica, "retry_failed": retry_failed})
+            try:
+                await store.publish(RELOADS, message)
+            except StateUnavailable as exc:  # this replica reloaded; the others will at their next reload
+                print(f"tooldock: the reload could not be announced to other replicas: {exc}", file=sys.stderr)
+
+        async def listen() -> None:
+            async for message in store.subscribe(RELOADS):
+                try:
+                    told = json.loads(message)
+                    sender, retry = str(told["from"]), bool(told.get("retry_failed", True))
+                except (ValueError, KeyError, TypeError):
+                    continue
+                if sender != replica:
+                    await reload_and_report(self.registry, f"reload on {sender}", retry_failed=retry, announce=False)
+
+        self.registry.announcers.append(tell)
+        self._spawn(listen())
 
     async def close(self) -> None:
         for task in list(self._tasks):

@@ -6,12 +6,12 @@ import math
 
 from starlette.responses import JSONResponse
 
-from tooldock.errors import NamespaceUnavailable, RateLimited, ToolDockError
+from tooldock.errors import NamespaceUnavailable, RateLimited, StateUnavailable, ToolDockError
 
 
 def error_response(err: ToolDockError, headers: dict[str, str] | None = None) -> JSONResponse:
     headers = dict(headers or {})
-    if isinstance(err, NamespaceUnavailable):
+    if isinstance(err, NamespaceUnavailable | StateUnavailable):
         headers.setdefault("Retry-After", "1")
     if isinstance(err, RateLimited):
         headers.setdefault("Retry-After", str(max(1, math.ceil(float(err.details.get("retry_after_seconds", 1))))))

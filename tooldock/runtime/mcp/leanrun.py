@@ -13,13 +13,13 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.methods import serialize_server_result
 from pydantic import ValidationError
 
-from tooldock.errors import NotInScope, ToolDockError, ToolNotFound, UpstreamError
+from tooldock.errors import NotInScope, StateUnavailable, ToolDockError, ToolNotFound, UpstreamError
 from tooldock.runtime import jsonin
 from tooldock.runtime.engine import Engine
 from tooldock.runtime.mcp.inputreq import legacy_rounds
 from tooldock.runtime.mcp.leanmodern import shape as modern_shape
 from tooldock.runtime.mcp.plainresult import as_sent
-from tooldock.runtime.mcp.results import error_payload, upstream_error
+from tooldock.runtime.mcp.results import error_payload, state_error, upstream_error
 from tooldock.runtime.observe import call_info
 from tooldock.runtime.versions import check_version
 
@@ -67,6 +67,8 @@ async def run(
             return {"error": _dumped(upstream_error(err))}
         except MCPError as err:  # a guard's question the client did not declare, or refused
             return {"error": _dumped(err)}
+        except StateUnavailable as err:
+            return {"error": _dumped(state_error(err))}
         except ToolDockError as err:
             if method == "tools/list":
                 return {"error": {"code": types.INVALID_REQUEST, "message": err.message}}

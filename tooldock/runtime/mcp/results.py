@@ -7,7 +7,7 @@ from typing import Any
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
-from tooldock.errors import ToolDockError, UpstreamError
+from tooldock.errors import StateUnavailable, ToolDockError, UpstreamError
 
 
 def error_payload(err: ToolDockError) -> dict[str, Any]:
@@ -27,4 +27,14 @@ def upstream_error(err: UpstreamError) -> MCPError:
         code if isinstance(code, int) else types.INTERNAL_ERROR,
         str(err.details.get("rpc_message") or err.message),
         err.details.get("rpc_data"),
+    )
+
+
+def state_error(err: StateUnavailable) -> MCPError:
+    """The shared state store did not answer: a JSON-RPC error (the request was not served, whatever it was),
+    with ToolDock's code and when to retry as its data."""
+    return MCPError(
+        types.INTERNAL_ERROR,
+        err.message,
+        {"code": err.code, "retryAfterSeconds": err.details.get("retry_after_seconds", 1)},
     )

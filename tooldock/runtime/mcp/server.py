@@ -37,6 +37,7 @@ from tooldock.errors import (
     InvalidArguments,
     NotFound,
     NotInScope,
+    StateUnavailable,
     ToolDockError,
     ToolInactive,
     ToolNotFound,
@@ -51,7 +52,7 @@ from tooldock.runtime.mcp.caller import calling, connection_of, request_id_of
 from tooldock.runtime.mcp.events import MemoryEventStore, ScopedSessionManager
 from tooldock.runtime.mcp.lean import LeanPath
 from tooldock.runtime.mcp.relay import McpRelay
-from tooldock.runtime.mcp.results import error_result, upstream_error
+from tooldock.runtime.mcp.results import error_result, state_error, upstream_error
 from tooldock.runtime.mcp.rules import precheck
 from tooldock.runtime.mcp.session import SessionState, session_states
 from tooldock.runtime.mcp.tasks import TasksExtension, install_tasks
@@ -120,6 +121,8 @@ def _server_for(
             raise MCPError(types.INVALID_PARAMS, err.message) from err
         except UpstreamError as err:
             raise upstream_error(err) from err
+        except StateUnavailable as err:
+            raise state_error(err) from err
         except ToolDockError as err:  # worded as FastMCP words it (its message alone); ToolDock's code as data
             raise MCPError(types.INTERNAL_ERROR, err.message, {"code": err.code}) from err
 
@@ -152,6 +155,8 @@ def _server_for(
             raise MCPError(types.INVALID_PARAMS, err.message) from err
         except UpstreamError as err:
             raise upstream_error(err) from err
+        except StateUnavailable as err:
+            raise state_error(err) from err
         except ToolDockError as err:
             return error_result(err)
         if params.name == ACTIVATE and entry().source.is_upstream:

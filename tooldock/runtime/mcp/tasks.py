@@ -37,6 +37,7 @@ from tooldock.errors import (
     ExecutionTimeout,
     InvalidArguments,
     RateLimited,
+    StateUnavailable,
     ToolDockError,
     ToolFailed,
     UpstreamError,
@@ -46,7 +47,7 @@ from tooldock.runtime import jsonin, requestid
 from tooldock.runtime.access import key_of_request
 from tooldock.runtime.engine import Engine
 from tooldock.runtime.mcp.caller import calling
-from tooldock.runtime.mcp.results import error_payload, error_result
+from tooldock.runtime.mcp.results import error_payload, error_result, state_error
 from tooldock.runtime.mcp.tasklisten import TaskListen
 from tooldock.runtime.mcp.taskstore import Task, TaskStore, TooManyTasks
 from tooldock.runtime.questions import declared as declared_capabilities
@@ -249,10 +250,13 @@ class TasksExtension(Extension):
                 raise missing_extension(f"tool {params.name!r} runs only as a task: it")
             return await call_next(ctx)
         try:  # the rate limits count the call now, as a plain call's: a refused one never becomes a task
-            self.engine.admit(entry, key)
+            if self.engine.limited(entry, key):
+                await self.engine.admit(entry, key)
         except RateLimited as err:
             self.engine.refused(self.namespace, params.name, err, key)
             return error_result(err)
+        except StateUnavailable as err:  # not refused by a limit: no limit could be looked at
+            raise state_error(err) from err
         try:
             task = self.store.create(key.id if key is not None else None, params.name)
         except TooManyTasks as err:

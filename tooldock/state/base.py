@@ -1,0 +1,43 @@
+"""The store's interface. Implementations: memory.py (one process), redisstore.py (shared by replicas)."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import AsyncIterator
+
+
+class Store(abc.ABC):
+    """What the gateway keeps where every replica sees it. Every method may raise `StateUnavailable`
+    (tooldock.errors) when the store cannot answer within its time limit; none waits longer."""
+
+    kind: str  # "memory" or "redis", for /health and the logs
+    shared: bool  # True when other processes see the same state
+
+    @abc.abstractmethod
+    def describe(self) -> str:
+        """Where the state is, fit for a log line (a URL without its password)."""
+
+    @abc.abstractmethod
+    async def check(self) -> None:
+        """Reach the store once (StateUnavailable when it cannot be): done at start, so a gateway that
+        cannot reach its store does not start."""
+
+    @abc.abstractmethod
+    async def take_token(self, bucket: str, rate: float, burst: float) -> float:
+        """Take one token from `bucket` (a token bucket of `burst` tokens, refilled at `rate` a second,
+        full when new or when its rate or burst changed): 0.0 when taken, else the seconds until one is back.
+        Atomic: replicas taking from one bucket at once never take more than it holds."""
+
+    @abc.abstractmethod
+    async def publish(self, channel: str, message: str) -> None:
+        """Send `message` to every subscriber of `channel`, in this process and (shared stores) in others."""
+
+    @abc.abstractmethod
+    def subscribe(self, channel: str) -> AsyncIterator[str]:
+        """The messages published to `channel` from now on, in order, until the iterator is closed. When a
+        shared store is lost the iterator waits for it to come back and goes on (messages sent meanwhile are
+        lost: subscribers that must not miss one look at the state again after a reconnect)."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Let go of connections."""

@@ -1,0 +1,71 @@
+"""The state in this process: the embedded default (one gateway, nothing to run beside it)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from tooldock.state.base import Store
+
+
+@dataclass
+class Bucket:
+    rate: float  # tokens per second
+    burst: float  # the most tokens held
+    tokens: float
+    stamp: float
+
+    def take(self, now: float) -> float:
+        """0 when a token was taken, else the seconds until one is there."""
+        self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+        if self.tokens >= 1:
+            self.tokens -= 1
+            return 0.0
+        return (1 - self.tokens) / self.rate
+
+
+class MemoryStore(Store):
+    kind, shared = "memory", False
+    MAX_BUCKETS = 100_000  # keys and namespaces are bounded; this only stops a leak
+
+    def __init__(self) -> None:
+        self._buckets: dict[str, Bucket] = {}
+        self._subscribers: dict[str, set[asyncio.Queue[str]]] = {}
+
+    def describe(self) -> str:
+        return "in this process"
+
+    async def check(self) -> None:
+        return None
+
+    async def take_token(self, bucket: str, rate: float, burst: float) -> float:
+        return self.take_now(bucket, rate, burst)
+
+    def take_now(self, name: str, rate: float, burst: float) -> float:
+        """take_token without a coroutine (the engine's hot path when the store is this one)."""
+        now = time.monotonic()
+        bucket = self._buckets.get(name)
+        if bucket is None or bucket.rate != rate or bucket.burst != burst:  # new, or its limit changed
+            if len(self._buckets) >= self.MAX_BUCKETS:
+                self._buckets.clear()
+            bucket = self._buckets[name] = Bucket(rate, burst, burst, now)
+        return bucket.take(now)
+
+    async def publish(self, channel: str, message: str) -> None:
+        for queue in self._subscribers.get(channel, ()):
+            queue.put_nowait(message)
+
+    async def subscribe(self, channel: str) -> AsyncIterator[str]:
+        queue: asyncio.Queue[str] = asyncio.Queue()
+        self._subscribers.setdefault(channel, set()).add(queue)
+        try:
+            while True:
+                yield await queue.get()
+        finally:
+            self._subscribers[channel].discard(queue)
+
+    async def close(self) -> None:
+        self._buckets.clear()

@@ -1,0 +1,110 @@
+"""The state on a Redis server that every gateway replica shares (redis-py's asyncio client, hiredis's parser).
+
+Every command has a time limit (`TIMEOUT`) and is not retried here: a Redis that does not answer is
+`StateUnavailable` within about a second, and the next command connects again, so a Redis that comes back
+is used again without a restart. Keys are prefixed with the deployment's namespace (`tooldock:` by default).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import redis.asyncio as redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
+
+from tooldock.errors import StateUnavailable
+from tooldock.state.base import Store
+from tooldock.state.url import StateUrl
+
+log = logging.getLogger("tooldock.state")
+TIMEOUT = 1.0  # seconds a command (or a connect) may take before the store counts as unreachable
+RESUBSCRIBE = 0.5  # seconds between a lost subscription's attempts to come back
+
+# One token bucket, atomic in Redis, on Redis's clock (replicas' clocks may differ): full when new or when
+# its rate or burst changed; it expires once it would be full again. Returns the wait as text (a Lua number
+# would come back as an integer).
+TAKE = """
+local now = redis.call('TIME')
+now = tonumber(now[1]) + tonumber(now[2]) / 1000000
+local rate, burst = tonumber(ARGV[1]), tonumber(ARGV[2])
+local held = redis.call('HMGET', KEYS[1], 'tokens', 'stamp', 'rate', 'burst')
+local tokens, stamp = tonumber(held[1]), tonumber(held[2])
+if tokens == nil or held[3] ~= ARGV[1] or held[4] ~= ARGV[2] then
+  tokens, stamp = burst, now
+end
+tokens = math.min(burst, tokens + math.max(0, now - stamp) * rate)
+local wait = 0
+if tokens >= 1 then tokens = tokens - 1 else wait = (1 - tokens) / rate end
+redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'stamp', tostring(now), 'rate', ARGV[1], 'burst', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], math.ceil(burst / rate * 1000) + 1000)
+return tostring(wait)
+"""
+
+
+class RedisStore(Store):
+    kind, shared = "redis", True
+
+    def __init__(self, url: StateUrl, namespace: str = "tooldock") -> None:
+        self.url, self.prefix = url, f"{namespace}:"
+        self.client: Any = redis.Redis.from_url(
+            url.url,
+            socket_timeout=TIMEOUT,
+            socket_connect_timeout=TIMEOUT,
+            retry=Retry(NoBackoff(), 0),
+            health_check_interval=0,
+            decode_responses=True,
+        )
+        self._take = self.client.register_script(TAKE)
+
+    def describe(self) -> str:
+        return f"Redis at {self.url}"
+
+    def _unavailable(self, exc: BaseException) -> StateUnavailable:
+        # redis-py's messages name the host and port, never the password; the URL shown has none either.
+        return StateUnavailable(
+            f"the state store (Redis at {self.url}) did not answer: {type(exc).__name__}: {exc}; retry shortly",
+            {"store": str(self.url), "retry_after_seconds": 1},
+        )
+
+    async def _run(self, call: Any) -> Any:
+        try:
+            return await asyncio.wait_for(call, TIMEOUT * 2)  # a hard bound over the socket's own limits
+        except (TimeoutError, RedisError, OSError) as exc:
+            raise self._unavailable(exc) from None
+
+    async def check(self) -> None:
+        await self._run(self.client.ping())
+
+    async def take_token(self, bucket: str, rate: float, burst: float) -> float:
+        answer = await self._run(self._take(keys=[f"{self.prefix}bucket:{bucket}"], args=[repr(rate), repr(burst)]))
+        return float(answer)
+
+    async def publish(self, channel: str, message: str) -> None:
+        await self._run(self.client.publish(f"{self.prefix}{channel}", message))
+
+    async def subscribe(self, channel: str) -> AsyncIterator[str]:
+        name = f"{self.prefix}{channel}"
+        while True:
+            pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe(name)
+                while True:  # a bounded wait, so a read never meets the socket's time limit
+                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=TIMEOUT / 2)
+                    if message is not None and message.get("type") == "message":
+                        yield str(message["data"])
+            except (RedisError, OSError) as exc:
+                log.warning("state store: the subscription to %s was lost (%s); subscribing again", name, exc)
+                await asyncio.sleep(RESUBSCRIBE)
+            finally:
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.client.aclose()
