@@ -113,3 +113,28 @@ def test_health_says_where_the_state_is(replicas):
     first, _, _ = replicas
     assert "shared state in Redis at unix://" in first.logs
     assert httpx.get(f"{first.url}/health", timeout=10).status_code == 200
+
+
+def test_a_key_revoked_with_the_cli_is_refused_by_every_replica_within_a_second(replicas, tmp_path):
+    """Replicas sharing a keys directory (here the suite's TOOLDOCK_KEYS_DIR, as a shared volume would be):
+    a key works on both, then `tooldock keys revoke` is refused by both within a second."""
+    from tooldock.keys import KeyStore
+
+    first, second, _ = replicas
+    keys = KeyStore.from_env()
+    record, key = keys.create("replicas", "write", ("free",))
+    bearer = {"Authorization": f"Bearer {key}", "X-Namespace": "free"}
+    for gateway in (first, second):
+        answer = httpx.post(f"{gateway.url}/tools/say_hello", json={"name": "k"}, headers=bearer, timeout=30)
+        assert answer.status_code == 200, answer.text
+    revoked = subprocess.run([TOOLDOCK, "keys", "revoke", record.id], capture_output=True, text=True, timeout=60)
+    assert revoked.returncode == 0, revoked.stderr
+    started = time.monotonic()
+    for gateway in (first, second):
+        while True:
+            answer = httpx.post(f"{gateway.url}/tools/say_hello", json={"name": "k"}, headers=bearer, timeout=30)
+            if answer.status_code == 401:
+                break
+            assert time.monotonic() - started < 1.5, f"{gateway.url} still takes the revoked key"
+            time.sleep(0.05)
+    assert answer.json()["error"]["code"] == "invalid_api_key"
