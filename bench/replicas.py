@@ -1,0 +1,208 @@
+"""Gateway replicas and the shared state store (issue 56): MCP `tools/call` of a trivial tool, on a 2025-11-25
+session and as 2026-07-28 requests, for one replica with its state in memory, one replica with its state in
+Redis, and two replicas on one Redis behind haproxy; each for a namespace without a rate limit and one with
+a limit too high to refuse anything (so every call takes a token: one store round trip). wrk drives the
+load (bench/mcp_wrk.py; its CPU per call is in the table, to show it is not the bottleneck), every answer is
+checked, and Redis's own count of the commands it ran gives the store round trips per call.
+
+    .venv/bin/python bench/replicas.py [--seconds 4] [--concurrency 1 16]
+
+Everything runs on 127.0.0.1 (Debian's redis-server and haproxy, started and stopped here); every run is
+bounded by its seconds. haproxy balances round robin and keeps a 2025-era session on the replica that
+answered its initialize (a stick table on `Mcp-Session-Id`: sessions are not shared yet); 2026-07-28 requests
+(no session header) go round robin.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import machine
+import mcp_wrk
+from mcp_http import ENVELOPE, call_headers
+from run import HERE, TOKEN, start_gateway
+
+TOOL = "echo_number"
+SENT = ("evalsha", "eval", "script", "publish", "subscribe", "unsubscribe", "ping", "hello", "client", "select")
+LIMITED = "limits: {rate: 1000000, burst: 1000000}\n"  # every call takes a token; none is refused
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def wait_for(port: int, what: str) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit(f"{what} did not start on port {port}")
+
+
+class Redis:
+    def __init__(self, folder: Path) -> None:
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", str(folder)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for(self.port, "redis-server")
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+
+    def round_trips(self) -> int:
+        """Requests the gateways have sent Redis so far: INFO commandstats' calls of the commands the state
+        store sends (total_commands_processed would also count the commands its Lua script runs inside one
+        EVALSHA: TIME, HMGET, HSET, PEXPIRE)."""
+        out = subprocess.run(["redis-cli", "-p", str(self.port), "INFO", "commandstats"], capture_output=True,
+                             text=True, timeout=10, check=True).stdout
+        total = 0
+        for line in out.splitlines():
+            name, _, stats = line.removeprefix("cmdstat_").partition(":")
+            if name.split("|")[0] in SENT:
+                total += int(stats.split(",")[0].removeprefix("calls="))
+        return total
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+
+
+def haproxy(folder: Path, backends: list[str]) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    servers = "\n".join(f"  server r{n} {url.removeprefix('http://')}" for n, url in enumerate(backends))
+    config = folder / "haproxy.cfg"
+    config.write_text(
+        "global\n  maxconn 4096\n"
+        "defaults\n  mode http\n  timeout connect 2s\n  timeout client 60s\n  timeout server 60s\n"
+        f"frontend gateway\n  bind 127.0.0.1:{port}\n  default_backend replicas\n"
+        # No session header (a 2026-07-28 request, an initialize): round robin. A session's requests go where
+        # its initialize went, by the Mcp-Session-Id the answer carried (sessions are not shared yet).
+        "backend replicas\n  balance roundrobin\n  stick-table type string len 128 size 100k expire 1h\n"
+        "  stick on req.hdr(mcp-session-id)\n  stick store-response res.hdr(mcp-session-id)\n"
+        f"{servers}\n"
+    )
+    proc = subprocess.Popen(["haproxy", "-f", str(config), "-db"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    wait_for(port, "haproxy")
+    return proc, f"http://127.0.0.1:{port}"
+
+
+@dataclass
+class Row:
+    target: str
+    kind: str
+    namespace: str
+    concurrency: int
+    calls: int
+    errors: int
+    rate: float
+    p50: float
+    p99: float
+    wrk_cpu_us: float
+    store_per_call: float | None
+
+
+async def measure(target: str, url: str, namespace: str, modern: bool, concurrency: int, seconds: float,
+                  redis: Redis | None) -> Row:
+    headers = {"Authorization": f"Bearer {TOKEN}", "X-Namespace": namespace}
+    every = {**headers, **await call_headers(f"{url}/mcp", headers, TOOL, modern)}
+    meta = ENVELOPE if modern else None
+    await asyncio.to_thread(mcp_wrk.run, f"{url}/mcp", every, concurrency, 1, TOOL, meta)  # warm-up
+    before = redis.round_trips() if redis else 0
+    got = await asyncio.to_thread(mcp_wrk.run, f"{url}/mcp", every, concurrency, seconds, TOOL, meta)
+    per_call = ((redis.round_trips() - before) / got["calls"]) if redis and got["calls"] else None
+    return Row(target, "2026-07-28" if modern else "session", namespace, concurrency, int(got["calls"]),
+               int(got["errors"]), got["calls"] / got["wall"] if got["wall"] else 0.0, got["p50"], got["p99"],
+               got["cpu"] / got["calls"] * 1e6 if got["calls"] else 0.0, per_call)
+
+
+async def main(seconds: float, levels: list[int]) -> list[Row]:
+    for tool in ("redis-server", "redis-cli", "haproxy", "wrk"):
+        if shutil.which(tool) is None:
+            raise SystemExit(f"bench/replicas.py needs {tool} (Debian: apt-get install redis-server haproxy wrk)")
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="tooldock-replicas-") as tmp:
+        folder = Path(tmp)
+        tools = folder / "tools"
+        shutil.copytree(HERE / "tools" / "bench", tools / "bench")
+        shutil.copytree(HERE / "tools" / "bench", tools / "limited")
+        (tools / "limited" / "tooldock.yaml").write_text(LIMITED)
+        redis = Redis(folder)
+        started: list[subprocess.Popen] = []
+        try:
+            def gateway(name: str, state: str | None) -> str:
+                env = {**os.environ, "TOOLDOCK_STATE_KEY": "b" * 43}
+                env.pop("TOOLDOCK_STATE_URL", None)
+                if state:
+                    env["TOOLDOCK_STATE_URL"] = state
+                log = open(folder / f"{name}.log", "w")
+                proc, url = start_gateway(log, env=env, tools=tools)
+                started.append(proc)
+                return url
+
+            memory = gateway("memory", None)
+            shared = gateway("redis", redis.url)
+            second = gateway("redis-2", redis.url)
+            balancer, balanced = haproxy(folder, [shared, second])
+            started.append(balancer)
+            targets = [("1 replica, memory", memory, None), ("1 replica, Redis", shared, redis),
+                       ("2 replicas, Redis, haproxy", balanced, redis)]
+            for level in levels:
+                for modern in (False, True):
+                    for namespace in ("bench", "limited"):
+                        for target, url, store in targets:
+                            row = await measure(target, url, namespace, modern, level, seconds, store)
+                            print(f"  {target}: {row.kind} {namespace} c={level}: {row.rate:,.0f}/s", file=sys.stderr)
+                            rows.append(row)
+        finally:
+            for proc in started:
+                proc.terminate()
+            for proc in started:
+                try:
+                    proc.wait(15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+            redis.stop()
+    return rows
+
+
+def table(rows: list[Row]) -> Table:
+    out = Table(title=f"MCP tools/call through replicas and the state store ({machine.describe()})")
+    for column in ("target", "requests", "namespace", "conc.", "calls/s", "p50 ms", "p99 ms", "errors",
+                   "wrk CPU/call", "Redis cmds/call", "vs 1 replica, memory"):
+        out.add_column(column, justify="left" if column in ("target", "requests", "namespace") else "right")
+    base = {(r.kind, r.namespace, r.concurrency): r.rate for r in rows if r.target == "1 replica, memory"}
+    for r in rows:
+        ratio = r.rate / base[(r.kind, r.namespace, r.concurrency)] if base.get((r.kind, r.namespace,
+                                                                                  r.concurrency)) else 0.0
+        out.add_row(r.target, r.kind, r.namespace + (" (rate limit)" if r.namespace == "limited" else ""),
+                    str(r.concurrency), f"{r.rate:,.0f}", f"{r.p50:.2f}", f"{r.p99:.2f}", str(r.errors),
+                    f"{r.wrk_cpu_us:.0f} us", "—" if r.store_per_call is None else f"{r.store_per_call:.2f}",
+                    f"{ratio:.2f}x")
+    return out
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=4.0)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16])
+    args = parser.parse_args()
+    Console(width=220).print(table(asyncio.run(main(args.seconds, args.concurrency))))
