@@ -35,6 +35,7 @@ def replicas(tmp_path_factory: pytest.TempPathFactory, redis: RedisServer) -> It
     shutil.copytree(EXAMPLES / "multi-tool", tools / "limited")
     (tools / "limited" / "tooldock.yaml").write_text("limits: {rate: 0.2, burst: 3}\n")
     shutil.copytree(EXAMPLES / "basic-tool", tools / "free")
+    shutil.copytree(EXAMPLES / "multi-tool", tools / "sums")
     env = {"TOOLDOCK_STATE_URL": redis.url, "MANAGER_INTERNAL_TOKEN": INTERNAL}
     first = Gateway(tools, tmp / "a.log", env).start()
     second = Gateway(tools, tmp / "b.log", env).start()
@@ -138,3 +139,34 @@ def test_a_key_revoked_with_the_cli_is_refused_by_every_replica_within_a_second(
             assert time.monotonic() - started < 1.5, f"{gateway.url} still takes the revoked key"
             time.sleep(0.05)
     assert answer.json()["error"]["code"] == "invalid_api_key"
+
+
+def test_stateless_requests_go_to_any_replica_behind_a_round_robin_balancer(replicas, tmp_path):
+    """haproxy round robin, no stickiness: REST calls, `/namespaces` and an SDK 2.x client speaking 2026-07-28
+    (no session) are answered right whichever replica each request reaches, and the requests reach both."""
+    from balancer import Haproxy
+    from test_mcp_clients import MODERN, run_modern_client
+
+    first, second, _ = replicas
+    proxy = Haproxy(tmp_path / "haproxy", [first.url, second.url])
+    try:
+        front = Gateway(tmp_path, tmp_path / "unused.log")
+        front.url = proxy.url
+        answered_by = {front.get("/namespaces").json()["replica"]["name"] for _ in range(4)}
+        assert len(answered_by) == 2, answered_by  # round robin: both replicas answered
+        assert [front.call("free", "say_hello", name=str(n)).json() for n in range(4)] == [
+            {"result": f"Hello, {n}!"} for n in range(4)]
+        before = proxy.requests_per_server()
+
+        async def body(client):
+            tools = await client.list_tools()
+            sums = [await client.call_tool("add", {"a": n, "b": 1}) for n in range(6)]
+            return client.protocol_version, [t.name for t in tools.tools], [s.structured_content for s in sums]
+
+        (version, names, sums), _ = run_modern_client(front, "/ns/sums/mcp", None, body, mode=MODERN)
+        assert version == MODERN and "add" in names
+        assert sums == [{"result": n + 1} for n in range(6)]
+        after = proxy.requests_per_server()
+        assert all(after[server] - before[server] >= 3 for server in after), (before, after)
+    finally:
+        proxy.stop()

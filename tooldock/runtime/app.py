@@ -44,7 +44,7 @@ from tooldock.runtime.relay.server import RelayServer
 from tooldock.runtime.reloads import Reloads, serving
 from tooldock.runtime.secretmap import SecretMap
 from tooldock.runtime.settings import Settings
-from tooldock.state import open_store
+from tooldock.state import open_store, replica_name
 
 
 class NamespacedEndpoint:
@@ -147,14 +147,6 @@ def make_backend(name: str, settings: Settings, tools_dir: Path, read_only: bool
 
         return DockerBackend(settings, read_only=read_only, tools_dir=tools_dir)
     return ProcessBackend(settings, tools_dir)
-
-
-def replica_name() -> str:
-    """This gateway among its replicas: host and process id."""
-    import os
-    import socket
-
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def create_app(

@@ -26,6 +26,15 @@ def open_store(url: str | None, namespace: str = "tooldock") -> Store:
     return RedisStore(parse_url(url), namespace)
 
 
+def replica_name() -> str:
+    """This gateway among the replicas sharing a store: host and process id (in /health, /namespaces and the
+    reload announcements)."""
+    import os
+    import socket
+
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
 def check_reachable(url: StateUrl) -> None:
     """Reach the store at `url` once, from outside any event loop (`tooldock serve` before it starts), then
     let go: StateUnavailable names the URL (without its password) and the error."""
@@ -41,4 +50,4 @@ def check_reachable(url: StateUrl) -> None:
     asyncio.run(once())
 
 
-__all__ = ["MemoryStore", "StateUrl", "Store", "check_reachable", "open_store", "parse_url"]
+__all__ = ["MemoryStore", "StateUrl", "Store", "check_reachable", "open_store", "parse_url", "replica_name"]

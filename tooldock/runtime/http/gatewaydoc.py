@@ -54,6 +54,8 @@ SCHEMAS: dict[str, Any] = {
                 "description": "Each namespace not ready, empty or sleeping, with its state",
             },
             "generation": {"type": "integer", "description": "Counts reloads"},
+            "replica": {**_TEXT, "description": "The gateway that answered: host:pid"},
+            "state": {"enum": ["memory", "redis"], "description": "Where its shared state is (TOOLDOCK_STATE_URL)"},
         },
     },
     "Problem": {
@@ -91,6 +93,12 @@ SCHEMAS: dict[str, Any] = {
         "properties": {
             "namespaces": {"type": "array", "items": _ref("NamespaceStatus")},
             "problems": {"type": "array", "items": _ref("Problem"), "description": "Files skipped by the scan"},
+            "replica": {
+                "type": "object",
+                "description": "The gateway that answered (host:pid) and its reload generation: replicas "
+                "sharing a state store reload together and converge on the same namespaces",
+                "properties": {"name": _TEXT, "generation": {"type": "integer"}},
+            },
         },
     },
     "Tool": {

@@ -22,6 +22,7 @@ from tooldock.runtime.http.openapi import namespace_openapi
 from tooldock.runtime.observe import call_info
 from tooldock.runtime.settings import Settings
 from tooldock.runtime.versions import version_of_tool
+from tooldock.state import replica_name
 from tooldock.worker.protocol import error_text
 
 log = logging.getLogger("tooldock.http")
@@ -151,6 +152,8 @@ def create_router(engine: Engine, settings: Settings) -> APIRouter:
             "namespaces": len(entries),
             "unhealthy": unhealthy,
             "generation": engine.registry.snapshot.generation,
+            "replica": replica_name(),
+            "state": engine.admission.store.kind,
         }
 
     @router.get("/namespaces", summary="List namespaces with their state, tools and problems")
@@ -164,7 +167,8 @@ def create_router(engine: Engine, settings: Settings) -> APIRouter:
             listed.append({**snapshot.entries[name].status(), "tools": [t["name"] for t in tools]})
             listed[-1]["tool_count"] = len(tools)
         problems = [p.to_dict() for p in snapshot.problems if key is None or key.allows_namespace(p.file.split("/")[0])]
-        return {"namespaces": listed, "problems": problems}
+        replica = {"name": replica_name(), "generation": snapshot.generation}  # which replica answered, at which reload
+        return {"namespaces": listed, "problems": problems, "replica": replica}
 
     async def list_tools(namespace: str | None, key: ApiKey | None) -> dict[str, Any]:
         entry = engine.namespace(namespace, key)

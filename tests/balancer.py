@@ -1,0 +1,56 @@
+"""A real load balancer for tests: Debian's haproxy on a loopback port, round robin over gateway replicas with
+no stickiness unless asked, its per-server request counts read from its stats socket."""
+
+from __future__ import annotations
+
+import csv
+import io
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from conftest import require
+from rediskit import free_port
+
+
+class Haproxy:
+    def __init__(self, folder: Path, backends: list[str], sticky: bool = False) -> None:
+        require("haproxy")
+        folder.mkdir(parents=True, exist_ok=True)
+        self.port, self.stats = free_port(), folder / "haproxy.sock"
+        servers = "".join(f"  server r{n} {url.removeprefix('http://')}\n" for n, url in enumerate(backends))
+        stick = ("  stick-table type string len 128 size 100k expire 1h\n  stick on req.hdr(mcp-session-id)\n"
+                 "  stick store-response res.hdr(mcp-session-id)\n") if sticky else ""
+        (folder / "haproxy.cfg").write_text(
+            f"global\n  maxconn 1024\n  stats socket {self.stats} mode 600 level admin\n"
+            "defaults\n  mode http\n  timeout connect 2s\n  timeout client 120s\n  timeout server 120s\n"
+            f"frontend gateway\n  bind 127.0.0.1:{self.port}\n  default_backend replicas\n"
+            f"backend replicas\n  balance roundrobin\n{stick}{servers}"
+        )
+        self.proc = subprocess.Popen(["haproxy", "-f", str(folder / "haproxy.cfg"), "-db"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                break
+            except OSError:
+                assert self.proc.poll() is None and time.monotonic() < deadline, "haproxy did not start"
+                time.sleep(0.05)
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def requests_per_server(self) -> dict[str, int]:
+        """Requests haproxy has sent each server so far (its `show stat` counters, `stot`)."""
+        with socket.socket(socket.AF_UNIX) as conn:
+            conn.connect(str(self.stats))
+            conn.sendall(b"show stat\n")
+            data = b""
+            while chunk := conn.recv(65536):
+                data += chunk
+        rows = csv.DictReader(io.StringIO(data.decode().lstrip("# ")))
+        return {r["svname"]: int(r["stot"]) for r in rows if r["pxname"] == "replicas" and r["svname"].startswith("r")}
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
