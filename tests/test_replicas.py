@@ -4,6 +4,7 @@ the rest serving on, recovery without a restart) and a Redis that is not there a
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import time
@@ -12,8 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import EXAMPLES, TOOLDOCK, Gateway, run_mcp
-from mcp.shared.exceptions import MCPError
+from conftest import EXAMPLES, TOOLDOCK, Gateway
 from rediskit import RedisServer, free_port
 
 pytestmark = pytest.mark.slow
@@ -72,6 +72,11 @@ def test_a_reload_on_one_replica_reaches_the_other(replicas):
 
 def test_a_lost_redis_is_a_retryable_503_within_a_bound_and_comes_back(replicas, redis):
     first, second, _ = replicas
+    opened = _mcp(second, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+        namespace="limited")
+    sid = opened.headers["mcp-session-id"]  # opened while Redis is there: served by its replica without it
+    assert _mcp(second, {"jsonrpc": "2.0", "method": "notifications/initialized"}, sid, "limited").status_code == 202
     redis.stop()
     try:
         started = time.monotonic()
@@ -81,14 +86,12 @@ def test_a_lost_redis_is_a_retryable_503_within_a_bound_and_comes_back(replicas,
         assert answer.json()["error"]["code"] == "state_unavailable" and answer.headers["Retry-After"] == "1"
         assert "Traceback" not in answer.text
         assert first.call("free", "say_hello", name="y").json() == {"result": "Hello, y!"}  # needs no Redis
-
-        async def over_mcp(session) -> None:
-            with pytest.raises(MCPError) as refused:
-                await session.call_tool("add", {"a": 1, "b": 2})
-            assert refused.value.error.data["code"] == "state_unavailable"
-            assert refused.value.error.data["retryAfterSeconds"] == 1
-
-        run_mcp(second, "limited", over_mcp)
+        for _ in range(2):  # the SDK path, then the lean one
+            called = _mcp(second, {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                                   "params": {"name": "add", "arguments": {"a": 1, "b": 2}}}, sid, "limited")
+            error = json.loads(called.text if called.text.startswith("{") else next(
+                line[5:] for line in called.text.splitlines() if line.startswith("data:") and len(line) > 6))["error"]
+            assert error["data"]["code"] == "state_unavailable" and error["data"]["retryAfterSeconds"] == 1
     finally:
         redis.start()
     assert first.call("limited", "add", a=2, b=2).json() == {"result": 4}  # no restart
@@ -170,3 +173,132 @@ def test_stateless_requests_go_to_any_replica_behind_a_round_robin_balancer(repl
         assert all(after[server] - before[server] >= 3 for server in after), (before, after)
     finally:
         proxy.stop()
+
+
+def _mcp(gateway: Gateway, body: dict, sid: str | None = None, namespace: str = "sums",
+         method: str = "POST") -> httpx.Response:
+    headers = {**gateway.headers(namespace), "Accept": "application/json, text/event-stream",
+               "Content-Type": "application/json", "MCP-Protocol-Version": "2025-11-25"}
+    if sid:
+        headers["Mcp-Session-Id"] = sid
+    return httpx.request(method, f"{gateway.url}/mcp", headers=headers, json=body if method == "POST" else None,
+                         timeout=30)
+
+
+def _result(answer: httpx.Response) -> dict:
+    """A JSON-RPC answer's `result`, from a JSON body or the `data:` line of an SSE one."""
+    text = answer.text
+    data = json.loads(text) if text.lstrip().startswith("{") else json.loads(
+        next(line[5:] for line in text.splitlines() if line.startswith("data:") and len(line) > 6))
+    assert "result" in data, data
+    return data["result"]
+
+
+def test_a_session_opened_on_one_replica_is_served_by_the_other_and_ended_everywhere(replicas):
+    """initialize on A; initialized, tools/list and tools/call on B; a call on A again; DELETE on B: then
+    the session id is 404 on both."""
+    first, second, _ = replicas
+    opened = _mcp(first, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    assert opened.status_code == 200, opened.text
+    sid = opened.headers["mcp-session-id"]
+    assert _mcp(second, {"jsonrpc": "2.0", "method": "notifications/initialized"}, sid).status_code == 202
+    listed = _result(_mcp(second, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, sid))
+    assert "add" in [tool["name"] for tool in listed["tools"]]
+    for n, gateway in enumerate((second, first, second)):
+        called = _mcp(gateway, {"jsonrpc": "2.0", "id": 3 + n, "method": "tools/call",
+                                "params": {"name": "add", "arguments": {"a": n, "b": 10}}}, sid)
+        assert _result(called)["structuredContent"] == {"result": n + 10}
+    assert f"MCP session {sid[:12]} of sums adopted from another replica" in second.logs
+    ended = _mcp(second, {}, sid, method="DELETE")
+    assert ended.status_code in (200, 204), ended.text
+    for gateway in (first, second):
+        gone = time.monotonic() + 5
+        while _mcp(gateway, {"jsonrpc": "2.0", "id": 9, "method": "tools/list"}, sid).status_code != 404:
+            assert time.monotonic() < gone, f"{gateway.url} still serves the ended session"
+            time.sleep(0.05)
+
+
+def test_a_session_is_not_adopted_for_another_key_or_an_unknown_id(replicas):
+    from tooldock.keys import KeyStore
+
+    first, second, _ = replicas
+    opened = _mcp(first, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    sid = opened.headers["mcp-session-id"]
+    _, key = KeyStore.from_env().create("other-caller", "write", ("sums",))
+    stranger = Gateway(first.tools_dir, first.log_path)
+    stranger.url, stranger.token = second.url, key
+    assert _mcp(stranger, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, sid).status_code == 404
+    assert _mcp(second, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, "0" * 32).status_code == 404
+    assert _mcp(second, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, sid).status_code == 200
+
+
+def test_an_sdk_session_through_a_round_robin_balancer_with_no_stickiness(replicas, tmp_path):
+    """The official SDK client (2.x, on 2025-11-25 with its initialize handshake and session) behind haproxy
+    round robin: its requests land on both replicas (haproxy's counters), and every answer is right."""
+    from balancer import Haproxy
+    from test_mcp_clients import HANDSHAKE, run_modern_client
+
+    first, second, _ = replicas
+    proxy = Haproxy(tmp_path / "haproxy", [first.url, second.url])
+    try:
+        front = Gateway(tmp_path, tmp_path / "unused.log")
+        front.url = proxy.url
+        before = proxy.requests_per_server()
+
+        async def body(client):
+            tools = await client.list_tools()
+            sums = [await client.call_tool("add", {"a": n, "b": 2}) for n in range(6)]
+            return client.protocol_version, [t.name for t in tools.tools], [s.structured_content for s in sums]
+
+        (version, names, sums), exchanges = run_modern_client(front, "/ns/sums/mcp", None, body, mode="legacy")
+        assert version == HANDSHAKE and "add" in names
+        assert sums == [{"result": n + 2} for n in range(6)]
+        assert len({e["request"].get("mcp-session-id") for e in exchanges} - {None}) == 1  # one session
+        after = proxy.requests_per_server()
+        assert all(after[server] - before[server] >= 3 for server in after), (before, after)
+    finally:
+        proxy.stop()
+
+
+def test_a_session_outlives_the_replica_that_opened_it(tmp_path, redis):
+    """The replica holding a session is SIGKILLed: the session's next requests, sent to the other replica,
+    are served there (its facts are in Redis); nothing to initialize again."""
+    tools = tmp_path / "tools"
+    shutil.copytree(EXAMPLES / "multi-tool", tools / "sums")
+    env = {"TOOLDOCK_STATE_URL": redis.url}
+    doomed = Gateway(tools, tmp_path / "a.log", env).start()
+    survivor = Gateway(tools, tmp_path / "b.log", env).start()
+    try:
+        opened = _mcp(doomed, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {"sampling": {}},
+            "clientInfo": {"name": "t", "version": "1"}}})
+        sid = opened.headers["mcp-session-id"]
+        assert _mcp(doomed, {"jsonrpc": "2.0", "method": "notifications/initialized"}, sid).status_code == 202
+        assert doomed.proc is not None
+        doomed.proc.kill()
+        doomed.proc.wait(10)
+        called = _mcp(survivor, {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                                 "params": {"name": "add", "arguments": {"a": 20, "b": 22}}}, sid)
+        assert _result(called)["structuredContent"] == {"result": 42}
+    finally:
+        doomed.stop()
+        survivor.stop()
+
+
+def test_opening_a_session_while_redis_is_lost_is_a_retryable_error(replicas, redis):
+    first, _, _ = replicas
+    redis.stop()
+    try:
+        started = time.monotonic()
+        refused = _mcp(first, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+        assert time.monotonic() - started < 3.0
+        assert refused.status_code == 503 and refused.headers["Retry-After"] == "1"
+        assert refused.json()["error"]["data"]["code"] == "state_unavailable"
+    finally:
+        redis.start()
+    assert _mcp(first, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    ).status_code == 200

@@ -216,3 +216,18 @@ def test_the_settings_refuse_a_bad_url_and_read_it_from_a_file(tmp_path):
     secret.write_text("redis://:pw-in-a-file@127.0.0.1:6379/0\n")
     url = Settings.from_env({**base, "TOOLDOCK_STATE_URL_FILE": str(secret)}).state_url
     assert url is not None and url.url.endswith("@127.0.0.1:6379/0") and "pw-in-a-file" not in str(url)
+
+
+def test_values_are_kept_until_they_expire_or_are_deleted(make_store):
+    async def go() -> None:
+        store, other = make_store(), make_store()
+        await store.put("session:a", "facts", 0.5)
+        assert await other.get("session:a") == "facts"  # another replica sees it
+        assert await other.get("session:b") is None
+        await store.put("session:c", "gone", 30)
+        await other.delete("session:c")
+        assert await store.get("session:c") is None
+        await asyncio.sleep(0.6)
+        assert await store.get("session:a") is None  # expired
+
+    run(go())

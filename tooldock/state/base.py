@@ -29,6 +29,18 @@ class Store(abc.ABC):
         Atomic: replicas taking from one bucket at once never take more than it holds."""
 
     @abc.abstractmethod
+    async def put(self, key: str, value: str, ttl: float) -> None:
+        """Keep `value` under `key` for `ttl` seconds (replacing what was there)."""
+
+    @abc.abstractmethod
+    async def get(self, key: str) -> str | None:
+        """The value under `key`, or None (never set, deleted or expired)."""
+
+    @abc.abstractmethod
+    async def delete(self, key: str) -> None:
+        """Forget `key` (nothing happens when it is not there)."""
+
+    @abc.abstractmethod
     async def publish(self, channel: str, message: str) -> None:
         """Send `message` to every subscriber of `channel`, in this process and (shared stores) in others."""
 

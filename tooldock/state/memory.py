@@ -34,6 +34,7 @@ class MemoryStore(Store):
     def __init__(self) -> None:
         self._buckets: dict[str, Bucket] = {}
         self._subscribers: dict[str, set[asyncio.Queue[str]]] = {}
+        self._values: dict[str, tuple[str, float]] = {}  # key -> (value, when it expires on the monotonic clock)
 
     def describe(self) -> str:
         return "in this process"
@@ -54,6 +55,22 @@ class MemoryStore(Store):
             bucket = self._buckets[name] = Bucket(rate, burst, burst, now)
         return bucket.take(now)
 
+    async def put(self, key: str, value: str, ttl: float) -> None:
+        if len(self._values) >= self.MAX_BUCKETS:
+            now = time.monotonic()
+            self._values = {k: v for k, v in self._values.items() if v[1] > now}
+        self._values[key] = (value, time.monotonic() + ttl)
+
+    async def get(self, key: str) -> str | None:
+        found = self._values.get(key)
+        if found is None or found[1] <= time.monotonic():
+            self._values.pop(key, None)
+            return None
+        return found[0]
+
+    async def delete(self, key: str) -> None:
+        self._values.pop(key, None)
+
     async def publish(self, channel: str, message: str) -> None:
         for queue in self._subscribers.get(channel, ()):
             queue.put_nowait(message)
@@ -69,3 +86,4 @@ class MemoryStore(Store):
 
     async def close(self) -> None:
         self._buckets.clear()
+        self._values.clear()

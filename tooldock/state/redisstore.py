@@ -85,6 +85,16 @@ class RedisStore(Store):
         answer = await self._run(self._take(keys=[f"{self.prefix}bucket:{bucket}"], args=[repr(rate), repr(burst)]))
         return float(answer)
 
+    async def put(self, key: str, value: str, ttl: float) -> None:
+        await self._run(self.client.set(f"{self.prefix}{key}", value, px=max(1, int(ttl * 1000))))
+
+    async def get(self, key: str) -> str | None:
+        found = await self._run(self.client.get(f"{self.prefix}{key}"))
+        return None if found is None else str(found)
+
+    async def delete(self, key: str) -> None:
+        await self._run(self.client.delete(f"{self.prefix}{key}"))
+
     async def publish(self, channel: str, message: str) -> None:
         await self._run(self.client.publish(f"{self.prefix}{channel}", message))
 

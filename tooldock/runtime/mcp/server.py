@@ -55,10 +55,12 @@ from tooldock.runtime.mcp.relay import McpRelay
 from tooldock.runtime.mcp.results import error_result, state_error, upstream_error
 from tooldock.runtime.mcp.rules import precheck
 from tooldock.runtime.mcp.session import SessionState, session_states
+from tooldock.runtime.mcp.sharedsessions import SharedSessionManager, follow_ended
 from tooldock.runtime.mcp.tasks import TasksExtension, install_tasks
 from tooldock.runtime.mcp.visibility import check_visible, hidden_for
 from tooldock.runtime.settings import Settings
 from tooldock.runtime.versions import check_version
+from tooldock.state import Store
 from tooldock.upstream.catalog import ACTIVATE
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -271,10 +273,18 @@ class McpHub:
         # tools/call of plain tools, tools/list and ping on established sessions, answered without the SDK
         self.lean = LeanPath(engine, settings.max_body_bytes, security) if engine and settings.lean_mcp else None
 
+    @property
+    def shared_store(self) -> Store | None:
+        """The state store replicas share sessions through, when there is one (TOOLDOCK_STATE_URL)."""
+        store = self.engine.admission.store if self.engine is not None else None
+        return store if store is not None and store.shared else None
+
     @contextlib.asynccontextmanager
     async def run(self) -> AsyncIterator[McpHub]:
         async with anyio.create_task_group() as tg:
             self._tg = tg
+            if (store := self.shared_store) is not None:  # sessions other replicas' clients ended
+                tg.start_soon(follow_ended, store, self._managers.get)
             try:
                 yield self
             finally:
@@ -313,7 +323,7 @@ class McpHub:
                 # most MCP_MAX_SESSIONS open sessions (one more initialize answers 503).
                 buffer = self.settings.event_buffer
                 events = MemoryEventStore(buffer, buffer * EVENT_STREAMS_KEPT, EVENT_BYTES_KEPT)
-                manager = ScopedSessionManager(
+                options: dict[str, Any] = dict(
                     app=self.server(namespace),
                     event_store=events,
                     retry_interval=self.settings.sse_retry_ms,
@@ -322,6 +332,12 @@ class McpHub:
                     security_settings=self._security,
                     max_request_body_size=self.settings.max_body_bytes,
                 )
+                store = self.shared_store
+                if store is not None:  # replicas share the sessions (sharedsessions.py)
+                    options.update(store=store, namespace=namespace, ttl=self.settings.session_ttl)
+                    manager = SharedSessionManager(**options)
+                else:
+                    manager = ScopedSessionManager(**options)
 
                 async def keep_running(*, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
                     async with manager.run():
