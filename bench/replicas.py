@@ -8,9 +8,8 @@ checked, and Redis's own count of the commands it ran gives the store round trip
     .venv/bin/python bench/replicas.py [--seconds 4] [--concurrency 1 16]
 
 Everything runs on 127.0.0.1 (Debian's redis-server and haproxy, started and stopped here); every run is
-bounded by its seconds. haproxy balances round robin and keeps a 2025-era session on the replica that
-answered its initialize (a stick table on `Mcp-Session-Id`: sessions are not shared yet); 2026-07-28 requests
-(no session header) go round robin.
+bounded by its seconds. haproxy balances round robin with no stickiness: a 2025-era session's requests go
+to both replicas, each adopting the session from the store once.
 """
 
 from __future__ import annotations
@@ -93,11 +92,8 @@ def haproxy(folder: Path, backends: list[str]) -> tuple[subprocess.Popen, str]:
         "global\n  maxconn 4096\n"
         "defaults\n  mode http\n  timeout connect 2s\n  timeout client 60s\n  timeout server 60s\n"
         f"frontend gateway\n  bind 127.0.0.1:{port}\n  default_backend replicas\n"
-        # No session header (a 2026-07-28 request, an initialize): round robin. A session's requests go where
-        # its initialize went, by the Mcp-Session-Id the answer carried (sessions are not shared yet).
-        "backend replicas\n  balance roundrobin\n  stick-table type string len 128 size 100k expire 1h\n"
-        "  stick on req.hdr(mcp-session-id)\n  stick store-response res.hdr(mcp-session-id)\n"
-        f"{servers}\n"
+        # Round robin, no stickiness: a session's requests go to both replicas (each adopts it once).
+        f"backend replicas\n  balance roundrobin\n{servers}\n"
     )
     proc = subprocess.Popen(["haproxy", "-f", str(config), "-db"], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
