@@ -293,8 +293,9 @@ SETTINGS: tuple[EnvVar, ...] = (
         "this process (the embedded default); `redis://[:password@]host[:port][/db]`, `rediss://...` (TLS) or "
         "`unix:///path/redis.sock[?db=N]`, on that Redis server, shared by every gateway given the same URL "
         "(2025-era MCP sessions, the rate limits' buckets and the reload signal). A Redis that cannot be "
-        "reached stops the start with the URL (never its password) and the error; one lost while serving makes what needs it answer 503 "
-        "`state_unavailable` with `Retry-After` within about a second, until it is back (no restart needed)",
+        "reached stops the start with the URL (never its password) and the error; one lost while serving makes "
+        "what needs it answer 503 `state_unavailable` with `Retry-After` within about a second, until it is back "
+        "(no restart needed)",
     ),
     EnvVar(
         "TOOLDOCK_STATE_URL_FILE",
