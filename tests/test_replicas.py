@@ -15,6 +15,7 @@ import httpx
 import pytest
 from conftest import EXAMPLES, TOOLDOCK, Gateway
 from rediskit import RedisServer, free_port
+from test_context_state import FILE as STATE_TOOLS
 
 pytestmark = pytest.mark.slow
 INTERNAL = "replica-reload-token-0123"
@@ -36,6 +37,8 @@ def replicas(tmp_path_factory: pytest.TempPathFactory, redis: RedisServer) -> It
     (tools / "limited" / "tooldock.yaml").write_text("limits: {rate: 0.2, burst: 3}\n")
     shutil.copytree(EXAMPLES / "basic-tool", tools / "free")
     shutil.copytree(EXAMPLES / "multi-tool", tools / "sums")
+    (tools / "memo").mkdir()
+    (tools / "memo" / "memo.py").write_text(STATE_TOOLS)
     env = {"TOOLDOCK_STATE_URL": redis.url, "MANAGER_INTERNAL_TOKEN": INTERNAL}
     first = Gateway(tools, tmp / "a.log", env).start()
     second = Gateway(tools, tmp / "b.log", env).start()
@@ -302,3 +305,38 @@ def test_opening_a_session_while_redis_is_lost_is_a_retryable_error(replicas, re
     assert _mcp(first, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
     ).status_code == 200
+
+
+def _open(gateway: Gateway, namespace: str) -> str:
+    opened = _mcp(gateway, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+        namespace=namespace)
+    sid = opened.headers["mcp-session-id"]
+    assert _mcp(gateway, {"jsonrpc": "2.0", "method": "notifications/initialized"}, sid, namespace).status_code == 202
+    return sid
+
+
+def _call(gateway: Gateway, sid: str, namespace: str, tool: str, **arguments: object) -> object:
+    answer = _mcp(gateway, {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                            "params": {"name": tool, "arguments": arguments}}, sid, namespace)
+    content = _result(answer)["structuredContent"]
+    return content.get("result", content)
+
+
+def test_what_a_tool_keeps_in_its_session_is_seen_on_every_replica(replicas):
+    """`ctx.set_state` on replica A, `ctx.get_state` on B (which adopts the session with what A kept); then
+    a change on B reaches A, which held the session all along."""
+    first, second, _ = replicas
+    sid = _open(first, "memo")
+    assert _call(first, sid, "memo", "remember", value="kept on A") == "kept"
+    assert _call(second, sid, "memo", "recall")["value"] == "kept on A"
+    assert _call(second, sid, "memo", "remember", value="kept on B") == "kept"
+    deadline = time.monotonic() + 3
+    while (seen := _call(first, sid, "memo", "recall")["value"]) != "kept on B":
+        assert time.monotonic() < deadline, f"replica A still sees {seen!r}"
+        time.sleep(0.05)
+    assert _call(first, sid, "memo", "forget") == "forgotten"
+    deadline = time.monotonic() + 3
+    while _call(second, sid, "memo", "recall")["value"] is not None:
+        assert time.monotonic() < deadline, "replica B still sees the forgotten value"
+        time.sleep(0.05)

@@ -231,3 +231,32 @@ def test_values_are_kept_until_they_expire_or_are_deleted(make_store):
         assert await store.get("session:a") is None  # expired
 
     run(go())
+
+
+def test_a_subscription_lost_with_redis_says_so_when_it_is_back(tmp_path):
+    """Messages sent while Redis was away are gone: the subscription yields RESYNC once it is back, so its
+    reader looks at the state again, then goes on with what is published after."""
+    from tooldock.state import RESYNC
+
+    server = RedisServer(tmp_path / "redis").start()
+    try:
+        async def go() -> None:
+            store, publisher = open_store(server.url), open_store(server.url)
+            messages = store.subscribe("news")
+            first = asyncio.ensure_future(messages.__anext__())
+            await asyncio.sleep(0.3)
+            await publisher.publish("news", "one")
+            assert await asyncio.wait_for(first, 5) == "one"
+            server.restart()
+            assert await asyncio.wait_for(messages.__anext__(), 10) == RESYNC
+            following = asyncio.ensure_future(messages.__anext__())
+            await asyncio.sleep(0.3)
+            await publisher.publish("news", "two")
+            assert await asyncio.wait_for(following, 5) == "two"
+            await messages.aclose()
+            await store.close()
+            await publisher.close()
+
+        run(go())
+    finally:
+        server.cleanup()

@@ -20,7 +20,7 @@ from tooldock.runtime.backend import Backend, Watching
 from tooldock.runtime.filewatch import follow, shown
 from tooldock.runtime.registry import Registry
 from tooldock.secrets.files import private_dir
-from tooldock.state import Store
+from tooldock.state import RESYNC, Store
 
 RELOADS = "reloads"  # the state store's channel on which replicas announce their reloads
 
@@ -161,6 +161,9 @@ class Reloads:
 
         async def listen() -> None:
             async for message in store.subscribe(RELOADS):
+                if message == RESYNC:  # the store was lost: a reload announced meanwhile may be missed
+                    await reload_and_report(self.registry, "state store back", quiet=True, announce=False)
+                    continue
                 try:
                     told = json.loads(message)
                     sender, retry = str(told["from"]), bool(told.get("retry_failed", True))

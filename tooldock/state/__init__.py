@@ -12,7 +12,7 @@ replica reaches all of them). A store that cannot be reached is
 
 from __future__ import annotations
 
-from tooldock.state.base import Store
+from tooldock.state.base import RESYNC, Store
 from tooldock.state.memory import MemoryStore
 from tooldock.state.url import StateUrl, parse_url
 
@@ -51,4 +51,4 @@ def check_reachable(url: StateUrl) -> None:
     asyncio.run(once())
 
 
-__all__ = ["MemoryStore", "StateUrl", "Store", "check_reachable", "open_store", "parse_url", "replica_name"]
+__all__ = ["RESYNC", "MemoryStore", "StateUrl", "Store", "check_reachable", "open_store", "parse_url", "replica_name"]

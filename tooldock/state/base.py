@@ -5,6 +5,8 @@ from __future__ import annotations
 import abc
 from collections.abc import AsyncIterator
 
+RESYNC = ""  # what `subscribe` yields after its subscription was lost and is back
+
 
 class Store(abc.ABC):
     """What the gateway keeps where every replica sees it. Every method may raise `StateUnavailable`
@@ -47,8 +49,9 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def subscribe(self, channel: str) -> AsyncIterator[str]:
         """The messages published to `channel` from now on, in order, until the iterator is closed. When a
-        shared store is lost the iterator waits for it to come back and goes on (messages sent meanwhile are
-        lost: subscribers that must not miss one look at the state again after a reconnect)."""
+        shared store is lost the iterator waits for it to come back and goes on; messages sent meanwhile are
+        lost, so it then yields RESYNC (an empty message, which no publisher sends): subscribers that must not
+        miss one look at the state again."""
 
     @abc.abstractmethod
     async def close(self) -> None:

@@ -19,7 +19,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
 from tooldock.errors import StateUnavailable
-from tooldock.state.base import Store
+from tooldock.state.base import RESYNC, Store
 from tooldock.state.url import StateUrl
 
 log = logging.getLogger("tooldock.state")
@@ -99,17 +99,22 @@ class RedisStore(Store):
         await self._run(self.client.publish(f"{self.prefix}{channel}", message))
 
     async def subscribe(self, channel: str) -> AsyncIterator[str]:
-        name = f"{self.prefix}{channel}"
+        name, lost = f"{self.prefix}{channel}", False
         while True:
             pubsub = self.client.pubsub(ignore_subscribe_messages=True)
             try:
                 await pubsub.subscribe(name)
+                if lost:  # back after a loss: what was sent meanwhile is gone
+                    lost = False
+                    yield RESYNC
                 while True:  # a bounded wait, so a read never meets the socket's time limit
                     message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=TIMEOUT / 2)
                     if message is not None and message.get("type") == "message":
                         yield str(message["data"])
             except (RedisError, OSError) as exc:
-                log.warning("state store: the subscription to %s was lost (%s); subscribing again", name, exc)
+                if not lost:
+                    log.warning("state store: the subscription to %s was lost (%s); subscribing again", name, exc)
+                lost = True
                 await asyncio.sleep(RESUBSCRIBE)
             finally:
                 with contextlib.suppress(Exception):

@@ -173,8 +173,10 @@ class StreamRelay:
             await self.answer.message({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
         elif message.get("event") == "visibility":
             self.state.visibility.keep(data)
+            self.state.changed()
         elif message.get("event") == "state":
             self.state.values.keep(data)
+            self.state.changed()
         elif message.get("event") == "changed" and str(data.get("method")) in LIST_CHANGED:
             await self.answer.message({"jsonrpc": "2.0", "method": str(data["method"])})
         return None

@@ -71,10 +71,12 @@ class McpRelay:
             await session.send_log_message(
                 level, data.get("data"), data.get("logger"), related_request_id=self.ctx.request_id
             )
-        elif kind == "visibility" and self.visibility is not None:
+        elif kind == "visibility" and self.visibility is not None and self.session is not None:
             self.visibility.keep(data)
+            self.session.changed()
         elif kind == "state" and self.session is not None:
             self.session.values.keep(data)
+            self.session.changed()
         elif kind == "changed" and (notice := NOTICES.get(str(data.get("method")))) is not None:
             await session.send_notification(notice, related_request_id=self.ctx.request_id)
 

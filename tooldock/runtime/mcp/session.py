@@ -53,6 +53,38 @@ class SessionState:
         self.sid = sid
         self.visibility = SessionRules(now)
         self.values = SessionValues()
+        self.on_change: Callable[[SessionState], None] | None = None  # replicas: sharedsessions.SessionSharing
+
+    def changed(self) -> None:
+        """Say the state changed (after a change): replicas sharing sessions hear of it."""
+        if self.on_change is not None:
+            self.on_change(self)
+
+    def snapshot(self) -> dict[str, Any]:
+        """What changes in a session, as JSON (for the replicas that share it)."""
+        return {
+            "log_level": self.log_level,
+            "subscriptions": sorted(self.subscriptions),
+            "visibility": self.visibility.rules,
+            "values": self.values.values,
+        }
+
+    def restore(self, snapshot: Any) -> None:
+        """Take another replica's snapshot of this session (what it changed last wins)."""
+        if not isinstance(snapshot, dict):
+            return
+        level = snapshot.get("log_level")
+        self.log_level = level if isinstance(level, str) else None
+        subscriptions = snapshot.get("subscriptions")
+        self.subscriptions = {str(u) for u in subscriptions} if isinstance(subscriptions, list) else set()
+        rules = snapshot.get("visibility")
+        # What they hide is asked of this replica's worker again (visibility.hidden_for: a new generation)
+        self.visibility.rules = [r for r in rules if isinstance(r, dict)] if isinstance(rules, list) else []
+        self.visibility.generation = -1
+        values = snapshot.get("values")
+        self.values.values = (
+            {k: v for k, v in values.items() if isinstance(v, dict)} if isinstance(values, dict) else {}
+        )
 
     def fields(self) -> dict[str, Any]:
         """What a request to the worker carries for this session: its visibility rules and its values."""
@@ -60,10 +92,14 @@ class SessionState:
 
 
 def session_states(
-    sessions: weakref.WeakKeyDictionary, now: Callable[[], int], seen: Callable[[Any, SessionState], None]
+    sessions: weakref.WeakKeyDictionary,
+    now: Callable[[], int],
+    seen: Callable[[Any, SessionState], None],
+    made: Callable[[SessionState], None] | None = None,
 ) -> Callable[[Any], SessionState]:
     """The state of the session a request belongs to (by its connection, so a session's requests share it),
-    made on its first request; `seen` hears of each new one (the lean path may take its next requests)."""
+    made on its first request; `seen` hears of each new one (the lean path may take its next requests), and
+    `made` too, before (replicas sharing sessions: it restores what another replica knew of it)."""
 
     def state(ctx: Any) -> SessionState:
         conn = connection_of(ctx)
@@ -72,6 +108,8 @@ def session_states(
             request = getattr(ctx, "request", None)
             sid = request.headers.get("mcp-session-id") if request else None
             found = sessions[conn] = SessionState(sid, now)
+            if made is not None:
+                made(found)
             seen(ctx, found)
         return found
 

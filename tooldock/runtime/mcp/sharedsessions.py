@@ -10,19 +10,25 @@ and tells the other replicas (a store channel), which drop their copy: the id th
 
 With the state in the process (no TOOLDOCK_STATE_URL) nothing here runs: an unknown id is 404, as before.
 
-Not shared yet (each replica keeps its own): what changes during a session (log level, subscriptions,
-visibility rules, `ctx.set_state` values), the standalone GET stream and the SSE replay buffers, tasks. A
+What changes during a session (its log level, subscriptions, visibility rules, `ctx.set_state` values) is
+`SessionSharing`'s: a change is written to the store and sent to the other replicas on a channel, and the
+ones that hold the session take it at once (no store round trip on a request); a replica adopting a session
+reads it with the facts. The last change wins.
+
+Not shared yet (each replica keeps its own): the standalone GET stream and the SSE replay buffers, tasks. A
 session's idle countdown runs on each replica that holds it; its facts expire MCP_SESSION_TTL_HOURS after it
 opened (or after the last adoption), after which other replicas no longer adopt it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import json
 import logging
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -44,10 +50,12 @@ from tooldock.errors import StateUnavailable
 from tooldock.runtime.access import key_of
 from tooldock.runtime.mcp.compat import Body
 from tooldock.runtime.mcp.events import ScopedSessionManager
-from tooldock.state import Store
+from tooldock.runtime.mcp.session import SessionState
+from tooldock.state import RESYNC, Store
 
 log = logging.getLogger("tooldock.mcp")
 ENDED = "mcp-sessions-ended"  # the store channel on which a DELETE is announced: "namespace session-id"
+CHANGED = "mcp-session-changes"  # the channel on which a session's changed state goes to the other replicas
 # The id an `initialize` being served here gets (its facts are stored under it first): per request, as
 # several may open sessions at once.
 NEXT_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("tooldock_next_session_id", default=None)
@@ -117,12 +125,79 @@ def _unavailable(err: StateUnavailable) -> JSONResponse:
     return JSONResponse(body, status_code=503, headers={"Retry-After": "1"})
 
 
+class SessionSharing:
+    """What changes in one namespace's sessions, kept alike on every replica that holds them."""
+
+    def __init__(self, store: Store, namespace: str, replica: str, ttl: float) -> None:
+        self.store, self.namespace, self.replica, self.ttl = store, namespace, replica, ttl
+        self._states: weakref.WeakValueDictionary[str, SessionState] = weakref.WeakValueDictionary()
+        self._loaded: dict[str, dict[str, Any]] = {}  # read at adoption, taken when the session's state is made
+        self._order = asyncio.Lock()  # changes leave in the order they were made
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def key(self, sid: str) -> str:
+        return f"mcp-session-state:{self.namespace}:{sid}"
+
+    def made(self, state: SessionState) -> None:
+        """A session's state was made here (its first request on this replica): follow its changes."""
+        if state.sid is None:  # legacy SSE: one stream, one replica
+            return
+        state.on_change = self.changed
+        self._states[state.sid] = state
+        loaded = self._loaded.pop(state.sid, None)
+        if loaded is not None:
+            state.restore(loaded)
+
+    async def load(self, sid: str) -> None:
+        """Read what the session's other replicas changed (at adoption)."""
+        raw = await self.store.get(self.key(sid))
+        if raw is not None:
+            with contextlib.suppress(ValueError):
+                self._loaded[sid] = json.loads(raw)
+
+    def changed(self, state: SessionState) -> None:
+        assert state.sid is not None
+        task = asyncio.ensure_future(self._send(state.sid, state.snapshot()))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send(self, sid: str, snapshot: dict[str, Any]) -> None:
+        text = json.dumps(snapshot)
+        message = json.dumps({"ns": self.namespace, "sid": sid, "from": self.replica, "state": snapshot})
+        try:
+            async with self._order:
+                await self.store.put(self.key(sid), text, self.ttl)
+                await self.store.publish(CHANGED, message)
+        except StateUnavailable as err:
+            log.warning("MCP session %s changed here; other replicas were not told: %s", sid[:12], err)
+
+    async def resync(self) -> None:
+        """The store was lost and is back: take each held session's state from it again (changes sent
+        meanwhile were missed)."""
+        for sid, state in list(self._states.items()):
+            with contextlib.suppress(StateUnavailable, ValueError):
+                raw = await self.store.get(self.key(sid))
+                if raw is not None:
+                    state.restore(json.loads(raw))
+
+    def heard(self, message: dict[str, Any]) -> None:
+        """Another replica's change of a session this replica holds."""
+        state = self._states.get(str(message.get("sid")))
+        if state is not None and message.get("from") != self.replica:
+            state.restore(message.get("state"))
+
+    async def forget(self, sid: str) -> None:
+        self._states.pop(sid, None)
+        await self.store.delete(self.key(sid))
+
+
 class SharedSessionManager(ScopedSessionManager):
     """The namespace's session manager, with its sessions' facts in a shared store (see the module)."""
 
-    def __init__(self, app: Any, *, store: Store, namespace: str, ttl: float, **kwargs: Any) -> None:
+    def __init__(self, app: Any, *, sharing: SessionSharing, **kwargs: Any) -> None:
         super().__init__(app, **kwargs)
-        self.store, self.namespace, self.ttl = store, namespace, ttl
+        self.sharing = sharing
+        self.store, self.namespace, self.ttl = sharing.store, sharing.namespace, sharing.ttl
 
     def _facts_key(self, sid: str) -> str:
         return f"mcp-session:{self.namespace}:{sid}"
@@ -181,6 +256,7 @@ class SharedSessionManager(ScopedSessionManager):
         facts = Facts.load(raw) if raw is not None else None
         if facts is None or facts.key != _key_id(scope):
             return
+        await self.sharing.load(sid)
         async with self._session_creation_lock:
             if sid in self._server_instances:  # adopted meanwhile by a concurrent request
                 return
@@ -236,6 +312,7 @@ class SharedSessionManager(ScopedSessionManager):
         """The client ended the session here: every replica forgets it."""
         try:
             await self.store.delete(self._facts_key(sid))
+            await self.sharing.forget(sid)
             await self.store.publish(ENDED, f"{self.namespace} {sid}")
         except StateUnavailable as err:
             log.warning("MCP session %s ended here, but other replicas were not told: %s", sid[:12], err)
@@ -245,13 +322,45 @@ class SharedSessionManager(ScopedSessionManager):
         if transport is not None:
             await self._discard_session(sid, transport)
 
+    async def resync(self) -> None:
+        """The store was lost and is back: drop the sessions whose facts are gone (ended meanwhile)."""
+        for sid in list(self._server_instances):
+            with contextlib.suppress(StateUnavailable):
+                if await self.store.get(self._facts_key(sid)) is None:
+                    await self.ended_elsewhere(sid)
 
-async def follow_ended(store: Store, managers: Callable[[str], Any]) -> None:
+
+async def follow_ended(store: Store, managers: Callable[[str], Any], managed: Callable[[], Any]) -> None:
     """Drop the sessions other replicas' clients ended (DELETE): `managers(namespace)` is that namespace's
     SharedSessionManager, or None."""
     messages: AsyncIterator[str] = store.subscribe(ENDED)
     async for message in messages:
+        if message == RESYNC:
+            for namespace in list(managed()):
+                if isinstance(manager := managers(namespace), SharedSessionManager):
+                    await manager.resync()
+            continue
         namespace, _, sid = message.partition(" ")
         manager = managers(namespace)
         if isinstance(manager, SharedSessionManager) and sid:
             await manager.ended_elsewhere(sid)
+
+
+async def follow_changes(
+    store: Store, sharing: Callable[[str], SessionSharing | None], shared_names: Callable[[], Any]
+) -> None:
+    """Take the session changes other replicas send: `sharing(namespace)` is that namespace's SessionSharing."""
+    messages: AsyncIterator[str] = store.subscribe(CHANGED)
+    async for raw in messages:
+        if raw == RESYNC:
+            for namespace in list(shared_names()):
+                if (shared := sharing(namespace)) is not None:
+                    await shared.resync()
+            continue
+        try:
+            message = json.loads(raw)
+            shared = sharing(str(message["ns"]))
+        except (ValueError, KeyError, TypeError):
+            continue
+        if shared is not None:
+            shared.heard(message)
