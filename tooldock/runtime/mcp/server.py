@@ -55,12 +55,11 @@ from tooldock.runtime.mcp.relay import McpRelay
 from tooldock.runtime.mcp.results import error_result, state_error, upstream_error
 from tooldock.runtime.mcp.rules import precheck
 from tooldock.runtime.mcp.session import SessionState, session_states
-from tooldock.runtime.mcp.sharedsessions import SessionSharing, SharedSessionManager, follow_changes, follow_ended
+from tooldock.runtime.mcp.sharedsessions import Replication
 from tooldock.runtime.mcp.tasks import TasksExtension, install_tasks
 from tooldock.runtime.mcp.visibility import check_visible, hidden_for
 from tooldock.runtime.settings import Settings
 from tooldock.runtime.versions import check_version
-from tooldock.state import Store, replica_name
 from tooldock.upstream.catalog import ACTIVATE
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -192,13 +191,11 @@ def _server_for(
     async def subscribe(ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
         if entry().source.is_upstream:  # passed through: the upstream server tells us when it changes
             await worker("resources.subscribe", ctx, uri=str(params.uri))
-        state(ctx).subscriptions.add(str(params.uri))
-        state(ctx).changed()
+        state(ctx).subscribe(str(params.uri))
         return types.EmptyResult()
 
     async def unsubscribe(ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
-        state(ctx).subscriptions.discard(str(params.uri))
-        state(ctx).changed()
+        state(ctx).unsubscribe(str(params.uri))
         return types.EmptyResult()
 
     async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
@@ -215,8 +212,7 @@ def _server_for(
         return types.CompleteResult.model_validate(await worker("completion.complete", ctx, ref=ref, argument=argument))
 
     async def set_level(ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
-        state(ctx).log_level = params.level
-        state(ctx).changed()
+        state(ctx).set_log_level(params.level)
         return types.EmptyResult()
 
     found = engine.registry.snapshot.entries.get(namespace)
@@ -262,7 +258,6 @@ class McpHub:
         self._buses: dict[str, InMemorySubscriptionBus] = {}  # 2026-07-28 subscriptions/listen streams
         # Connections seen per namespace (from their first request that lists or calls), for change notices.
         self._sessions: dict[str, weakref.WeakKeyDictionary] = {}
-        self._sharing: dict[str, SessionSharing] = {}  # replicas: each namespace's shared sessions
         self._lock = anyio.Lock()
         self._tg: anyio.abc.TaskGroup | None = None
         security = None
@@ -276,29 +271,14 @@ class McpHub:
         self._security = security
         # tools/call of plain tools, tools/list and ping on established sessions, answered without the SDK
         self.lean = LeanPath(engine, settings.max_body_bytes, security) if engine and settings.lean_mcp else None
-
-    @property
-    def shared_store(self) -> Store | None:
-        """The state store replicas share sessions through, when there is one (TOOLDOCK_STATE_URL)."""
-        store = self.engine.admission.store if self.engine is not None else None
-        return store if store is not None and store.shared else None
-
-    def _sharing_of(self, namespace: str) -> SessionSharing | None:
-        """The namespace's sessions as replicas share them (None: this gateway keeps its sessions alone)."""
-        store = self.shared_store
-        if store is None:
-            return None
-        if namespace not in self._sharing:
-            self._sharing[namespace] = SessionSharing(store, namespace, replica_name(), self.settings.session_ttl)
-        return self._sharing[namespace]
+        self.replication = Replication.of(engine.admission.store, settings) if engine is not None else None
 
     @contextlib.asynccontextmanager
     async def run(self) -> AsyncIterator[McpHub]:
         async with anyio.create_task_group() as tg:
             self._tg = tg
-            if (store := self.shared_store) is not None:  # what other replicas' clients ended or changed
-                tg.start_soon(follow_ended, store, self._managers.get, self._managers.keys)
-                tg.start_soon(follow_changes, store, self._sharing.get, self._sharing.keys)
+            if self.replication is not None:  # what other replicas' clients ended or changed
+                tg.start_soon(self.replication.follow, self._managers)
             try:
                 yield self
             finally:
@@ -315,8 +295,7 @@ class McpHub:
                 engine = self.engine
                 assert engine is not None, "a hub without an engine needs a `servers` factory"
                 seen = self.lean.seen if self.lean is not None else (lambda ctx, state: None)
-                sharing = self._sharing_of(namespace)
-                made = sharing.made if sharing is not None else None
+                made = self.replication.sharing_of(namespace).made if self.replication is not None else None
                 state = session_states(sessions, lambda: engine.registry.snapshot.generation, seen, made)
                 server = self._servers[namespace] = _server_for(namespace, engine, state, bus)
                 install_tasks(server, TasksExtension(namespace, engine, session_key, bus))  # mcp/tasks.py
@@ -348,11 +327,8 @@ class McpHub:
                     security_settings=self._security,
                     max_request_body_size=self.settings.max_body_bytes,
                 )
-                sharing = self._sharing_of(namespace)
-                if sharing is not None:  # replicas share the sessions (sharedsessions.py)
-                    manager = SharedSessionManager(sharing=sharing, **options)
-                else:
-                    manager = ScopedSessionManager(**options)
+                replicas = self.replication  # sessions any replica serves (sharedsessions.py), or this one's
+                manager = replicas.manager(namespace, **options) if replicas else ScopedSessionManager(**options)
 
                 async def keep_running(*, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
                     async with manager.run():

@@ -55,6 +55,18 @@ class SessionState:
         self.values = SessionValues()
         self.on_change: Callable[[SessionState], None] | None = None  # replicas: sharedsessions.SessionSharing
 
+    def subscribe(self, uri: str) -> None:
+        self.subscriptions.add(uri)
+        self.changed()
+
+    def unsubscribe(self, uri: str) -> None:
+        self.subscriptions.discard(uri)
+        self.changed()
+
+    def set_log_level(self, level: str) -> None:
+        self.log_level = level
+        self.changed()
+
     def changed(self) -> None:
         """Say the state changed (after a change): replicas sharing sessions hear of it."""
         if self.on_change is not None:

@@ -22,13 +22,11 @@ opened (or after the last adoption), after which other replicas no longer adopt 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
 import json
 import logging
 import uuid
-import weakref
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -50,12 +48,11 @@ from tooldock.errors import StateUnavailable
 from tooldock.runtime.access import key_of
 from tooldock.runtime.mcp.compat import Body
 from tooldock.runtime.mcp.events import ScopedSessionManager
-from tooldock.runtime.mcp.session import SessionState
-from tooldock.state import RESYNC, Store
+from tooldock.runtime.mcp.sessionsharing import SessionSharing, follow_changes
+from tooldock.state import RESYNC, Store, replica_name
 
 log = logging.getLogger("tooldock.mcp")
 ENDED = "mcp-sessions-ended"  # the store channel on which a DELETE is announced: "namespace session-id"
-CHANGED = "mcp-session-changes"  # the channel on which a session's changed state goes to the other replicas
 # The id an `initialize` being served here gets (its facts are stored under it first): per request, as
 # several may open sessions at once.
 NEXT_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("tooldock_next_session_id", default=None)
@@ -123,72 +120,6 @@ def _unavailable(err: StateUnavailable) -> JSONResponse:
         "error": {"code": -32603, "message": err.message, "data": {"code": err.code, "retryAfterSeconds": 1}},
     }
     return JSONResponse(body, status_code=503, headers={"Retry-After": "1"})
-
-
-class SessionSharing:
-    """What changes in one namespace's sessions, kept alike on every replica that holds them."""
-
-    def __init__(self, store: Store, namespace: str, replica: str, ttl: float) -> None:
-        self.store, self.namespace, self.replica, self.ttl = store, namespace, replica, ttl
-        self._states: weakref.WeakValueDictionary[str, SessionState] = weakref.WeakValueDictionary()
-        self._loaded: dict[str, dict[str, Any]] = {}  # read at adoption, taken when the session's state is made
-        self._order = asyncio.Lock()  # changes leave in the order they were made
-        self._tasks: set[asyncio.Task[None]] = set()
-
-    def key(self, sid: str) -> str:
-        return f"mcp-session-state:{self.namespace}:{sid}"
-
-    def made(self, state: SessionState) -> None:
-        """A session's state was made here (its first request on this replica): follow its changes."""
-        if state.sid is None:  # legacy SSE: one stream, one replica
-            return
-        state.on_change = self.changed
-        self._states[state.sid] = state
-        loaded = self._loaded.pop(state.sid, None)
-        if loaded is not None:
-            state.restore(loaded)
-
-    async def load(self, sid: str) -> None:
-        """Read what the session's other replicas changed (at adoption)."""
-        raw = await self.store.get(self.key(sid))
-        if raw is not None:
-            with contextlib.suppress(ValueError):
-                self._loaded[sid] = json.loads(raw)
-
-    def changed(self, state: SessionState) -> None:
-        assert state.sid is not None
-        task = asyncio.ensure_future(self._send(state.sid, state.snapshot()))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _send(self, sid: str, snapshot: dict[str, Any]) -> None:
-        text = json.dumps(snapshot)
-        message = json.dumps({"ns": self.namespace, "sid": sid, "from": self.replica, "state": snapshot})
-        try:
-            async with self._order:
-                await self.store.put(self.key(sid), text, self.ttl)
-                await self.store.publish(CHANGED, message)
-        except StateUnavailable as err:
-            log.warning("MCP session %s changed here; other replicas were not told: %s", sid[:12], err)
-
-    async def resync(self) -> None:
-        """The store was lost and is back: take each held session's state from it again (changes sent
-        meanwhile were missed)."""
-        for sid, state in list(self._states.items()):
-            with contextlib.suppress(StateUnavailable, ValueError):
-                raw = await self.store.get(self.key(sid))
-                if raw is not None:
-                    state.restore(json.loads(raw))
-
-    def heard(self, message: dict[str, Any]) -> None:
-        """Another replica's change of a session this replica holds."""
-        state = self._states.get(str(message.get("sid")))
-        if state is not None and message.get("from") != self.replica:
-            state.restore(message.get("state"))
-
-    async def forget(self, sid: str) -> None:
-        self._states.pop(sid, None)
-        await self.store.delete(self.key(sid))
 
 
 class SharedSessionManager(ScopedSessionManager):
@@ -346,21 +277,29 @@ async def follow_ended(store: Store, managers: Callable[[str], Any], managed: Ca
             await manager.ended_elsewhere(sid)
 
 
-async def follow_changes(
-    store: Store, sharing: Callable[[str], SessionSharing | None], shared_names: Callable[[], Any]
-) -> None:
-    """Take the session changes other replicas send: `sharing(namespace)` is that namespace's SessionSharing."""
-    messages: AsyncIterator[str] = store.subscribe(CHANGED)
-    async for raw in messages:
-        if raw == RESYNC:
-            for namespace in list(shared_names()):
-                if (shared := sharing(namespace)) is not None:
-                    await shared.resync()
-            continue
-        try:
-            message = json.loads(raw)
-            shared = sharing(str(message["ns"]))
-        except (ValueError, KeyError, TypeError):
-            continue
-        if shared is not None:
-            shared.heard(message)
+class Replication:
+    """What the MCP hub does differently when replicas share a state store: each namespace's sessions are a
+    SharedSessionManager's, their changing state a SessionSharing's, and two followers take what the other
+    replicas' clients ended or changed."""
+
+    def __init__(self, store: Store, ttl: float, replica: str) -> None:
+        self.store, self.ttl, self.replica = store, ttl, replica
+        self._sharing: dict[str, SessionSharing] = {}
+
+    @classmethod
+    def of(cls, store: Store, settings: Any) -> Replication | None:
+        """The hub's replication through `store`; None when the store is this process's alone."""
+        return cls(store, settings.session_ttl, replica_name()) if store.shared else None
+
+    def sharing_of(self, namespace: str) -> SessionSharing:
+        if namespace not in self._sharing:
+            self._sharing[namespace] = SessionSharing(self.store, namespace, self.replica, self.ttl)
+        return self._sharing[namespace]
+
+    def manager(self, namespace: str, **options: Any) -> SharedSessionManager:
+        return SharedSessionManager(sharing=self.sharing_of(namespace), **options)
+
+    async def follow(self, managers: dict[str, Any]) -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(follow_ended, self.store, managers.get, managers.keys)
+            tg.start_soon(follow_changes, self.store, self._sharing.get, self._sharing.keys)

@@ -1,0 +1,108 @@
+"""What changes during a 2025-era MCP session (log level, subscriptions, visibility rules, `ctx.set_state`
+values), kept alike on every replica that holds the session (sharedsessions.py opens and adopts sessions):
+a change is written to the store and sent to the other replicas on a channel; the ones that hold the session
+take it at once (no store round trip on a request); a replica adopting a session reads it. The last change
+wins. After a lost subscription comes back, held sessions' state is read again."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import weakref
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from tooldock.errors import StateUnavailable
+from tooldock.runtime.mcp.session import SessionState
+from tooldock.state import RESYNC, Store
+
+log = logging.getLogger("tooldock.mcp")
+CHANGED = "mcp-session-changes"  # the channel on which a session's changed state goes to the other replicas
+
+
+class SessionSharing:
+    """What changes in one namespace's sessions, kept alike on every replica that holds them."""
+
+    def __init__(self, store: Store, namespace: str, replica: str, ttl: float) -> None:
+        self.store, self.namespace, self.replica, self.ttl = store, namespace, replica, ttl
+        self._states: weakref.WeakValueDictionary[str, SessionState] = weakref.WeakValueDictionary()
+        self._loaded: dict[str, dict[str, Any]] = {}  # read at adoption, taken when the session's state is made
+        self._order = asyncio.Lock()  # changes leave in the order they were made
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def key(self, sid: str) -> str:
+        return f"mcp-session-state:{self.namespace}:{sid}"
+
+    def made(self, state: SessionState) -> None:
+        """A session's state was made here (its first request on this replica): follow its changes."""
+        if state.sid is None:  # legacy SSE: one stream, one replica
+            return
+        state.on_change = self.changed
+        self._states[state.sid] = state
+        loaded = self._loaded.pop(state.sid, None)
+        if loaded is not None:
+            state.restore(loaded)
+
+    async def load(self, sid: str) -> None:
+        """Read what the session's other replicas changed (at adoption)."""
+        raw = await self.store.get(self.key(sid))
+        if raw is not None:
+            with contextlib.suppress(ValueError):
+                self._loaded[sid] = json.loads(raw)
+
+    def changed(self, state: SessionState) -> None:
+        assert state.sid is not None
+        task = asyncio.ensure_future(self._send(state.sid, state.snapshot()))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send(self, sid: str, snapshot: dict[str, Any]) -> None:
+        text = json.dumps(snapshot)
+        message = json.dumps({"ns": self.namespace, "sid": sid, "from": self.replica, "state": snapshot})
+        try:
+            async with self._order:
+                await self.store.put(self.key(sid), text, self.ttl)
+                await self.store.publish(CHANGED, message)
+        except StateUnavailable as err:
+            log.warning("MCP session %s changed here; other replicas were not told: %s", sid[:12], err)
+
+    async def resync(self) -> None:
+        """The store was lost and is back: take each held session's state from it again (changes sent
+        meanwhile were missed)."""
+        for sid, state in list(self._states.items()):
+            with contextlib.suppress(StateUnavailable, ValueError):
+                raw = await self.store.get(self.key(sid))
+                if raw is not None:
+                    state.restore(json.loads(raw))
+
+    def heard(self, message: dict[str, Any]) -> None:
+        """Another replica's change of a session this replica holds."""
+        state = self._states.get(str(message.get("sid")))
+        if state is not None and message.get("from") != self.replica:
+            state.restore(message.get("state"))
+
+    async def forget(self, sid: str) -> None:
+        self._states.pop(sid, None)
+        await self.store.delete(self.key(sid))
+
+
+async def follow_changes(
+    store: Store, sharing: Callable[[str], SessionSharing | None], shared_names: Callable[[], Any]
+) -> None:
+    """Take the session changes other replicas send: `sharing(namespace)` is that namespace's SessionSharing."""
+    messages: AsyncIterator[str] = store.subscribe(CHANGED)
+    async for raw in messages:
+        if raw == RESYNC:
+            for namespace in list(shared_names()):
+                if (shared := sharing(namespace)) is not None:
+                    await shared.resync()
+            continue
+        try:
+            message = json.loads(raw)
+            shared = sharing(str(message["ns"]))
+        except (ValueError, KeyError, TypeError):
+            continue
+        if shared is not None:
+            shared.heard(message)
