@@ -15,18 +15,23 @@ from rediskit import free_port
 
 
 class Haproxy:
-    def __init__(self, folder: Path, backends: list[str], sticky: bool = False) -> None:
+    def __init__(self, folder: Path, backends: list[str], sticky: bool = False, redispatch: bool = False) -> None:
+        """`redispatch`: a request whose server refuses the connection (a replica stopping or starting) goes
+        to another; each request gets a server connection of its own, so none is sent on a connection the
+        server is closing."""
         require("haproxy")
         folder.mkdir(parents=True, exist_ok=True)
         self.port, self.stats = free_port(), folder / "haproxy.sock"
         servers = "".join(f"  server r{n} {url.removeprefix('http://')}\n" for n, url in enumerate(backends))
+        again = ("  option http-server-close\n  option redispatch\n  retries 3\n  retry-on conn-failure\n"
+                 if redispatch else "")
         stick = ("  stick-table type string len 128 size 100k expire 1h\n  stick on req.hdr(mcp-session-id)\n"
                  "  stick store-response res.hdr(mcp-session-id)\n") if sticky else ""
         (folder / "haproxy.cfg").write_text(
             f"global\n  maxconn 1024\n  stats socket {self.stats} mode 600 level admin\n"
             "defaults\n  mode http\n  timeout connect 2s\n  timeout client 120s\n  timeout server 120s\n"
             f"frontend gateway\n  bind 127.0.0.1:{self.port}\n  default_backend replicas\n"
-            f"backend replicas\n  balance roundrobin\n{stick}{servers}"
+            f"backend replicas\n  balance roundrobin\n{again}{stick}{servers}"
         )
         self.proc = subprocess.Popen(["haproxy", "-f", str(folder / "haproxy.cfg"), "-db"],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -40,16 +45,35 @@ class Haproxy:
                 time.sleep(0.05)
         self.url = f"http://127.0.0.1:{self.port}"
 
-    def requests_per_server(self) -> dict[str, int]:
-        """Requests haproxy has sent each server so far (its `show stat` counters, `stot`)."""
+    def _command(self, line: str) -> str:
         with socket.socket(socket.AF_UNIX) as conn:
             conn.connect(str(self.stats))
-            conn.sendall(b"show stat\n")
+            conn.sendall(line.encode() + b"\n")
             data = b""
             while chunk := conn.recv(65536):
                 data += chunk
-        rows = csv.DictReader(io.StringIO(data.decode().lstrip("# ")))
-        return {r["svname"]: int(r["stot"]) for r in rows if r["pxname"] == "replicas" and r["svname"].startswith("r")}
+        return data.decode()
+
+    def _stats(self, field: str) -> dict[str, int]:
+        rows = csv.DictReader(io.StringIO(self._command("show stat").lstrip("# ")))
+        return {r["svname"]: int(r[field] or 0) for r in rows
+                if r["pxname"] == "replicas" and r["svname"].startswith("r")}
+
+    def requests_per_server(self) -> dict[str, int]:
+        """Requests haproxy has sent each server so far (its `show stat` counters, `stot`)."""
+        return self._stats("stot")
+
+    def drain(self, server: str) -> None:
+        """Send `server` (r0, r1, ...) no new request, as an operator does before restarting it, and wait
+        until it has none in flight."""
+        self._command(f"set server replicas/{server} state drain")
+        deadline = time.monotonic() + 30
+        while self._stats("scur")[server]:
+            assert time.monotonic() < deadline, f"{server} still has requests in flight"
+            time.sleep(0.02)
+
+    def ready(self, server: str) -> None:
+        self._command(f"set server replicas/{server} state ready")
 
     def stop(self) -> None:
         self.proc.terminate()
