@@ -13,7 +13,7 @@ from conftest import EXAMPLES, Gateway, run_mcp
 from mcp.shared.exceptions import MCPError
 from relaykit import RELAY_TOOLS, Line, cleanup, relay_env
 
-from tooldock.runtime.admission import Bucket
+from tooldock.state.memory import Bucket
 
 pytestmark = pytest.mark.slow
 

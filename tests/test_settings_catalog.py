@@ -95,58 +95,19 @@ def _registry(env):
     return registry_url(env)
 
 
-def _from_environ(read):
-    """A reader of os.environ: the variable (and any it falls back on) is set in os.environ for the call."""
+def _from_environ(target, *args):
+    """A reader of os.environ: `target` ("module:function") called with `args` while the variable (and any it
+    falls back on) is set in os.environ."""
+    module, _, function = target.partition(":")
 
     def reader(env):
+        read = getattr(importlib.import_module(module), function)
         with pytest.MonkeyPatch.context() as mp:
             for name, value in env.items():
                 mp.setenv(name, value)
-            return read()
+            return read(*args)
 
     return reader
-
-
-def _secrets_dir():
-    from tooldock.secrets.store import default_dir
-
-    return default_dir()
-
-
-def _age_key_file():
-    from tooldock.secrets.keys import key_file
-
-    return key_file()
-
-
-def _keys_dir():
-    from tooldock.keys.store import default_dir
-
-    return default_dir()
-
-
-def _editor():
-    from tooldock.secrets.edit import _editor_command
-
-    return _editor_command(None)
-
-
-def _source_date_epoch():
-    from tooldock.builder.tarball import source_date_epoch
-
-    return source_date_epoch()
-
-
-def _docker_config():
-    from tooldock.builder.registryauth import docker_config_path
-
-    return docker_config_path()
-
-
-def _cache_dir():
-    from tooldock.cli.common import cache_dir
-
-    return cache_dir()
 
 
 READERS = {
@@ -154,13 +115,13 @@ READERS = {
     "MCP_REGISTRY_URL": _registry,  # listed with the gateway's settings, read by tooldock.upstream.registry
     **{name: _manager for name in importlib.import_module("tooldock.manager.settings").ENV_VARS},
     **{name: _relay_socket for name in importlib.import_module("tooldock.runtime.relay.config").ENV_VARS},
-    "TOOLDOCK_SECRETS_DIR": _from_environ(_secrets_dir),
-    "TOOLDOCK_AGE_KEY_FILE": _from_environ(_age_key_file),
-    "TOOLDOCK_KEYS_DIR": _from_environ(_keys_dir),
-    "EDITOR": _from_environ(_editor),
-    "SOURCE_DATE_EPOCH": _from_environ(_source_date_epoch),
-    "DOCKER_CONFIG": _from_environ(_docker_config),
-    "TOOLDOCK_CACHE_DIR": _from_environ(_cache_dir),
+    "TOOLDOCK_SECRETS_DIR": _from_environ("tooldock.secrets.store:default_dir"),
+    "TOOLDOCK_AGE_KEY_FILE": _from_environ("tooldock.secrets.keys:key_file"),
+    "TOOLDOCK_KEYS_DIR": _from_environ("tooldock.keys.store:default_dir"),
+    "EDITOR": _from_environ("tooldock.secrets.edit:_editor_command", None),
+    "SOURCE_DATE_EPOCH": _from_environ("tooldock.builder.tarball:source_date_epoch"),
+    "DOCKER_CONFIG": _from_environ("tooldock.builder.registryauth:docker_config_path"),
+    "TOOLDOCK_CACHE_DIR": _from_environ("tooldock.cli.common:cache_dir"),
 }
 # Plain-value defaults this test cannot check, and why.
 EXCEPTIONS = {

@@ -18,9 +18,6 @@ from typing import Any, Literal
 
 from tooldock.errors import RateLimited
 from tooldock.state import Store
-from tooldock.state.memory import Bucket
-
-__all__ = ["Admission", "Bucket", "Slots"]
 
 
 class Admission:

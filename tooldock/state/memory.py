@@ -42,11 +42,7 @@ class MemoryStore(Store):
     async def check(self) -> None:
         return None
 
-    async def take_token(self, bucket: str, rate: float, burst: float) -> float:
-        return self.take_now(bucket, rate, burst)
-
-    def take_now(self, name: str, rate: float, burst: float) -> float:
-        """take_token without a coroutine (the engine's hot path when the store is this one)."""
+    async def take_token(self, name: str, rate: float, burst: float) -> float:
         now = time.monotonic()
         bucket = self._buckets.get(name)
         if bucket is None or bucket.rate != rate or bucket.burst != burst:  # new, or its limit changed

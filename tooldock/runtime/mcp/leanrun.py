@@ -19,7 +19,7 @@ from tooldock.runtime.engine import Engine
 from tooldock.runtime.mcp.inputreq import legacy_rounds
 from tooldock.runtime.mcp.leanmodern import shape as modern_shape
 from tooldock.runtime.mcp.plainresult import as_sent
-from tooldock.runtime.mcp.results import error_payload, state_error, upstream_error
+from tooldock.runtime.mcp.results import error_object, error_payload, state_error, upstream_error
 from tooldock.runtime.observe import call_info
 from tooldock.runtime.versions import check_version
 
@@ -64,11 +64,11 @@ async def run(
         except (ToolNotFound, NotInScope) as err:
             return {"error": {"code": types.INVALID_PARAMS, "message": err.message}}
         except UpstreamError as err:  # an upstream server's JSON-RPC error, relayed as it sent it
-            return {"error": _dumped(upstream_error(err))}
+            return {"error": error_object(upstream_error(err))}
         except MCPError as err:  # a guard's question the client did not declare, or refused
-            return {"error": _dumped(err)}
+            return {"error": error_object(err)}
         except StateUnavailable as err:
-            return {"error": _dumped(state_error(err))}
+            return {"error": error_object(state_error(err))}
         except ToolDockError as err:
             if method == "tools/list":
                 return {"error": {"code": types.INVALID_REQUEST, "message": err.message}}
@@ -82,10 +82,6 @@ async def run(
     except ValidationError:
         log.exception("the %s result of namespace %r is not valid MCP", method, namespace)
         return {"error": {"code": types.INTERNAL_ERROR, "message": "Handler returned an invalid result"}}
-
-
-def _dumped(err: MCPError) -> dict[str, Any]:
-    return err.error.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 async def _call(

@@ -30,6 +30,11 @@ def upstream_error(err: UpstreamError) -> MCPError:
     )
 
 
+def error_object(err: MCPError) -> dict[str, Any]:
+    """An MCPError as a JSON-RPC error object (`{"code", "message", "data"?}`)."""
+    return err.error.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
 def state_error(err: StateUnavailable) -> MCPError:
     """The shared state store did not answer: a JSON-RPC error (the request was not served, whatever it was),
     with ToolDock's code and when to retry as its data."""

@@ -11,7 +11,7 @@ import contextlib
 import json
 import logging
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from tooldock.errors import StateUnavailable
@@ -45,12 +45,18 @@ class SessionSharing:
         if loaded is not None:
             state.restore(loaded)
 
+    async def _read(self, sid: str) -> Any:
+        """The session's state as the store holds it (None: none, or not JSON)."""
+        raw = await self.store.get(self.key(sid))
+        try:
+            return json.loads(raw) if raw is not None else None
+        except ValueError:
+            return None
+
     async def load(self, sid: str) -> None:
         """Read what the session's other replicas changed (at adoption)."""
-        raw = await self.store.get(self.key(sid))
-        if raw is not None:
-            with contextlib.suppress(ValueError):
-                self._loaded[sid] = json.loads(raw)
+        if (found := await self._read(sid)) is not None:
+            self._loaded[sid] = found
 
     def changed(self, state: SessionState) -> None:
         assert state.sid is not None
@@ -72,10 +78,9 @@ class SessionSharing:
         """The store was lost and is back: take each held session's state from it again (changes sent
         meanwhile were missed)."""
         for sid, state in list(self._states.items()):
-            with contextlib.suppress(StateUnavailable, ValueError):
-                raw = await self.store.get(self.key(sid))
-                if raw is not None:
-                    state.restore(json.loads(raw))
+            with contextlib.suppress(StateUnavailable):
+                if (found := await self._read(sid)) is not None:
+                    state.restore(found)
 
     def heard(self, message: dict[str, Any]) -> None:
         """Another replica's change of a session this replica holds."""
@@ -88,21 +93,18 @@ class SessionSharing:
         await self.store.delete(self.key(sid))
 
 
-async def follow_changes(
-    store: Store, sharing: Callable[[str], SessionSharing | None], shared_names: Callable[[], Any]
-) -> None:
-    """Take the session changes other replicas send: `sharing(namespace)` is that namespace's SessionSharing."""
+async def follow_changes(store: Store, sharing: Mapping[str, SessionSharing]) -> None:
+    """Take the session changes other replicas send: `sharing` holds each namespace's SessionSharing."""
     messages: AsyncIterator[str] = store.subscribe(CHANGED)
     async for raw in messages:
         if raw == RESYNC:
-            for namespace in list(shared_names()):
-                if (shared := sharing(namespace)) is not None:
-                    await shared.resync()
+            for each in list(sharing.values()):
+                await each.resync()
             continue
         try:
             message = json.loads(raw)
-            shared = sharing(str(message["ns"]))
+            found = sharing.get(str(message["ns"]))
         except (ValueError, KeyError, TypeError):
             continue
-        if shared is not None:
-            shared.heard(message)
+        if found is not None:
+            found.heard(message)

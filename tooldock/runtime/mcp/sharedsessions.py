@@ -27,7 +27,7 @@ import contextvars
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +48,7 @@ from tooldock.errors import StateUnavailable
 from tooldock.runtime.access import key_of
 from tooldock.runtime.mcp.compat import Body
 from tooldock.runtime.mcp.events import ScopedSessionManager
+from tooldock.runtime.mcp.results import error_object, state_error
 from tooldock.runtime.mcp.sessionsharing import SessionSharing, follow_changes
 from tooldock.state import RESYNC, Store, replica_name
 
@@ -114,11 +115,7 @@ def _key_id(scope: Scope) -> str | None:
 
 
 def _unavailable(err: StateUnavailable) -> JSONResponse:
-    body = {
-        "jsonrpc": "2.0",
-        "id": None,
-        "error": {"code": -32603, "message": err.message, "data": {"code": err.code, "retryAfterSeconds": 1}},
-    }
+    body = {"jsonrpc": "2.0", "id": None, "error": error_object(state_error(err))}
     return JSONResponse(body, status_code=503, headers={"Retry-After": "1"})
 
 
@@ -261,18 +258,17 @@ class SharedSessionManager(ScopedSessionManager):
                     await self.ended_elsewhere(sid)
 
 
-async def follow_ended(store: Store, managers: Callable[[str], Any], managed: Callable[[], Any]) -> None:
-    """Drop the sessions other replicas' clients ended (DELETE): `managers(namespace)` is that namespace's
-    SharedSessionManager, or None."""
+async def follow_ended(store: Store, managers: Mapping[str, Any]) -> None:
+    """Drop the sessions other replicas' clients ended (DELETE): `managers` holds each namespace's manager."""
     messages: AsyncIterator[str] = store.subscribe(ENDED)
     async for message in messages:
         if message == RESYNC:
-            for namespace in list(managed()):
-                if isinstance(manager := managers(namespace), SharedSessionManager):
+            for manager in list(managers.values()):
+                if isinstance(manager, SharedSessionManager):
                     await manager.resync()
             continue
         namespace, _, sid = message.partition(" ")
-        manager = managers(namespace)
+        manager = managers.get(namespace)
         if isinstance(manager, SharedSessionManager) and sid:
             await manager.ended_elsewhere(sid)
 
@@ -301,5 +297,5 @@ class Replication:
 
     async def follow(self, managers: dict[str, Any]) -> None:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(follow_ended, self.store, managers.get, managers.keys)
-            tg.start_soon(follow_changes, self.store, self._sharing.get, self._sharing.keys)
+            tg.start_soon(follow_ended, self.store, managers)
+            tg.start_soon(follow_changes, self.store, self._sharing)
