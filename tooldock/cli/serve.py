@@ -6,12 +6,14 @@ import socket
 import subprocess
 import threading
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from tooldock.cli.common import refuse_namespace_folder, writable_state_dir
+from tooldock.cli.replicas import MAX_REPLICAS, Replicas, inherited, supervise
 from tooldock.errors import BuilderError, SecretsError
 
 if TYPE_CHECKING:
@@ -94,6 +96,21 @@ def listen_options(port: int, port_env: str, host_env: str | None = None) -> Cal
     help="Reload after edits under TOOLS_DIR, one reload per burst of edits [default: ENABLE_FS_WATCHER, "
     "else off]. On the docker backend the manager watches (edits are built into images): use with --manager.",
 )
+@click.option(
+    "--replicas",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, MAX_REPLICAS),
+    help="Run this many gateway processes on the one port, to use several cores (1: one process, no "
+    "supervisor). This process binds the port once, starts the replicas on it, prefixes their stderr with "
+    "their names (r1, r2, ...), restarts one that dies (backoff 1 s doubling to 30 s), passes SIGTERM and "
+    "SIGINT on to all of them and SIGHUP to one (the reload reaches the others through the store), and "
+    "exits when they have. They share MCP sessions, rate limits and reloads through TOOLDOCK_STATE_URL, or, "
+    "when it is unset, through a private redis-server that serve starts on a unix socket in the state dir "
+    "and stops on exit (Debian package redis-server; without it and without TOOLDOCK_STATE_URL serve "
+    "refuses to start). Process backend: each replica runs its own worker processes (memory times N); "
+    "docker backend: r1 manages the containers, the others only attach to them (as --read-only).",
+)
 def serve(
     tools_dir: Path,
     host: str,
@@ -104,6 +121,7 @@ def serve(
     with_manager: bool,
     manager_port: int,
     watch: bool | None,
+    replicas: int,
 ) -> None:
     """Serve every namespace folder in TOOLS_DIR (default: ./tools).
 
@@ -121,7 +139,8 @@ def serve(
                 "(see examples/), or pass another directory: tooldock serve DIR"
             )
         refuse_namespace_folder(tools_dir, "serve")
-    sock, url = listen(host, port)  # early: a port in use is the only line, not after a token never used
+    # early: a port in use is the only line, not after a token never used (a replica's was bound by its parent)
+    sock, url = inherited(host) or listen(host, port)
     if with_manager and manager_port:  # the manager's too: its child would fail alone, the gateway serving on
         try:
             bind(host, manager_port).close()
@@ -137,6 +156,17 @@ def serve(
     if settings.state_url is not None:
         reachable_store(settings)
     settings, manager_watches = who_watches(settings, watch, backend, with_manager)
+    if replicas > 1:  # this process supervises; each replica runs this command again on the same socket
+        args = [str(tools_dir), "--host", host, "--port", url.rsplit(":", 1)[1], "--backend", backend]
+        manager = partial(start_manager, tools_dir, host, manager_port, url, backend, log_level, manager_watches)
+        supervise(
+            Replicas(replicas, sock, url, [*args, "--log-level", log_level], settings.drain_timeout),
+            settings,
+            backend,
+            read_only,
+            manager if with_manager else None,
+        )
+        return
     if settings.log_format == "json":
         from tooldock.runtime.logs import use_json_lines
 
