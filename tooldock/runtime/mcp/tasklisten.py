@@ -9,6 +9,10 @@ state is sent once right after the acknowledgement, so a client that subscribes 
 
 The SDK's `ListenHandler` knows only the core kinds (list changes, resource updates), so a listen without
 `taskIds` is handed to it unchanged; one with `taskIds` is served here, core kinds included.
+
+With gateway replicas (tasksharing.py) a listen on any replica follows tasks run on any other: their state
+comes from the store, their changes from the namespace's task channel, and a task whose replica stopped is
+failed (and told) once its lease runs out.
 """
 
 from __future__ import annotations
@@ -24,6 +28,9 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY, event_matches, event_to_notification
 from pydantic import BaseModel
 
+from tooldock.errors import StateUnavailable
+from tooldock.runtime.mcp.results import state_error
+from tooldock.runtime.mcp.tasksharing import RemoteTask, TaskSharing
 from tooldock.runtime.mcp.taskstore import Task, TaskStore
 
 log = logging.getLogger(__name__)
@@ -59,8 +66,10 @@ class TaskListen:
         store: TaskStore,
         declared: Callable[[Any], bool],
         owner: Callable[[Any], str | None],
+        sharing: TaskSharing | None = None,
     ) -> None:
         self.plain, self.bus, self.store, self.declared, self.owner = plain, bus, store, declared, owner
+        self.sharing = sharing
         self._open = 0
 
     async def __call__(self, ctx: Any, params: types.SubscriptionsListenRequestParams) -> Any:
@@ -98,10 +107,16 @@ class TaskListen:
             if event_matches(honored, uris, event):
                 put(event)
 
-        def on_task(task: Task) -> None:
+        def on_task(task: Task | RemoteTask) -> None:
             if task.id in ids and task.owner == owner:
                 put(task.detailed())
 
+        if self.sharing is not None:  # on the task channel before the first state is read: no change missed
+            try:
+                await self.sharing.follow()
+            except StateUnavailable as err:
+                raise state_error(err) from err
+            self.sharing.watch(ids)
         unsubscribe = self.bus.subscribe(on_event)
         self.store.listeners.add(on_task)
         self._open += 1
@@ -111,7 +126,9 @@ class TaskListen:
                 types.SubscriptionsAcknowledgedNotification(params=ack), related_request_id=ctx.request_id
             )
             for task_id in honored.model_extra["taskIds"] if honored.model_extra else ():
-                found = self.store.get(task_id, owner)
+                found: Task | RemoteTask | None = self.store.get(task_id, owner)
+                if found is None and self.sharing is not None:
+                    found = await self.sharing.find(task_id, owner)  # run by another replica
                 if found is not None:
                     put(found.detailed())
             async for item in recv:
@@ -123,6 +140,8 @@ class TaskListen:
                 await ctx.session.send_notification(notification, related_request_id=ctx.request_id)
         finally:
             self._open -= 1
+            if self.sharing is not None:
+                self.sharing.unwatch(ids)
             unsubscribe()
             self.store.listeners.discard(on_task)
             send.close()

@@ -49,7 +49,8 @@ from tooldock.runtime.engine import Engine
 from tooldock.runtime.mcp.caller import calling
 from tooldock.runtime.mcp.results import error_payload, error_result, state_error
 from tooldock.runtime.mcp.tasklisten import TaskListen
-from tooldock.runtime.mcp.taskstore import Task, TaskStore, TooManyTasks
+from tooldock.runtime.mcp.tasksharing import RemoteTask, TaskSharing
+from tooldock.runtime.mcp.taskstore import Task, TaskRelay, TaskStore, TooManyTasks, check_answer
 from tooldock.runtime.questions import declared as declared_capabilities
 from tooldock.runtime.questions import unmet
 from tooldock.runtime.workerclient import round_fields
@@ -60,12 +61,6 @@ log = logging.getLogger(__name__)
 TASKS = "io.modelcontextprotocol/tasks"
 GUARD_GRACE = 1.0  # seconds a Context tool's first round may take to ask for input before its task is announced
 MODES = ("forbidden", "optional", "required")
-# What a task may ask its client for, and the answer each takes (checked at `tasks/update`).
-_ANSWERS: dict[str, Any] = {
-    "elicitation/create": types.ElicitResult,
-    "sampling/createMessage": types.CreateMessageResult,  # or CreateMessageResultWithTools
-    "roots/list": types.ListRootsResult,
-}
 
 
 class AnyParams(RequestParams):
@@ -138,32 +133,6 @@ def outcome(err: ToolDockError) -> tuple[str, dict[str, Any]]:
     return "failed", _rpc_error(types.INTERNAL_ERROR, f"{err.code}: {err.message}", err.to_dict())
 
 
-class TaskRelay:
-    """A task's end of a Context tool (what `McpRelay` is for a plain call): progress messages become the
-    task's `statusMessage`, log messages are dropped, and requests to the client wait in `inputRequests`."""
-
-    def __init__(self, store: TaskStore, task: Task, client: dict[str, bool], session_key: Any) -> None:
-        self.store, self.task, self.client, self.session_key = store, task, client, session_key
-
-    def call_fields(self) -> dict[str, Any]:
-        # A task is 2026-07-28 only: a question its client did not declare is -32021, raised inside the tool.
-        return {"client": {**self.client, "inputRequired": True}, "progress": True, "logLevel": None}
-
-    async def handle(self, message: dict[str, Any]) -> dict[str, Any] | None:
-        if message.get("op") == "event":
-            data = message.get("data") or {}
-            if message.get("event") == "progress":
-                total = f"/{data['total']:g}" if isinstance(data.get("total"), (int, float)) else ""
-                done = data.get("progress") or 0
-                note = f"{done:g}{total}" if isinstance(done, (int, float)) else ""
-                self.store.note(self.task, f"{note} {data.get('message') or ''}".strip())
-            return None
-        method, params = str(message.get("method")), message.get("params") or {}
-        if method not in _ANSWERS:
-            raise LookupError(f"a tool may not ask the client for {method!r}")
-        return await self.store.ask(self.task, {"method": method, **({"params": params} if params else {})})
-
-
 class TasksExtension(Extension):
     identifier = TASKS
 
@@ -172,6 +141,7 @@ class TasksExtension(Extension):
         self.bus = bus  # the namespace's subscriptions/listen bus: status notifications ride its streams
         settings = engine.settings
         self.store = TaskStore(settings.task_ttl, settings.max_tasks)
+        self.sharing = TaskSharing.of(namespace, engine.admission.store, self.store)  # replicas: tasksharing.py
         self._runners: set[asyncio.Task[None]] = set()
 
     def methods(self) -> Sequence[MethodBinding]:
@@ -182,7 +152,9 @@ class TasksExtension(Extension):
             MethodBinding("tasks/cancel", AnyParams, self.cancel, versions),
         )
 
-    def _task(self, ctx: Any, raw: AnyParams, model: type[TaskParams] = TaskParams) -> tuple[Any, Task]:
+    async def _task(
+        self, ctx: Any, raw: AnyParams, model: type[TaskParams] = TaskParams
+    ) -> tuple[Any, Task | RemoteTask]:
         """The params and the caller's task, after the checks every `tasks/*` method makes (SEP-2663, SEP-2243)."""
         if not declared(ctx):
             raise missing_extension(f"{ctx.method}")
@@ -196,38 +168,61 @@ class TasksExtension(Extension):
         name = headers.get(MCP_NAME_HEADER) if headers is not None else None
         if name is not None and decode_header_value(name) != params.task_id:
             raise MCPError(HEADER_MISMATCH, f"{MCP_NAME_HEADER} header does not match the request body's 'taskId'")
-        key = key_of_request(getattr(ctx, "request", None))
-        task = self.store.get(params.task_id, key.id if key is not None else None)
+        task: Task | RemoteTask | None = self.store.get(params.task_id, _owner(ctx))
+        if task is None and self.sharing is not None:  # run by another replica: as the store has it
+            try:
+                task = await self.sharing.find(params.task_id, _owner(ctx))
+            except StateUnavailable as err:
+                raise state_error(err) from err
         if task is None:
-            raise MCPError(
-                types.INVALID_PARAMS,
-                f"unknown task {params.task_id!r} in namespace {self.namespace!r}: never created here, "
-                f"created by another caller, or expired ({self.store.ttl:g}s after its creation)",
-            )
+            raise self._unknown(params.task_id)
         return params, task
 
+    def _unknown(self, task_id: str) -> MCPError:
+        return MCPError(
+            types.INVALID_PARAMS,
+            f"unknown task {task_id!r} in namespace {self.namespace!r}: never created here, "
+            f"created by another caller, or expired ({self.store.ttl:g}s after its creation)",
+        )
+
+    async def _forward(self, task: RemoteTask, op: str, responses: dict[str, Any] | None = None) -> None:
+        assert self.sharing is not None
+        try:
+            known = await self.sharing.forward(task, op, responses)
+        except StateUnavailable as err:
+            raise state_error(err) from err
+        if not known:
+            raise self._unknown(task.id)
+
     async def get(self, ctx: Any, raw: AnyParams) -> dict[str, Any]:
-        return self._task(ctx, raw)[1].detailed()
+        return (await self._task(ctx, raw))[1].detailed()
 
     async def update(self, ctx: Any, raw: AnyParams) -> dict[str, Any]:
-        params, task = self._task(ctx, raw, UpdateParams)
+        params, task = await self._task(ctx, raw, UpdateParams)
         for key, response in params.input_responses.items():
-            method = self.store.waiting_for(task, key)
+            method = task.waiting_for(key)
             if method is None:
                 continue  # answered already, or never asked: nothing waits for it
             try:
-                _check(method, response)
+                check_answer(method, response)
             except ValidationError as err:
                 problem = err.errors()[0]
                 where = ".".join(str(p) for p in problem["loc"])
                 raise MCPError(
                     types.INVALID_PARAMS, f"inputResponses[{key!r}] is not a {method} result: {where} {problem['msg']}"
                 ) from None
-        self.store.answer(task, params.input_responses)
+        if isinstance(task, RemoteTask):
+            await self._forward(task, "update", params.input_responses)
+        else:
+            self.store.answer(task, params.input_responses)
         return {"resultType": "complete"}
 
     async def cancel(self, ctx: Any, raw: AnyParams) -> dict[str, Any]:
-        self.store.cancel(self._task(ctx, raw)[1])
+        task = (await self._task(ctx, raw))[1]
+        if isinstance(task, RemoteTask):
+            await self._forward(task, "cancel")
+        else:
+            self.store.cancel(task)
         return {"resultType": "complete"}
 
     async def intercept_tool_call(self, params: types.CallToolRequestParams, ctx: Any, call_next: Any) -> Any:
@@ -261,6 +256,10 @@ class TasksExtension(Extension):
             task = self.store.create(key.id if key is not None else None, params.name)
         except TooManyTasks as err:
             raise MCPError(types.INTERNAL_ERROR, str(err)) from None
+        try:  # with replicas: in the store before anything runs (tasksharing.py)
+            await self.sharing.created(task) if self.sharing is not None else None
+        except StateUnavailable as err:
+            raise state_error(err) from err
         client = declared_capabilities(ctx.session.client_capabilities)
         relay = TaskRelay(self.store, task, client, session)
         # A Context tool may be a guard that asks for input before it goes async (SEP-2663 on SEP-2322): its
@@ -278,6 +277,7 @@ class TasksExtension(Extension):
             parked.cancel()
             if early.done():  # the guard's questions: inputreq.InputRounds makes them the input_required answer
                 self.store.discard(task)
+                self.sharing.discard(task) if self.sharing is not None else None
                 return types.CallToolResult.model_validate(early.result())
             early.cancel()  # announced: from now on its questions wait in the task
         return task.created_result()
@@ -334,16 +334,6 @@ class TasksExtension(Extension):
             self.store.finish(task, "failed", error=_rpc_error(types.INTERNAL_ERROR, "internal error"))
 
 
-def _check(method: str, response: dict[str, Any]) -> None:
-    if method == "sampling/createMessage":
-        try:
-            types.CreateMessageResult.model_validate(response, by_name=False)
-        except ValidationError:
-            types.CreateMessageResultWithTools.model_validate(response, by_name=False)
-        return
-    _ANSWERS[method].model_validate(response, by_name=False)
-
-
 def install_tasks(server: Any, extension: TasksExtension) -> None:
     """Apply the extension to a low-level server the way `MCPServer(extensions=[...])` does: its methods
     (refused at older protocol versions), its `tools/call` interceptor, its capability advertisement."""
@@ -355,7 +345,7 @@ def install_tasks(server: Any, extension: TasksExtension) -> None:
     server.add_request_handler("tools/call", call.params_type, compose_tool_call_handler([extension], call.handler))
     listen = server.get_request_handler("subscriptions/listen")
     if listen is not None and extension.bus is not None:  # `taskIds` in a listen filter: tasklisten.py
-        served = TaskListen(listen.handler, extension.bus, extension.store, declared, _owner)
+        served = TaskListen(listen.handler, extension.bus, extension.store, declared, _owner, extension.sharing)
         server.add_request_handler("subscriptions/listen", listen.params_type, served)
     server.extensions[extension.identifier] = extension.settings()
 

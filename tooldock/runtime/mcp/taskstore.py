@@ -1,5 +1,6 @@
 """The tasks a namespace's MCP server holds (the tasks extension, `runtime/mcp/tasks.py`): their state,
-the client input they wait for, and how long they are kept.
+the client input they wait for (asked through `TaskRelay`, a task's end of a Context tool), and how long
+they are kept. With gateway replicas, tasksharing.py writes each one through to the shared state store.
 
 A task belongs to whoever created it (the API key, or the bearer token): another caller asking for its id
 is told the id is unknown. Finished tasks are kept until `ttl` seconds after they were created (the
@@ -19,9 +20,18 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+import mcp_types as types
+from pydantic import ValidationError
+
 Status = Literal["working", "input_required", "completed", "failed", "cancelled"]
 TERMINAL: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
 POLL_INTERVAL_MS = 500  # what clients are told to wait between `tasks/get` polls
+# What a task may ask its client for, and the answer each takes (checked at `tasks/update`).
+_ANSWERS: dict[str, Any] = {
+    "elicitation/create": types.ElicitResult,
+    "sampling/createMessage": types.CreateMessageResult,  # or CreateMessageResultWithTools
+    "roots/list": types.ListRootsResult,
+}
 
 
 class TooManyTasks(Exception):
@@ -52,6 +62,11 @@ class Task:
     @property
     def done(self) -> bool:
         return self.status in TERMINAL
+
+    def waiting_for(self, key: str) -> str | None:
+        """The method of the input request `key` (None when the task is not waiting for it)."""
+        found = self.pending.get(key)
+        return str(found[0].get("method")) if found is not None else None
 
     def _fields(self) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -87,7 +102,8 @@ class TaskStore:
         self.ttl, self.max_tasks, self._clock = ttl, max_tasks, clock
         self._tasks: dict[str, Task] = {}
         self._input_ids = itertools.count(1)
-        self.listeners: set[Callable[[Task], None]] = set()  # told of every status change (tasklisten.py)
+        # Told of every status change (tasklisten.py, tasksharing.py): of a Task, or a RemoteTask (tasksharing.py)
+        self.listeners: set[Callable[[Any], None]] = set()
 
     def __len__(self) -> int:
         return len(self._tasks)
@@ -185,11 +201,43 @@ class TaskStore:
         if not task.pending and task.status == "input_required":
             self._touch(task, "working")
 
-    def waiting_for(self, task: Task, key: str) -> str | None:
-        """The method of the input request `key` (None when the task is not waiting for it)."""
-        found = task.pending.get(key)
-        return str(found[0].get("method")) if found is not None else None
-
     def cancel_all(self) -> None:
         for task in list(self._tasks.values()):
             self.cancel(task)
+
+
+class TaskRelay:
+    """A task's end of a Context tool (what `McpRelay` is for a plain call): progress messages become the
+    task's `statusMessage`, log messages are dropped, and requests to the client wait in `inputRequests`."""
+
+    def __init__(self, store: TaskStore, task: Task, client: dict[str, bool], session_key: Any) -> None:
+        self.store, self.task, self.client, self.session_key = store, task, client, session_key
+
+    def call_fields(self) -> dict[str, Any]:
+        # A task is 2026-07-28 only: a question its client did not declare is -32021, raised inside the tool.
+        return {"client": {**self.client, "inputRequired": True}, "progress": True, "logLevel": None}
+
+    async def handle(self, message: dict[str, Any]) -> dict[str, Any] | None:
+        if message.get("op") == "event":
+            data = message.get("data") or {}
+            if message.get("event") == "progress":
+                total = f"/{data['total']:g}" if isinstance(data.get("total"), (int, float)) else ""
+                done = data.get("progress") or 0
+                note = f"{done:g}{total}" if isinstance(done, (int, float)) else ""
+                self.store.note(self.task, f"{note} {data.get('message') or ''}".strip())
+            return None
+        method, params = str(message.get("method")), message.get("params") or {}
+        if method not in _ANSWERS:
+            raise LookupError(f"a tool may not ask the client for {method!r}")
+        return await self.store.ask(self.task, {"method": method, **({"params": params} if params else {})})
+
+
+def check_answer(method: str, response: dict[str, Any]) -> None:
+    """`response` is a `method` result (ValidationError when not)."""
+    if method == "sampling/createMessage":
+        try:
+            types.CreateMessageResult.model_validate(response, by_name=False)
+        except ValidationError:
+            types.CreateMessageResultWithTools.model_validate(response, by_name=False)
+        return
+    _ANSWERS[method].model_validate(response, by_name=False)
