@@ -15,14 +15,20 @@ from rediskit import free_port
 
 
 class Haproxy:
-    def __init__(self, folder: Path, backends: list[str], sticky: bool = False, redispatch: bool = False) -> None:
+    def __init__(self, folder: Path, backends: list[str], sticky: bool = False, redispatch: bool = False,
+                 checks: bool = False) -> None:
         """`redispatch`: a request whose server refuses the connection (a replica stopping or starting) goes
         to another; each request gets a server connection of its own, so none is sent on a connection the
-        server is closing."""
+        server is closing. `checks`: a server is taken out while its `GET /health` does not answer 200
+        (looked at every 200 ms; out after two misses, back after one answer), as a Kubernetes readiness
+        probe or Swarm's health check does; a request sent to a server that refuses it fails (no retry)."""
         require("haproxy")
         folder.mkdir(parents=True, exist_ok=True)
         self.port, self.stats = free_port(), folder / "haproxy.sock"
-        servers = "".join(f"  server r{n} {url.removeprefix('http://')}\n" for n, url in enumerate(backends))
+        check = " check inter 200ms fall 2 rise 1" if checks else ""
+        servers = "".join(f"  server r{n} {url.removeprefix('http://')}{check}\n" for n, url in enumerate(backends))
+        if checks:  # and no retry of a refused connection: the checks alone keep requests from a stopped server
+            servers = "  option httpchk GET /health\n  retries 0\n" + servers
         again = ("  option http-server-close\n  option redispatch\n  retries 3\n  retry-on conn-failure\n"
                  if redispatch else "")
         stick = ("  stick-table type string len 128 size 100k expire 1h\n  stick on req.hdr(mcp-session-id)\n"

@@ -58,6 +58,8 @@ def supervise(
     starts and removes containers, the others attach to them as --read-only gateways do."""
     from tooldock.cli.serve import stop_manager
 
+    # A replica told to stop may first serve on for TOOLDOCK_SHUTDOWN_GRACE (the drain on SIGTERM), then drain.
+    supervisor.drain_timeout += float(getattr(settings, "shutdown_grace", 0.0))
     supervisor.share_store(settings.state_url is not None, settings.state_dir)
     supervisor.share_secrets(settings.bearer_token, settings.token_generated)
     supervisor.first_args = ["--watch" if settings.watch else "--no-watch"] + (["--read-only"] if read_only else [])

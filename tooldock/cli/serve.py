@@ -17,6 +17,7 @@ from tooldock.cli.replicas import MAX_REPLICAS, Replicas, inherited, supervise
 from tooldock.errors import BuilderError, SecretsError
 
 if TYPE_CHECKING:
+    from tooldock.runtime.http.drain import Drain
     from tooldock.runtime.secretmap import SecretMap
     from tooldock.runtime.settings import Settings
 
@@ -192,16 +193,18 @@ def serve(
         prepared = ProcessBackend(settings, folder)
         prepared.warm_up()
     from tooldock.runtime.app import create_app
+    from tooldock.runtime.http.drain import Drain
 
+    drain = Drain()
     try:
-        app = create_app(folder, settings, host, url, backend, read_only, _secrets(), backend=prepared)
+        app = create_app(folder, settings, host, url, backend, read_only, _secrets(), backend=prepared, drain=drain)
     except SettingsError as exc:  # the relay socket's settings, read with the rest of the app
         raise click.ClickException(str(exc)) from None
     child = (
         start_manager(tools_dir, host, manager_port, url, backend, log_level, manager_watches) if with_manager else None
     )
     try:
-        run_app(app, sock, log_level, settings)
+        run_app(app, sock, log_level, settings, drain)
     finally:
         if child is not None:
             stop_manager(child)
@@ -323,11 +326,13 @@ def _secrets() -> SecretMap:
     return secrets
 
 
-def run_app(app: Any, sock: socket.socket, log_level: str, settings: Settings) -> None:
+def run_app(app: Any, sock: socket.socket, log_level: str, settings: Settings, drain: Drain | None = None) -> None:
     """Serve `app` on the bound socket until Ctrl-C or SIGTERM, logging as `settings` say (text or JSON
-    lines; uvicorn's line per request only with TOOLDOCK_ACCESS_LOG)."""
+    lines; uvicorn's line per request only with TOOLDOCK_ACCESS_LOG). With `drain` (the app's `Drain`), a
+    SIGTERM drains first, then stops (runtime/http/drain.py)."""
     import uvicorn
 
+    from tooldock.runtime.http.drain import DrainingServer
     from tooldock.runtime.http.wire import GatewayHttpProtocol
     from tooldock.runtime.logs import log_config, use_json_lines
 
@@ -339,9 +344,15 @@ def run_app(app: Any, sock: socket.socket, log_level: str, settings: Settings) -
         log_level=log_level,
         access_log=settings.access_log,
         http=GatewayHttpProtocol,  # uvicorn's httptools protocol, one write per answer
+        timeout_graceful_shutdown=int(settings.drain_timeout) + 5,  # the drain's own bound, and then some
+    )
+    server = (
+        uvicorn.Server(config)
+        if drain is None
+        else DrainingServer(config, drain, settings.shutdown_grace, settings.drain_timeout)
     )
     try:
-        uvicorn.Server(config).run(sockets=[sock])
+        server.run(sockets=[sock])
     except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it already handled: a clean stop, not an abort
         pass
 

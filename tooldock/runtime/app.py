@@ -28,6 +28,7 @@ from tooldock.runtime.engine import Engine
 from tooldock.runtime.http.auth import BearerAuth
 from tooldock.runtime.http.cors import with_cors
 from tooldock.runtime.http.docs import DocsPages, LocalSwagger
+from tooldock.runtime.http.drain import Drain
 from tooldock.runtime.http.edge import RequestEdge
 from tooldock.runtime.http.hotrest import RestCall
 from tooldock.runtime.http.metrics import MetricsEndpoint
@@ -160,10 +161,11 @@ def create_app(
     keys: KeyStore | None = None,
     relay: RelayConfig | None = None,
     backend: Backend | None = None,
+    drain: Drain | None = None,
 ) -> ASGIApp:
     """`keys`: the API key store (default: TOOLDOCK_KEYS_DIR's); `relay`: the relay socket's settings (default:
     from the environment); `backend`: one made already (`tooldock serve` warms the process backend up before
-    it imports this module), else `backend_name`'s."""
+    it imports this module), else `backend_name`'s; `drain`: how it stops (`tooldock serve` runs it)."""
     keys = keys or KeyStore.from_env()
     relay = relay or RelayConfig.from_env(settings)
     backend = backend or make_backend(backend_name, settings, tools_dir, read_only)
@@ -271,4 +273,5 @@ def create_app(
     front = DocsPages(front, swagger)
     front = with_cors(front, origins=settings.cors_origins)  # preflights are answered before auth
     front = MetricsEndpoint(front, metrics=metrics, token=settings.bearer_token, metrics_token=settings.metrics_token)
+    front = (drain or Drain()).wrap(front, registry.calls_in_flight, replica_name())  # SIGTERM: drain, then stop
     return RequestEdge(front)

@@ -148,6 +148,14 @@ class Registry:
                 await tell(retry_failed)
         return result
 
+    def calls_in_flight(self) -> int:
+        """Calls the serving workers are running now (what a stopping gateway waits for: http/drain.py)."""
+        return sum(
+            int(entry.worker.status().get("inflight") or 0)
+            for entry in self.snapshot.entries.values()
+            if entry.worker is not None
+        )
+
     async def _reload(self, retry_failed: bool) -> dict[str, Any]:
         async with self._lock:
             try:

@@ -101,7 +101,8 @@ def _state_keys(env: dict[str, str]) -> tuple[str, ...]:
     return keys
 
 
-def env_number(env: dict[str, str], name: str, default: float, kind: type = float) -> float:
+def env_number(env: dict[str, str], name: str, default: float, kind: type = float, zero: bool = False) -> float:
+    """`name`'s number, or `default` when unset; a positive one (or, with `zero`, zero too)."""
     raw = env.get(name)
     if raw is None or raw == "":
         return default
@@ -111,8 +112,8 @@ def env_number(env: dict[str, str], name: str, default: float, kind: type = floa
         raise SettingsError(f"{name}={raw!r} is not a valid {kind.__name__}; e.g. {name}={default}") from None
     if not math.isfinite(value):  # float() takes "inf" and "nan": no timeout, size or count can be either
         raise SettingsError(f"{name} must be a finite number, got {raw!r}")
-    if value <= 0:
-        raise SettingsError(f"{name} must be greater than 0, got {raw!r}")
+    if value < 0 or (value == 0 and not zero):
+        raise SettingsError(f"{name} must be {'0 or more' if zero else 'greater than 0'}, got {raw!r}")
     return value
 
 
@@ -216,6 +217,7 @@ class Settings:
     max_body_bytes: int = 4 * 1024 * 1024
     worker_start_timeout: float = 120.0
     drain_timeout: float = 30.0
+    shutdown_grace: float = 0.0  # seconds a SIGTERMed gateway serves on, draining, before it stops (http/drain.py)
     restart_backoff: float = 0.5
     stuck_after: float = 5.0  # seconds a cancelled call may run on before its worker is replaced (stuck.py)
     liveness_interval: float | None = 30.0  # seconds between pings of an idle worker (stuck.py); None: off
@@ -270,6 +272,8 @@ class Settings:
             max_body_bytes=int(env_number(env, "TOOLDOCK_MAX_BODY_BYTES", 4 * 1024 * 1024, int)),
             worker_start_timeout=env_number(env, "TOOLDOCK_WORKER_START_TIMEOUT", 120.0),
             drain_timeout=env_number(env, "TOOLDOCK_DRAIN_TIMEOUT", 30.0),
+            # Replicas (a shared store) stand behind a load balancer, which needs a moment to see /health go 503.
+            shutdown_grace=env_number(env, "TOOLDOCK_SHUTDOWN_GRACE", 2.0 if _state_url(env) else 0.0, zero=True),
             restart_backoff=env_number(env, "TOOLDOCK_RESTART_BACKOFF", 0.5),
             stuck_after=env_number(env, "TOOLDOCK_STUCK_AFTER", 5.0),
             liveness_interval=_seconds_or_off(env, "TOOLDOCK_LIVENESS_INTERVAL", 30.0),

@@ -65,7 +65,16 @@ SETTINGS: tuple[EnvVar, ...] = (
     EnvVar(
         "TOOLDOCK_DRAIN_TIMEOUT",
         "`30`",
-        "seconds a replaced worker may spend finishing in-flight calls before it is stopped",
+        "seconds a replaced worker may spend finishing in-flight calls before it is stopped; also how long a "
+        "gateway told to stop waits for its own calls in flight (see `TOOLDOCK_SHUTDOWN_GRACE`)",
+    ),
+    EnvVar(
+        "TOOLDOCK_SHUTDOWN_GRACE",
+        "`0`; `2` with `TOOLDOCK_STATE_URL`",
+        "seconds a gateway sent SIGTERM serves on while `/health` answers 503 `draining` (and every answer "
+        "closes its connection), so a load balancer takes it out before it stops accepting; then it finishes "
+        "its calls in flight and tells its event streams' clients to reconnect "
+        "([scaling out](../howto/scaling-out.md#stopping-a-replica)). Ctrl-C (SIGINT) skips it",
     ),
     EnvVar(
         "TOOLDOCK_RESTART_BACKOFF",
