@@ -13,6 +13,9 @@ The task runs in the gateway, not in the request that started it: the same engin
 `tools/call`, so the namespace's time limit and concurrency bound it. A Context tool that asks for
 elicitation, sampling or roots parks the task in `input_required` with the request in `inputRequests`
 until `tasks/update` answers it; a question its client did not declare fails the task with -32021.
+
+With gateway replicas sharing a state store, `TaskSharing` (tasksharing.py) writes each task through to it:
+`tasks/*` work on any replica, and a task whose replica died is failed once its lease runs out.
 """
 
 from __future__ import annotations

@@ -30,9 +30,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import mcp_types as types
+from pydantic import ValidationError
 
 from tooldock.errors import StateUnavailable
-from tooldock.runtime.mcp.taskstore import TERMINAL, Task, TaskStore
+from tooldock.runtime.mcp.taskstore import TERMINAL, Task, TaskStore, check_answer
 from tooldock.state import RESYNC, Store, replica_name
 
 log = logging.getLogger("tooldock.mcp")
@@ -286,7 +287,8 @@ class TaskSharing:
 
     async def _listen(self) -> None:
         async for raw in self.store.subscribe(self.channel):
-            if raw == RESYNC:  # changes sent while the store was lost are gone; listens see the next ones
+            if raw == RESYNC:  # changes sent while the store was lost are gone: listens get the tasks' state
+                self._spawn(self._resync())
                 continue
             try:
                 message = json.loads(raw)
@@ -306,19 +308,36 @@ class TaskSharing:
                 if waiting is not None and not waiting.done():
                     waiting.set_result(message)
 
+    async def _resync(self) -> None:
+        for task_id in [t for t in self.watched if t not in self._held]:
+            with contextlib.suppress(StateUnavailable):
+                if (found := await self._read(task_id)) is not None:
+                    self._tell(found)
+
     async def _serve(self, message: dict[str, Any]) -> None:
         """Another replica's client cancels a task run here, or answers its input requests."""
         task = self.tasks.get(str(message.get("id")), message.get("owner"))
         if task is not None:
             if message.get("op") == "cancel":
                 self.tasks.cancel(task)
-            elif isinstance(responses := message.get("responses"), dict):
-                self.tasks.answer(task, responses)
+            elif isinstance(responses := message.get("responses"), dict):  # checked there, and again here
+                self.tasks.answer(task, {k: v for k, v in responses.items() if _fits(task.waiting_for(k), v)})
             with contextlib.suppress(StateUnavailable):  # written before the reply: any tasks/get then sees it
                 await self._put(task)
         reply = {"kind": "reply", "to": message.get("from"), "from": self.replica, "rid": message.get("rid")}
         with contextlib.suppress(StateUnavailable):
             await self.store.publish(self.channel, json.dumps({**reply, "found": task is not None}))
+
+
+def _fits(method: str | None, response: Any) -> bool:
+    """Whether `response` answers an input request of `method` (None: nothing waits for it)."""
+    if method is None or not isinstance(response, dict):
+        return False
+    try:
+        check_answer(method, response)
+    except ValidationError:
+        return False
+    return True
 
 
 def _lost_error(replica: str) -> dict[str, Any]:
