@@ -260,3 +260,39 @@ def test_a_subscription_lost_with_redis_says_so_when_it_is_back(tmp_path):
         run(go())
     finally:
         server.cleanup()
+
+
+def test_streams_keep_their_newest_entries_in_order_and_read_after_any_of_them(make_store):
+    async def go() -> None:
+        store, other = make_store(), make_store()
+        ids = [await store.append("events:a", f"e{n}", keep=3, ttl=30) for n in range(5)]
+        assert len(set(ids)) == 5
+        assert await other.read_after("events:a", ids[2]) == [(ids[3], "e3"), (ids[4], "e4")]  # another replica
+        assert await other.read_after("events:a", ids[4]) == []
+        assert await other.read_after("events:a", ids[0]) in (None, [(i, f"e{n + 1}") for n, i in enumerate(ids[1:])])
+        assert await other.read_after("events:a", "not-an-id") is None
+        assert await other.read_after("events:b", ids[2]) is None  # not that stream's
+        await store.append("events:short", "x", keep=10, ttl=0.3)
+        await asyncio.sleep(0.5)
+        assert await store.read_after("events:short", "") is None  # expired (and "" is no entry)
+
+    run(go())
+
+
+def test_a_read_waits_for_the_next_entry_when_asked(make_store):
+    async def go() -> None:
+        store, other = make_store(), make_store()
+        first = await store.append("events:live", "one", keep=10, ttl=30)
+        started = asyncio.get_running_loop().time()
+        assert await other.read_after("events:live", first, wait=0.3) == []  # nothing came
+        assert asyncio.get_running_loop().time() - started >= 0.25
+
+        async def later() -> str:
+            await asyncio.sleep(0.1)
+            return await store.append("events:live", "two", keep=10, ttl=30)
+
+        appended = asyncio.ensure_future(later())
+        found = await other.read_after("events:live", first, wait=0.5)
+        assert found == [(await appended, "two")]
+
+    run(go())

@@ -43,6 +43,17 @@ class Store(abc.ABC):
         """Forget `key` (nothing happens when it is not there)."""
 
     @abc.abstractmethod
+    async def append(self, stream: str, value: str, keep: int, ttl: float) -> str:
+        """Add `value` at the end of `stream`, keeping about its newest `keep` entries, and the stream for `ttl`
+        seconds after this append: the entry's id (ids increase along a stream; opaque otherwise)."""
+
+    @abc.abstractmethod
+    async def read_after(self, stream: str, after: str, wait: float = 0.0) -> list[tuple[str, str]] | None:
+        """The entries (id, value) of `stream` after the entry `after`, oldest first; None when `after` is not
+        in it (never was, or dropped since). With `wait` (at most 0.5 s), when there is none yet, wait that
+        long for one."""
+
+    @abc.abstractmethod
     async def publish(self, channel: str, message: str) -> None:
         """Send `message` to every subscriber of `channel`, in this process and (shared stores) in others."""
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
+from collections import deque
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tooldock.state.base import Store
 
@@ -27,6 +29,13 @@ class Bucket:
         return (1 - self.tokens) / self.rate
 
 
+@dataclass
+class _Stream:
+    entries: deque[tuple[str, str]] = field(default_factory=deque)
+    expires: float = 0.0
+    grew: asyncio.Event = field(default_factory=asyncio.Event)  # set (and replaced) on each append
+
+
 class MemoryStore(Store):
     kind, shared = "memory", False
     MAX_BUCKETS = 100_000  # keys and namespaces are bounded; this only stops a leak
@@ -35,6 +44,8 @@ class MemoryStore(Store):
         self._buckets: dict[str, Bucket] = {}
         self._subscribers: dict[str, set[asyncio.Queue[str]]] = {}
         self._values: dict[str, tuple[str, float]] = {}  # key -> (value, when it expires on the monotonic clock)
+        self._streams: dict[str, _Stream] = {}
+        self._ids = itertools.count(1)
 
     def describe(self) -> str:
         return "in this process"
@@ -67,6 +78,40 @@ class MemoryStore(Store):
     async def delete(self, key: str) -> None:
         self._values.pop(key, None)
 
+    async def append(self, stream: str, value: str, keep: int, ttl: float) -> str:
+        now = time.monotonic()
+        if len(self._streams) >= self.MAX_BUCKETS:
+            self._streams = {k: v for k, v in self._streams.items() if v.expires > now}
+        held = self._streams.get(stream)
+        if held is None or held.expires <= now:
+            held = self._streams[stream] = _Stream()
+        entry = f"{next(self._ids)}"
+        held.entries.append((entry, value))
+        while len(held.entries) > max(1, keep):
+            held.entries.popleft()
+        held.expires = now + ttl
+        held.grew.set()
+        held.grew = asyncio.Event()
+        return entry
+
+    async def read_after(self, stream: str, after: str, wait: float = 0.0) -> list[tuple[str, str]] | None:
+        held = self._streams.get(stream)
+        if held is None or held.expires <= time.monotonic():
+            return None
+        ids = [entry for entry, _ in held.entries]
+        if after not in ids:
+            return None
+        if ids[-1] == after and wait > 0:
+            grew = held.grew
+            try:
+                await asyncio.wait_for(grew.wait(), min(wait, 0.5))
+            except TimeoutError:
+                return []
+            ids = [entry for entry, _ in held.entries]
+            if after not in ids:
+                return None
+        return list(held.entries)[ids.index(after) + 1 :]
+
     async def publish(self, channel: str, message: str) -> None:
         for queue in self._subscribers.get(channel, ()):
             queue.put_nowait(message)
@@ -83,3 +128,4 @@ class MemoryStore(Store):
     async def close(self) -> None:
         self._buckets.clear()
         self._values.clear()
+        self._streams.clear()

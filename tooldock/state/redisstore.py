@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -24,6 +25,7 @@ from tooldock.state.url import StateUrl
 
 log = logging.getLogger("tooldock.state")
 TIMEOUT = 1.0  # seconds a command (or a connect) may take before the store counts as unreachable
+ENTRY_ID = re.compile(r"\d{1,20}-\d{1,20}")  # a Redis stream entry's id
 RESUBSCRIBE = 0.5  # seconds between a lost subscription's attempts to come back
 
 # One token bucket, atomic in Redis, on Redis's clock (replicas' clocks may differ): full when new or when
@@ -94,6 +96,29 @@ class RedisStore(Store):
 
     async def delete(self, key: str) -> None:
         await self._run(self.client.delete(f"{self.prefix}{key}"))
+
+    async def append(self, stream: str, value: str, keep: int, ttl: float) -> str:
+        key = f"{self.prefix}stream:{stream}"
+        pipe = self.client.pipeline(transaction=False)  # one round trip
+        pipe.xadd(key, {"v": value}, maxlen=max(1, keep), approximate=True)
+        pipe.pexpire(key, max(1, int(ttl * 1000)))
+        entry, _ = await self._run(pipe.execute())
+        return str(entry)
+
+    async def read_after(self, stream: str, after: str, wait: float = 0.0) -> list[tuple[str, str]] | None:
+        if not ENTRY_ID.fullmatch(after):  # not an id Redis gave: not one of this stream's
+            return None
+        key = f"{self.prefix}stream:{stream}"
+        pipe = self.client.pipeline(transaction=False)
+        pipe.xrange(key, after, after)  # is `after` there at all
+        pipe.xrange(key, f"({after}", "+")
+        there, later = await self._run(pipe.execute())
+        if not there:
+            return None
+        if not later and wait > 0:  # XREAD BLOCK, within the socket's time limit
+            found = await self._run(self.client.xread({key: after}, count=100, block=int(min(wait, 0.5) * 1000)))
+            later = found[0][1] if found else []
+        return [(str(entry), str(fields.get("v", ""))) for entry, fields in later]
 
     async def publish(self, channel: str, message: str) -> None:
         await self._run(self.client.publish(f"{self.prefix}{channel}", message))

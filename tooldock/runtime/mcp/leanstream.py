@@ -29,6 +29,7 @@ from starlette.types import Send
 from tooldock.runtime.mcp.events import SessionEvents
 from tooldock.runtime.mcp.scope import scope_of
 from tooldock.runtime.mcp.session import SessionState
+from tooldock.runtime.mcp.sharedevents import SharedEvents
 from tooldock.runtime.questions import CAPABILITIES, declared, question, undeclared
 from tooldock.worker.protocol import LIST_CHANGED, shown_level
 
@@ -51,7 +52,7 @@ class SseAnswer:
     def __init__(self, send: Send, session_header: tuple[bytes, bytes], transport: Any, request_id: Any) -> None:
         self._send, self._session_header = send, session_header
         events = getattr(transport, "_event_store", None)
-        self._events = events if isinstance(events, SessionEvents) else None
+        self._events = events if isinstance(events, SessionEvents | SharedEvents) else None
         self._retry = getattr(transport, "_retry_interval", None)
         self._stream = str(request_id)  # the SDK's stream key for a POST's answer: the request's id
         self._lock = asyncio.Lock()

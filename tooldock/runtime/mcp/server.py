@@ -271,7 +271,7 @@ class McpHub:
         self._security = security
         # tools/call of plain tools, tools/list and ping on established sessions, answered without the SDK
         self.lean = LeanPath(engine, settings.max_body_bytes, security) if engine and settings.lean_mcp else None
-        self.replication = Replication.of(engine.admission.store, settings) if engine is not None else None
+        self.replication = Replication.of(engine, settings) if engine is not None else None
 
     @contextlib.asynccontextmanager
     async def run(self) -> AsyncIterator[McpHub]:

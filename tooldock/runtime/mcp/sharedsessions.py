@@ -15,9 +15,10 @@ What changes during a session (its log level, subscriptions, visibility rules, `
 ones that hold the session take it at once (no store round trip on a request); a replica adopting a session
 reads it with the facts. The last change wins.
 
-Not shared yet (each replica keeps its own): the standalone GET stream and the SSE replay buffers, tasks. A
-session's idle countdown runs on each replica that holds it; its facts expire MCP_SESSION_TTL_HOURS after it
-opened (or after the last adoption), after which other replicas no longer adopt it.
+A session's SSE events are in the store too (sharedevents.py): a stream resumes on any replica. Not shared
+yet: the standalone GET stream (what one replica raises goes out only there). A session's idle countdown
+runs on each replica that holds it; its facts expire MCP_SESSION_TTL_HOURS after it opened (or after the
+last adoption), after which other replicas no longer adopt it.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import contextvars
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +37,7 @@ from anyio.abc import TaskStatus
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, authorization_context
 from mcp.server.connection import Connection
 from mcp.server.runner import serve_connection
-from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, EventStore, StreamableHTTPServerTransport
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp_types import ClientCapabilities, Implementation, InitializeRequestParams
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
@@ -47,9 +48,10 @@ from starlette.types import Receive, Scope, Send
 from tooldock.errors import StateUnavailable
 from tooldock.runtime.access import key_of
 from tooldock.runtime.mcp.compat import Body
-from tooldock.runtime.mcp.events import ScopedSessionManager
+from tooldock.runtime.mcp.events import ScopedSessionManager, SessionEvents
 from tooldock.runtime.mcp.results import error_object, state_error
 from tooldock.runtime.mcp.sessionsharing import SessionSharing, follow_changes
+from tooldock.runtime.mcp.sharedevents import TAIL_MARGIN, SharedEvents, session_events_key
 from tooldock.state import RESYNC, Store, replica_name
 
 log = logging.getLogger("tooldock.mcp")
@@ -120,12 +122,31 @@ def _unavailable(err: StateUnavailable) -> JSONResponse:
 
 
 class SharedSessionManager(ScopedSessionManager):
-    """The namespace's session manager, with its sessions' facts in a shared store (see the module)."""
+    """The namespace's session manager, with its sessions' facts and events in a shared store (see the module
+    and sharedevents.py)."""
 
-    def __init__(self, app: Any, *, sharing: SessionSharing, **kwargs: Any) -> None:
+    def __init__(
+        self, app: Any, *, sharing: SessionSharing, tail_for: Callable[[], float], keep: int, **kwargs: Any
+    ) -> None:
         super().__init__(app, **kwargs)
-        self.sharing = sharing
+        self.sharing, self.tail_for, self.keep = sharing, tail_for, keep
         self.store, self.namespace, self.ttl = sharing.store, sharing.namespace, sharing.ttl
+
+    def events_of(self, sid: str) -> EventStore | None:
+        """Session `sid`'s events: in the shared store, this replica's buffer as the fallback."""
+        local = super().event_store
+        if not isinstance(local, SessionEvents):  # no event store at all: not resumable
+            return local
+        return SharedEvents(self.store, session_events_key(self.namespace, sid), self.keep, local, self.tail_for)
+
+    @property
+    def event_store(self) -> EventStore | None:
+        sid = NEXT_ID.get()  # read by the SDK as it makes a new session's transport, under the id it will have
+        return self.events_of(sid) if sid is not None else super().event_store
+
+    @event_store.setter
+    def event_store(self, value: EventStore | None) -> None:
+        ScopedSessionManager.event_store.fset(self, value)  # type: ignore[attr-defined]
 
     def _facts_key(self, sid: str) -> str:
         return f"mcp-session:{self.namespace}:{sid}"
@@ -193,7 +214,7 @@ class SharedSessionManager(ScopedSessionManager):
             transport = StreamableHTTPServerTransport(
                 mcp_session_id=sid,
                 is_json_response_enabled=self.json_response,
-                event_store=self.event_store,
+                event_store=self.events_of(sid),
                 security_settings=self.security_settings,
                 retry_interval=self.retry_interval,
                 idle_timeout=self.session_idle_timeout,
@@ -278,14 +299,15 @@ class Replication:
     SharedSessionManager's, their changing state a SessionSharing's, and two followers take what the other
     replicas' clients ended or changed."""
 
-    def __init__(self, store: Store, ttl: float, replica: str) -> None:
-        self.store, self.ttl, self.replica = store, ttl, replica
+    def __init__(self, store: Store, ttl: float, replica: str, engine: Any = None, keep: int = 100) -> None:
+        self.store, self.ttl, self.replica, self.engine, self.keep = store, ttl, replica, engine, keep
         self._sharing: dict[str, SessionSharing] = {}
 
     @classmethod
-    def of(cls, store: Store, settings: Any) -> Replication | None:
-        """The hub's replication through `store`; None when the store is this process's alone."""
-        return cls(store, settings.session_ttl, replica_name()) if store.shared else None
+    def of(cls, engine: Any, settings: Any) -> Replication | None:
+        """The hub's replication through the engine's state store; None when it is this process's alone."""
+        store: Store = engine.admission.store
+        return cls(store, settings.session_ttl, replica_name(), engine, settings.event_buffer) if store.shared else None
 
     def sharing_of(self, namespace: str) -> SessionSharing:
         if namespace not in self._sharing:
@@ -293,7 +315,10 @@ class Replication:
         return self._sharing[namespace]
 
     def manager(self, namespace: str, **options: Any) -> SharedSessionManager:
-        return SharedSessionManager(sharing=self.sharing_of(namespace), **options)
+        def tail_for() -> float:  # the longest a call of the namespace may run, and a margin
+            return float(self.engine.call_timeout(namespace) if self.engine is not None else 30.0) + TAIL_MARGIN
+
+        return SharedSessionManager(sharing=self.sharing_of(namespace), tail_for=tail_for, keep=self.keep, **options)
 
     async def follow(self, managers: dict[str, Any]) -> None:
         async with anyio.create_task_group() as tg:
