@@ -258,6 +258,14 @@ def test_a_lost_redis_makes_task_requests_a_quick_retryable_error(replicas, redi
             error = answer.get("error")
             assert error is not None, (method, answer)
             assert error["data"]["code"] == "state_unavailable" and error["data"]["retryAfterSeconds"] == 1, error
+        started = time.monotonic()  # a listen for a task another replica ran: its state is in the store
+        body = {"jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen",
+                "params": {"notifications": {"taskIds": [done]}, "_meta": META}}
+        headers = {**second.headers("jobs"), "Accept": "application/json, text/event-stream",
+                   "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "subscriptions/listen"}
+        refused = httpx.post(second.url + "/mcp", json=body, headers=headers, timeout=30)
+        assert time.monotonic() - started < 5 and refused.status_code < 500, refused.text
+        assert '"state_unavailable"' in refused.text and "Traceback" not in refused.text, refused.text
         assert get(first, done)["status"] == "completed"  # the running replica answers from its memory
     finally:
         redis.start()

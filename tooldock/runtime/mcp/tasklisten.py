@@ -121,14 +121,20 @@ class TaskListen:
         self.store.listeners.add(on_task)
         self._open += 1
         try:
+            listed = honored.model_extra["taskIds"] if honored.model_extra else ()
+            remote: dict[str, RemoteTask | None] = {}  # tasks run by other replicas: read before the ack
+            try:
+                for task_id in listed:
+                    if self.sharing is not None and self.store.get(task_id, owner) is None:
+                        remote[task_id] = await self.sharing.find(task_id, owner)
+            except StateUnavailable as err:
+                raise state_error(err) from err
             ack = types.SubscriptionsAcknowledgedNotificationParams(notifications=honored, _meta=meta)
             await ctx.session.send_notification(
                 types.SubscriptionsAcknowledgedNotification(params=ack), related_request_id=ctx.request_id
             )
-            for task_id in honored.model_extra["taskIds"] if honored.model_extra else ():
-                found: Task | RemoteTask | None = self.store.get(task_id, owner)
-                if found is None and self.sharing is not None:
-                    found = await self.sharing.find(task_id, owner)  # run by another replica
+            for task_id in listed:
+                found: Task | RemoteTask | None = self.store.get(task_id, owner) or remote.get(task_id)
                 if found is not None:
                     put(found.detailed())
             async for item in recv:
