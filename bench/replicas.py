@@ -1,7 +1,8 @@
 """Gateway replicas and the shared state store (issue 56): MCP `tools/call` of a trivial tool, on a 2025-11-25
 session and as 2026-07-28 requests, for one replica with its state in memory, one replica with its state in
-Redis, and two replicas on one Redis behind haproxy; each for a namespace without a rate limit and one with
-a limit too high to refuse anything (so every call takes a token: one store round trip). wrk drives the
+Redis, and one and two replicas on one Redis behind haproxy (the same hop: those two rows compare replica
+counts); each for a namespace without a rate limit and one with a limit too high to refuse anything (every
+call takes a token: a replica takes them from Redis in batches when busy). wrk drives the
 load (bench/mcp_wrk.py; its CPU per call is in the table, to show it is not the bottleneck), every answer is
 checked, and Redis's own count of the commands it ran gives the store round trips per call.
 
@@ -87,6 +88,7 @@ class Redis:
 def haproxy(folder: Path, backends: list[str]) -> tuple[subprocess.Popen, str]:
     port = free_port()
     servers = "\n".join(f"  server r{n} {url.removeprefix('http://')}" for n, url in enumerate(backends))
+    folder.mkdir(parents=True, exist_ok=True)
     config = folder / "haproxy.cfg"
     config.write_text(
         "global\n  maxconn 4096\n"
@@ -158,9 +160,10 @@ async def main(seconds: float, levels: list[int]) -> list[Row]:
             shared = gateway("redis", redis.url)
             second = gateway("redis-2", redis.url)
             balancer, balanced = haproxy(folder, [shared, second])
-            started.append(balancer)
+            alone_balancer, alone = haproxy(folder / "one", [shared])  # the same hop, one replica behind it
+            started += [balancer, alone_balancer]
             targets = [("1 replica, memory", memory, None), ("1 replica, Redis", shared, redis),
-                       ("2 replicas, Redis, haproxy", balanced, redis)]
+                       ("1 replica, Redis, haproxy", alone, redis), ("2 replicas, Redis, haproxy", balanced, redis)]
             for level in levels:
                 for modern in (False, True):
                     for namespace in ("bench", "limited"):
@@ -183,16 +186,19 @@ async def main(seconds: float, levels: list[int]) -> list[Row]:
 def table(rows: list[Row]) -> Table:
     out = Table(title=f"MCP tools/call through replicas and the state store ({machine.describe()})")
     for column in ("target", "requests", "namespace", "conc.", "calls/s", "p50 ms", "p99 ms", "errors",
-                   "wrk CPU/call", "Redis cmds/call", "vs 1 replica, memory"):
+                   "wrk CPU/call", "Redis cmds/call", "vs 1 replica, memory", "vs 1 behind haproxy"):
         out.add_column(column, justify="left" if column in ("target", "requests", "namespace") else "right")
     base = {(r.kind, r.namespace, r.concurrency): r.rate for r in rows if r.target == "1 replica, memory"}
+    one = {(r.kind, r.namespace, r.concurrency): r.rate for r in rows if r.target == "1 replica, Redis, haproxy"}
     for r in rows:
+        same = one.get((r.kind, r.namespace, r.concurrency))
+        versus = f"{r.rate / same:.2f}x" if r.target.startswith("2 replicas") and same else ""
         ratio = r.rate / base[(r.kind, r.namespace, r.concurrency)] if base.get((r.kind, r.namespace,
                                                                                   r.concurrency)) else 0.0
         out.add_row(r.target, r.kind, r.namespace + (" (rate limit)" if r.namespace == "limited" else ""),
                     str(r.concurrency), f"{r.rate:,.0f}", f"{r.p50:.2f}", f"{r.p99:.2f}", str(r.errors),
                     f"{r.wrk_cpu_us:.0f} us", "—" if r.store_per_call is None else f"{r.store_per_call:.2f}",
-                    f"{ratio:.2f}x")
+                    f"{ratio:.2f}x", versus)
     return out
 
 

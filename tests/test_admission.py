@@ -4,15 +4,21 @@ Retry-After on REST, an error result on MCP and -32000 on the relay socket; and 
 
 from __future__ import annotations
 
+import asyncio
 import shutil
+import subprocess
 import time
 
 import httpx
 import pytest
 from conftest import EXAMPLES, Gateway, run_mcp
 from mcp.shared.exceptions import MCPError
+from rediskit import RedisServer
 from relaykit import RELAY_TOOLS, Line, cleanup, relay_env
 
+from tooldock.errors import RateLimited
+from tooldock.runtime.admission import Admission
+from tooldock.state import open_store
 from tooldock.state.memory import Bucket
 
 pytestmark = pytest.mark.slow
@@ -20,10 +26,76 @@ pytestmark = pytest.mark.slow
 
 def test_a_bucket_admits_its_burst_then_its_rate():
     bucket = Bucket(rate=2.0, burst=3.0, tokens=3.0, stamp=0.0)
-    assert [bucket.take(0.0) for _ in range(3)] == [0.0, 0.0, 0.0]
-    assert bucket.take(0.0) == pytest.approx(0.5)  # one token comes back every 0.5 s
-    assert bucket.take(0.5) == 0.0 and bucket.take(0.5) > 0
-    assert bucket.take(100.0) == 0.0 and bucket.tokens == pytest.approx(2.0)  # never more than the burst
+    assert [bucket.take(0.0) for _ in range(3)] == [(1, 0.0)] * 3
+    assert bucket.take(0.0) == (0, pytest.approx(0.5))  # one token comes back every 0.5 s
+    assert bucket.take(0.5) == (1, 0.0) and bucket.take(0.5)[1] > 0
+    assert bucket.take(100.0) == (1, 0.0) and bucket.tokens == pytest.approx(2.0)  # never more than the burst
+    assert bucket.take(100.0, want=5) == (2, 0.0)  # a batch: what there is, up to what was asked
+
+
+async def _admitted(admissions, calls: int, rate: float, burst: float, spread: bool = False) -> int:
+    """Admit `calls` calls in waves of 50 at once, alternating between the replicas' admissions: how many
+    passed."""
+
+    async def one(n: int) -> bool:
+        try:
+            await admissions[n % len(admissions)].admit("namespace", "ns", rate, burst)
+        except RateLimited:
+            return False
+        return True
+
+    passed = 0
+    for start in range(0, calls, 50):
+        passed += sum(await asyncio.gather(*(one(n) for n in range(start, min(calls, start + 50)))))
+        if spread:
+            await asyncio.sleep(0.001)
+    return passed
+
+
+def test_replicas_take_tokens_in_batches_and_never_pass_more_than_the_bucket(tmp_path):
+    """Two replicas' admissions on one real Redis: a busy replica takes its tokens in batches (far fewer
+    round trips than calls), an idle one a token at a time, and together they pass at most the bucket."""
+    redis = RedisServer(tmp_path / "redis", tcp=True).start()
+
+    async def go() -> None:
+        stores = [open_store(redis.url), open_store(redis.url)]
+        try:
+            admissions = [Admission(store) for store in stores]
+            assert all(a.batching for a in admissions)
+            before = _evalsha_calls(redis)
+            assert await _admitted(admissions, 2000, 1e6, 1e6, spread=True) == 2000  # nothing refused
+            round_trips = _evalsha_calls(redis) - before
+            assert round_trips < 2000 / 5, round_trips  # batches
+
+            redis.flush()
+            passed = await _admitted(admissions, 600, 0.001, 200.0)  # no refill to speak of: 200 calls in all
+            assert 150 <= passed <= 200, passed  # never over; a few taken ahead may go unused
+
+            redis.flush()
+            alone, results = Admission(stores[0]), []  # an idle replica: one token at a time, exactly
+            for _ in range(4):
+                try:
+                    await alone.admit("namespace", "slow", 0.2, 3.0)
+                    results.append(True)
+                except RateLimited:
+                    results.append(False)
+                await asyncio.sleep(0.05)
+            assert results == [True, True, True, False]
+        finally:
+            for store in stores:
+                await store.close()
+
+    try:
+        asyncio.run(go())
+    finally:
+        redis.cleanup()
+
+
+def _evalsha_calls(redis: RedisServer) -> int:
+    out = subprocess.run(["redis-cli", "-p", str(redis.port), "INFO", "commandstats"], capture_output=True,
+                         text=True, timeout=10, check=True).stdout
+    return sum(int(line.split("calls=")[1].split(",")[0]) for line in out.splitlines()
+               if line.startswith(("cmdstat_evalsha:", "cmdstat_eval:")))
 
 
 @pytest.fixture(scope="module")

@@ -24,11 +24,17 @@ class Store(abc.ABC):
         """Reach the store once (StateUnavailable when it cannot be): done at start, so a gateway that
         cannot reach its store does not start."""
 
-    @abc.abstractmethod
     async def take_token(self, bucket: str, rate: float, burst: float) -> float:
-        """Take one token from `bucket` (a token bucket of `burst` tokens, refilled at `rate` a second,
-        full when new or when its rate or burst changed): 0.0 when taken, else the seconds until one is back.
-        Atomic: replicas taking from one bucket at once never take more than it holds."""
+        """Take one token from `bucket`: 0.0 when taken, else the seconds until one is back (`take_tokens`)."""
+        _, wait = await self.take_tokens(bucket, rate, burst, 1)
+        return wait
+
+    @abc.abstractmethod
+    async def take_tokens(self, bucket: str, rate: float, burst: float, want: int) -> tuple[int, float]:
+        """Take up to `want` tokens from `bucket` (a token bucket of `burst` tokens, refilled at `rate` a
+        second, full when new or when its rate or burst changed): (how many were taken, 0.0), or (0, the
+        seconds until one is back) when there is none. Atomic: replicas taking from one bucket at once never
+        take more than it holds."""
 
     @abc.abstractmethod
     async def put(self, key: str, value: str, ttl: float) -> None:

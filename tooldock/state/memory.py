@@ -19,14 +19,15 @@ class Bucket:
     tokens: float
     stamp: float
 
-    def take(self, now: float) -> float:
-        """0 when a token was taken, else the seconds until one is there."""
+    def take(self, now: float, want: int = 1) -> tuple[int, float]:
+        """(tokens taken, 0.0), at most `want`; (0, the seconds until one is there) when there is none."""
         self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
         self.stamp = now
         if self.tokens >= 1:
-            self.tokens -= 1
-            return 0.0
-        return (1 - self.tokens) / self.rate
+            taken = min(want, int(self.tokens))
+            self.tokens -= taken
+            return taken, 0.0
+        return 0, (1 - self.tokens) / self.rate
 
 
 @dataclass
@@ -53,14 +54,14 @@ class MemoryStore(Store):
     async def check(self) -> None:
         return None
 
-    async def take_token(self, name: str, rate: float, burst: float) -> float:
+    async def take_tokens(self, name: str, rate: float, burst: float, want: int) -> tuple[int, float]:
         now = time.monotonic()
         bucket = self._buckets.get(name)
         if bucket is None or bucket.rate != rate or bucket.burst != burst:  # new, or its limit changed
             if len(self._buckets) >= self.MAX_BUCKETS:
                 self._buckets.clear()
             bucket = self._buckets[name] = Bucket(rate, burst, burst, now)
-        return bucket.take(now)
+        return bucket.take(now, want)
 
     async def put(self, key: str, value: str, ttl: float) -> None:
         if len(self._values) >= self.MAX_BUCKETS:

@@ -29,23 +29,28 @@ ENTRY_ID = re.compile(r"\d{1,20}-\d{1,20}")  # a Redis stream entry's id
 RESUBSCRIBE = 0.5  # seconds between a lost subscription's attempts to come back
 
 # One token bucket, atomic in Redis, on Redis's clock (replicas' clocks may differ): full when new or when
-# its rate or burst changed; it expires once it would be full again. Returns the wait as text (a Lua number
-# would come back as an integer).
+# its rate or burst changed; it expires once it would be full again. Takes up to ARGV[3] tokens. Returns the
+# tokens taken and the wait as text (a Lua number would come back as an integer).
 TAKE = """
 local now = redis.call('TIME')
 now = tonumber(now[1]) + tonumber(now[2]) / 1000000
-local rate, burst = tonumber(ARGV[1]), tonumber(ARGV[2])
+local rate, burst, want = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local held = redis.call('HMGET', KEYS[1], 'tokens', 'stamp', 'rate', 'burst')
 local tokens, stamp = tonumber(held[1]), tonumber(held[2])
 if tokens == nil or held[3] ~= ARGV[1] or held[4] ~= ARGV[2] then
   tokens, stamp = burst, now
 end
 tokens = math.min(burst, tokens + math.max(0, now - stamp) * rate)
-local wait = 0
-if tokens >= 1 then tokens = tokens - 1 else wait = (1 - tokens) / rate end
+local wait, taken = 0, 0
+if tokens >= 1 then
+  taken = math.min(want, math.floor(tokens))
+  tokens = tokens - taken
+else
+  wait = (1 - tokens) / rate
+end
 redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'stamp', tostring(now), 'rate', ARGV[1], 'burst', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], math.ceil(burst / rate * 1000) + 1000)
-return tostring(wait)
+return {tostring(taken), tostring(wait)}
 """
 
 
@@ -83,9 +88,10 @@ class RedisStore(Store):
     async def check(self) -> None:
         await self._run(self.client.ping())
 
-    async def take_token(self, bucket: str, rate: float, burst: float) -> float:
-        answer = await self._run(self._take(keys=[f"{self.prefix}bucket:{bucket}"], args=[repr(rate), repr(burst)]))
-        return float(answer)
+    async def take_tokens(self, bucket: str, rate: float, burst: float, want: int) -> tuple[int, float]:
+        key = f"{self.prefix}bucket:{bucket}"
+        taken, wait = await self._run(self._take(keys=[key], args=[repr(rate), repr(burst), str(max(1, want))]))
+        return int(float(taken)), float(wait)
 
     async def put(self, key: str, value: str, ttl: float) -> None:
         await self._run(self.client.set(f"{self.prefix}{key}", value, px=max(1, int(ttl * 1000))))
