@@ -276,3 +276,28 @@ def test_a_lost_redis_makes_task_requests_a_quick_retryable_error(replicas, redi
         time.sleep(0.5)
     task_id = answer["result"]["taskId"]
     assert until(second, task_id, "completed")["result"]["content"][0]["text"] == "computed back after 0s"
+
+
+def test_a_replica_that_cannot_renew_its_lease_fails_its_own_tasks(replicas, redis):
+    """Redis lost for longer than the lease: the running replica gives its task up itself (failed, in the words
+    another replica would use, its tool stopped), and writes that once Redis is back (an empty one here)."""
+    from tooldock.runtime.mcp.tasksharing import LEASE, REFRESH
+
+    first, second = replicas
+    stopped = sum(line["status"] == "cancelled" for line in audit(first, "slow_compute"))
+    task_id = start(first, "slow_compute", seconds=120, label="fenced")
+    assert get(second, task_id)["status"] == "working"
+    redis.stop()
+    try:
+        failed = until(first, task_id, "failed", "completed", "cancelled", timeout=LEASE + 2 * REFRESH + 10)
+    finally:
+        redis.start()
+    assert failed["status"] == "failed" and "lease ran out" in failed["error"]["message"], failed
+    assert "gateway replica running this task" in failed["statusMessage"]
+    deadline = time.monotonic() + 2 * REFRESH + 15  # the empty Redis has it again at the next renewal
+    while (seen := rpc(second, "tasks/get", {"taskId": task_id}).get("result", {})).get("status") != "failed":
+        assert time.monotonic() < deadline, seen
+        time.sleep(0.2)
+    assert seen["error"] == failed["error"]
+    first.wait_for(lambda: sum(line["status"] == "cancelled" for line in audit(first, "slow_compute")) > stopped,
+                   timeout=15, what="the given-up call stopped (cancelled in the audit log)")

@@ -134,7 +134,7 @@ class TaskSharing:
             await self._put(task)
             await self.follow()
         except StateUnavailable:
-            self._held.pop(task.id, None)
+            self.discard(task)  # (out of the store too, should it be there)
             self.tasks.discard(task)
             raise
         if self._ticker is None or self._ticker.done():
@@ -194,10 +194,10 @@ class TaskSharing:
                         self.tasks.finish(task, "failed", error=_lost_error(self.replica))
                         if task.runner is not None:
                             task.runner.cancel()
-                    with contextlib.suppress(StateUnavailable):
+                with contextlib.suppress(StateUnavailable):  # a store that does not answer: next round
+                    for task in list(self._held.values()):
                         await self._put(task)
-                for task_id in [t for t in self.watched if t not in self._held]:
-                    with contextlib.suppress(StateUnavailable):
+                    for task_id in [t for t in self.watched if t not in self._held]:
                         await self._read(task_id)
             except Exception:  # never stop renewing over one bad round
                 log.exception("MCP tasks of %s: a lease round failed", self.namespace)
