@@ -16,6 +16,7 @@ import pytest
 from conftest import EXAMPLES, TOOLDOCK, Gateway
 from rediskit import RedisServer, free_port
 from test_context_state import FILE as STATE_TOOLS
+from test_mcp_clients import mcp1_python  # noqa: F401  (a fixture: the SDK 1.x client's virtualenv)
 
 pytestmark = pytest.mark.slow
 INTERNAL = "replica-reload-token-0123"
@@ -340,3 +341,34 @@ def test_what_a_tool_keeps_in_its_session_is_seen_on_every_replica(replicas):
     while _call(second, sid, "memo", "recall")["value"] is not None:
         assert time.monotonic() < deadline, "replica B still sees the forgotten value"
         time.sleep(0.05)
+
+
+def test_an_sdk1_session_through_three_replicas_behind_round_robin(replicas, redis, tmp_path, mcp1_python):
+    """The official SDK 1.x client (a virtualenv with the latest `mcp<2`) on a 2025-11-25 session through
+    haproxy round robin over three replicas: its consecutive requests land on all three (haproxy's counters),
+    each adopting the session, and every answer is right; its closing DELETE ends the session everywhere."""
+    from balancer import Haproxy
+    from test_mcp_clients import run_mcp1
+
+    first, second, tools = replicas
+    third = Gateway(tools, tmp_path / "c.log", {"TOOLDOCK_STATE_URL": redis.url,
+                                                "MANAGER_INTERNAL_TOKEN": INTERNAL}).start()
+    proxy = Haproxy(tmp_path / "haproxy", [first.url, second.url, third.url])
+    try:
+        before = proxy.requests_per_server()
+        out = run_mcp1(mcp1_python, "streamable", f"{proxy.url}/ns/sums/mcp", first.headers(), "add", {"a": 2, "b": 3})
+        after = proxy.requests_per_server()
+        assert out["protocol_version"] == "2025-11-25" and out["server_info"]["name"] == "tooldock/sums"
+        assert out["call"]["structuredContent"] == {"result": 5} and out["ping"] is True
+        assert "add" in {t["name"] for t in out["tools"]}
+        exchanges = out["exchanges"]
+        assert all(e["status"] in (200, 202, 204) for e in exchanges), exchanges
+        assert len({e["request_session_id"] for e in exchanges[1:]}) == 1  # one session throughout
+        assert all(after[s] - before[s] >= 2 for s in after), (before, after)  # on every replica
+        sid = out["session_id"]
+        for gateway in (first, second, third):  # the client's DELETE ended it on all of them
+            gone = _mcp(gateway, {"jsonrpc": "2.0", "id": 9, "method": "ping"}, sid=sid)
+            assert gone.status_code == 404, gone.text
+    finally:
+        proxy.stop()
+        third.stop()
