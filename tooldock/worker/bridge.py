@@ -23,6 +23,7 @@ from fastmcp.utilities.tasks import TaskConfig
 
 from tooldock.namespace.extract import LoadedNamespace, own_meta
 from tooldock.namespace.versions import FASTMCP_META
+from tooldock.worker.callcontext import install
 from tooldock.worker.direct import DirectCalls
 from tooldock.worker.guard import GuardServer
 from tooldock.worker.protocol import INPUT_REQUIRED
@@ -41,6 +42,7 @@ class Relay:
         self.scope: str | None = None  # the calling MCP session's: `ctx.set_state()` is kept by it (protocol.scope_of)
         self.visibility: list[dict[str, Any]] = []  # the session's visibility rules (visibility.py)
         self.state: dict[str, Any] = {}  # the session's `ctx.set_state()` values (sessionvalues.py)
+        self.request: dict[str, Any] = {}  # what the tool reads of the client's request (callcontext.py)
 
 
 class Bridge:
@@ -60,6 +62,7 @@ class Bridge:
             self.server.add_template(template)
         for prompt in loaded.prompts.values():
             self.server.add_prompt(prompt)
+        install(self.server)  # the client's protocol version in the request context (callcontext.py)
         self.direct = DirectCalls(self.server)  # Context tool calls, straight to the server (direct.py)
 
     async def call_tool(

@@ -25,10 +25,12 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import mcp_types as types
 from fastmcp.client.transports.memory import _enter_server_lifespan
+from fastmcp.server.context import reset_transport, set_transport
 from mcp.server.connection import Connection
 from mcp.server.runner import ServerRunner
 from mcp.shared.exceptions import MCPError
 
+from tooldock.worker.callcontext import client_params, transport_of
 from tooldock.worker.callstore import CALL
 from tooldock.worker.protocol import LIST_CHANGED, LOG_LEVELS, shown_level
 
@@ -52,7 +54,7 @@ class CallChannel:
     the call (`ctx.list_roots()` and a log line without a request id use the standalone one) goes to its
     relay, as everything an in-memory session received went to the call that held it."""
 
-    def __init__(self, relay: Relay, request_id: int, progress: bool, log_level: str | None, logs: bool) -> None:
+    def __init__(self, relay: Relay, request_id: str | int, progress: bool, log_level: str | None, logs: bool) -> None:
         self.relay, self._request_id, self._progress, self._logs = relay, request_id, progress, logs
         self._log_level = log_level if log_level in LOG_LEVELS else None
         self._cancelled = anyio.Event()
@@ -60,7 +62,7 @@ class CallChannel:
         self.message_metadata = None
 
     @property
-    def request_id(self) -> int:
+    def request_id(self) -> str | int:
         return self._request_id
 
     @property
@@ -139,31 +141,30 @@ class DirectCalls:
         without `logs`, as a resource's or prompt's never reached the caller), progress when asked; a
         guard's rounds (`relay.rounds`) ride in the params."""
         await self._started()
-        flags = relay.client
-        capabilities = types.ClientCapabilities(
-            sampling=types.SamplingCapability() if flags.get("sampling") else None,
-            elicitation=types.ElicitationCapability() if flags.get("elicitation") else None,
-            roots=types.RootsCapability() if flags.get("roots") else None,
-        )
-        channel = CallChannel(relay, next(self._ids), progress, log_level, logs)
+        asked = relay.request  # the client's request, as the tool reads it (callcontext.py)
+        rid = asked.get("id")
+        channel = CallChannel(relay, rid if rid is not None else next(self._ids), progress, log_level, logs)
         connection = Connection(  # `session_id`: fastmcp keys `ctx.set_state()` and `ctx.session_id` by it
             channel,
             protocol_version=PROTOCOL,
             session_id=relay.scope,
-            client_params=types.InitializeRequestParams(
-                protocol_version=PROTOCOL, capabilities=capabilities, client_info=_CLIENT
-            ),
+            client_params=client_params(asked, relay.client, PROTOCOL, _CLIENT),
         )
         connection.initialized.set()
         runner = ServerRunner(server=self.server._mcp_server, connection=connection, lifespan_state=self._state)
         params = dict(params)
-        if progress:
-            params["_meta"] = {**params.get("_meta", {}), "progressToken": f"p{channel.request_id}"}
+        meta = {**(asked.get("meta") or {}), **params.get("_meta", {})}
+        if progress and meta.get("progressToken") is None:
+            meta["progressToken"] = f"p{channel.request_id}"
+        if meta:
+            params["_meta"] = meta
         params.update(relay.rounds)
         token = CALL.set(relay)  # whose rules and values fastmcp reads and writes (visibility.py, sessionvalues.py)
+        transport = set_transport(transport_of(asked))
         try:
             result = dict(await runner.on_request(channel, method, params))  # type: ignore[arg-type]
         finally:
+            reset_transport(transport)
             CALL.reset(token)
         for key in ("ttlMs", "cacheScope", "resultType"):  # the wire result's, for a client of its own
             result.pop(key, None)

@@ -133,11 +133,13 @@ class WorkerServer:
             return answer.get("result") or {}
 
         from tooldock.worker.bridge import Relay
+        from tooldock.worker.callcontext import request_of
 
         relay = Relay(event, ask, client if isinstance(client, dict) else {})
         relay.rounds = round_fields(request)
         relay.scope = protocol.scope_of(request)
         relay.visibility = protocol.visibility_of(request)
+        relay.request = request_of(request)
         relay.state = protocol.state_of(request)
         return relay
 

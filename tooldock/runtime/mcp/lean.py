@@ -44,6 +44,7 @@ from starlette.types import Receive, Scope, Send
 from tooldock.runtime.access import key_of
 from tooldock.runtime.disconnect import cancelled_on_disconnect
 from tooldock.runtime.engine import Engine
+from tooldock.runtime.mcp.callcontext import request_fields
 from tooldock.runtime.mcp.caller import caller_of, connection_of
 from tooldock.runtime.mcp.compat import Body
 from tooldock.runtime.mcp.leanmodern import MODERN, PARAM_PREFIX, ROUTING, ModernLean
@@ -129,10 +130,11 @@ class _Known:
     """A session the lean path may serve: the caller fields of its audit lines, its state (the log level it
     set), and the capabilities its client declared (what its Context tools may ask it)."""
 
-    __slots__ = ("caller", "caps", "connection", "state")
+    __slots__ = ("caller", "caps", "client", "connection", "state")
 
-    def __init__(self, caller: dict[str, Any], state: Any, caps: Any, connection: Any) -> None:
+    def __init__(self, caller: dict[str, Any], state: Any, caps: Any, connection: Any, client: Any = None) -> None:
         self.caller, self.state, self.caps = caller, state, caps
+        self.client = client  # its `initialize` params: clientInfo and capabilities, as its tools read them
         # The session's connection, by which an upstream namespace keys its view (mcp/server.py's session_key):
         # held weakly, so a session that ended is not kept alive by this table.
         self.connection = connection
@@ -166,7 +168,8 @@ class LeanPath:
                 connection = weakref.ref(connection_of(ctx))
             except TypeError:  # not weakly referable: upstream namespaces' calls stay with the SDK
                 connection = None
-            self._known[sid] = _Known(caller, state, caps, connection)
+            client = getattr(getattr(ctx, "session", None), "client_params", None)
+            self._known[sid] = _Known(caller, state, caps, connection, client)
 
     async def handle(self, namespace: str, manager: Any, scope: Scope, receive: Receive, send: Send) -> Receive | None:
         """Answer the request here (None), or give the `receive` the SDK must read it from."""
@@ -249,6 +252,8 @@ class LeanPath:
             answer = SseAnswer(send, (SESSION, sid_raw), transport, rid)
             relay = StreamRelay(answer, params, known.state, known.caps, self._asks, sid)
             relay.session_key = session
+            meta = params.get("_meta")
+            relay.request = request_fields(rid, meta, caller["protocol"], known.client, "streamable-http")
         # the session's idle countdown waits for this request, as the SDK's would; a plain call is bounded by
         # its timeout (a streamed one is not: its client may read slowly)
         idle = _Hold(transport, self.engine.call_timeout(namespace) if answer is None else None)

@@ -139,6 +139,7 @@ class StreamRelay:
         self.token = meta.get("progressToken") if isinstance(meta, dict) else None
         self.client = declared(caps)
         self.session_key: Any = None  # whose view an upstream namespace's call sees (lean.py sets it)
+        self.request: dict[str, Any] = {}  # what the tool reads of its request (callcontext.py; lean.py sets it)
         self._open: set[str] = set()  # questions not answered yet
 
     def close(self) -> None:
@@ -153,6 +154,7 @@ class StreamRelay:
             "logLevel": self.log_level,
             "scope": scope_of(self.session),  # whose `ctx.set_state()` the call's is (scope.py)
             **self.state.fields(),  # its visibility rules and values (session.py)
+            "request": self.request,
         }
 
     async def handle(self, message: dict[str, Any]) -> dict[str, Any] | None:

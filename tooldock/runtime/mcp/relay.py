@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from tooldock.runtime.mcp import inputreq
+from tooldock.runtime.mcp.callcontext import of_sdk_request
 from tooldock.runtime.mcp.scope import scope_of_request
 from tooldock.runtime.mcp.session import SessionState
 from tooldock.runtime.mcp.visibility import NOTICES, SessionRules
@@ -53,6 +54,7 @@ class McpRelay:
         if self.round is not None:  # asked through input_required: an undeclared question is -32021
             client["inputRequired"] = True
         fields = {"client": client, "progress": token is not None, "logLevel": self.log_level, "scope": self.scope}
+        fields["request"] = of_sdk_request(self.ctx)  # what the tool reads of its request (callcontext.py)
         if self.session is not None:
             fields.update(self.session.fields())
         return fields

@@ -49,6 +49,7 @@ from tooldock.namespace.versions import CALL_VERSION, asked_version, version_ref
 from tooldock.runtime import jsonin, requestid
 from tooldock.runtime.access import key_of_request
 from tooldock.runtime.engine import Engine
+from tooldock.runtime.mcp.callcontext import of_sdk_request
 from tooldock.runtime.mcp.caller import calling
 from tooldock.runtime.mcp.results import error_payload, error_result, state_error
 from tooldock.runtime.mcp.tasklisten import TaskListen
@@ -265,6 +266,7 @@ class TasksExtension(Extension):
             raise state_error(err) from err
         client = declared_capabilities(ctx.session.client_capabilities)
         relay = TaskRelay(self.store, task, client, session)
+        relay.request = of_sdk_request(ctx)
         # A Context tool may be a guard that asks for input before it goes async (SEP-2663 on SEP-2322): its
         # first round gets a moment to answer `input_required`, which this request then returns instead.
         # A tool whose code never asks (a Context tool that only reports progress and logs) is announced at once.

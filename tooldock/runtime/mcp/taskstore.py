@@ -212,10 +212,12 @@ class TaskRelay:
 
     def __init__(self, store: TaskStore, task: Task, client: dict[str, bool], session_key: Any) -> None:
         self.store, self.task, self.client, self.session_key = store, task, client, session_key
+        self.request: dict[str, Any] = {}  # what the tool reads of the request that made the task (callcontext.py)
 
     def call_fields(self) -> dict[str, Any]:
         # A task is 2026-07-28 only: a question its client did not declare is -32021, raised inside the tool.
-        return {"client": {**self.client, "inputRequired": True}, "progress": True, "logLevel": None}
+        fields = {"client": {**self.client, "inputRequired": True}, "progress": True, "logLevel": None}
+        return {**fields, "request": self.request} if self.request else fields
 
     async def handle(self, message: dict[str, Any]) -> dict[str, Any] | None:
         if message.get("op") == "event":

@@ -54,10 +54,13 @@ class SocketEvents:
         self.questions = questions
         self._asked: set[str] = set()  # this call's questions waiting for their answers
         self.session_key: Any = None  # the connection, whose toolman_activate state an upstream applies
+        self.meta: dict[str, Any] = {}  # the call's `_meta`, which the tool reads (`ctx.request_context.meta`)
 
     def call_fields(self) -> dict[str, Any]:
         client = {name: name in self.answers for name in ANSWERS}
-        return {"client": client, "progress": self.token is not None, "logLevel": self.log_level}
+        fields = {"client": client, "progress": self.token is not None, "logLevel": self.log_level}
+        request = {"id": self.rid, "meta": self.meta} if self.meta and isinstance(self.rid, str | int) else {}
+        return {**fields, "request": request} if request else fields
 
     def close(self) -> None:
         """The call ended: its unanswered questions are given up."""
@@ -110,7 +113,9 @@ def events_for(
     answers = frozenset(name for name in ANSWERS if declared and name in declared)
     if token is None and level is None and not answers:
         return None
-    return SocketEvents(send, rid, token, level, answers, questions)
+    events = SocketEvents(send, rid, token, level, answers, questions)
+    events.meta = meta
+    return events
 
 
 async def nowhere(data: bytes) -> None:
