@@ -42,7 +42,7 @@ from tooldock.errors import BuilderError
 from tooldock.namespace.credentials import credential_problems
 from tooldock.namespace.models import NamespaceSource, Problem
 from tooldock.namespace.names import NamespaceNameError, validate_namespace_name
-from tooldock.namespace.scanner import scan_namespace
+from tooldock.namespace.scanner import is_test_path, scan_namespace
 
 WORKER_PACKAGES = ("worker", "namespace")  # the parts of tooldock a worker image needs
 
@@ -143,7 +143,9 @@ def entries_key(kind: str, entries: list[Entry]) -> str:
 
 def _app_entries(folder: Path, tools_json: bytes) -> list[Entry]:
     entries = entries_from_dir(
-        folder, APP_DIR, skip=lambda rel: Path(rel).name.startswith(".") or rel.endswith(".sock")
+        folder,
+        APP_DIR,
+        skip=lambda rel: Path(rel).name.startswith(".") or rel.endswith(".sock") or is_test_path(rel),
     )
     return [*entries, Entry(f"{APP_DIR}/tools.json", tools_json)]
 

@@ -8,6 +8,10 @@
     secrets     `secrets ...`               the encrypted secrets store (human-only)
     keys        `keys ...`                  API keys for the relay socket and HTTP (create, list, revoke)
     relay       `relay`                     the stdio MCP server a sandbox runs against the relay socket
+    new         `new`                       a namespace folder to start from (a tool, its test, its config)
+    call        `call`                      one tool of a namespace folder called from a shell, no server
+    runtests    `test`                      a namespace's own tests/ run in its environment against it
+    install     `install`                   a namespace added to an MCP client's configuration file
     common      what the command modules share (settings, cache directory)
 
 Results go to stdout (JSON when asked), logs and progress to stderr. Errors from the packages below become
@@ -19,7 +23,7 @@ from __future__ import annotations
 import click
 
 import tooldock
-from tooldock.cli import check, containers, images, keys, manager, relay, secrets, serve
+from tooldock.cli import call, check, containers, images, install, keys, manager, new, relay, runtests, secrets, serve
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -40,5 +44,9 @@ for _command in (
     secrets.secrets,
     keys.keys,
     relay.relay,
+    new.new,
+    call.call,
+    runtests.test,
+    install.install,
 ):
     main.add_command(_command)

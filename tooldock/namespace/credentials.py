@@ -26,6 +26,7 @@ import yaml
 
 from tooldock.namespace.models import NamespaceSource, Problem
 from tooldock.namespace.names import ENV_NAME_RE
+from tooldock.namespace.scanner import is_test_path
 
 PLUGINS = (
     "ArtifactoryDetector",
@@ -212,12 +213,14 @@ MAX_SCANNED_BYTES = 1024 * 1024  # larger files are data, not code or configurat
 
 
 def _shipped(folder: Path) -> list[Path]:
-    """The files of a namespace folder an image would hold (the builder leaves out dot files, bytecode and
-    sockets), text ones only."""
+    """The files of a namespace folder an image would hold (the builder leaves out dot files, bytecode,
+    sockets and the `tests/` folder), text ones only."""
     files = []
     for path in sorted(folder.rglob("*")):
         rel = path.relative_to(folder)
         if any(part.startswith(".") or part == "__pycache__" for part in rel.parts) or path.suffix in (".pyc", ".sock"):
+            continue
+        if is_test_path(rel.as_posix()):
             continue
         if path.is_file() and not path.is_symlink() and path.stat().st_size <= MAX_SCANNED_BYTES:
             files.append(path)

@@ -2,8 +2,9 @@
 
 Rules: a sub-directory is a namespace; `.py` files in it with `@tool` functions contribute tools; names
 starting with `_` or `.` and `__pycache__/` are ignored; `requirements.txt`, `tooldock.yaml`, `README.md`
-and `LICENSE` are metadata. Everything wrong is returned as `Problem`s; scanning never raises for bad
-content, only for a tools directory that does not exist.
+and `LICENSE` are metadata; a `tests/` folder holds the namespace's own tests (`tooldock test`): not tools,
+not in its image, and an edit there restarts nothing. Everything wrong is returned as `Problem`s; scanning
+never raises for bad content, only for a tools directory that does not exist.
 """
 
 from __future__ import annotations
@@ -20,6 +21,14 @@ from tooldock.namespace.toolsfile import TOOLS_FILE, declared_secrets, read_tool
 from tooldock.namespace.validate import validate_source
 
 REQUIREMENTS_FILE = "requirements.txt"
+TESTS_DIR = "tests"  # the namespace's own tests: not served, not built into its image
+
+
+def is_test_path(rel: str) -> bool:
+    """Whether a path relative to a namespace folder is in its `tests/` folder."""
+    return rel == TESTS_DIR or rel.startswith(TESTS_DIR + "/")
+
+
 MAX_TOOL_FILE_BYTES = 1_000_000
 
 
@@ -44,7 +53,8 @@ def fingerprint(folder: Path) -> str:
     """A hash of every file the worker could read: a change anywhere restarts that namespace only."""
     digest = hashlib.sha256()
     for dirpath, dirnames, filenames in os.walk(folder):
-        dirnames[:] = sorted(d for d in dirnames if d not in ("__pycache__", ".git"))
+        top = Path(dirpath) == folder
+        dirnames[:] = sorted(d for d in dirnames if d not in ("__pycache__", ".git") and not (top and d == TESTS_DIR))
         for name in sorted(filenames):
             if name.endswith((".pyc", ".sock")):
                 continue
