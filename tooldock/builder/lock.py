@@ -87,8 +87,7 @@ def compile_requirements(
 def dated_lock(cache: Path, kind: str, requirements: str, target: Target) -> str:
     """A lock of ToolDock's own requirements (`kind`: framework, gateway), resolved as of a fixed date and
     cached by its inputs: the same ToolDock locks the same versions next month."""
-    key = hashlib.sha256(f"{requirements}|{target}|{FRAMEWORK_RESOLVED_AS_OF}".encode()).hexdigest()[:16]
-    path = cache / "locks" / f"{kind}-{key}.lock"
+    path = dated_lock_path(cache, kind, requirements, target)
     if path.is_file():
         return path.read_text()
     try:
@@ -101,8 +100,18 @@ def dated_lock(cache: Path, kind: str, requirements: str, target: Target) -> str
     return text
 
 
+def dated_lock_path(cache: Path, kind: str, requirements: str, target: Target) -> Path:
+    """Where `dated_lock` keeps that lock in the build cache."""
+    key = hashlib.sha256(f"{requirements}|{target}|{FRAMEWORK_RESOLVED_AS_OF}".encode()).hexdigest()[:16]
+    return cache / "locks" / f"{kind}-{key}.lock"
+
+
 def framework_lock(cache: Path, target: Target) -> str:
     return dated_lock(cache, "framework", "\n".join(FRAMEWORK_REQUIREMENTS) + "\n", target)
+
+
+def framework_lock_path(cache: Path, target: Target) -> Path:
+    return dated_lock_path(cache, "framework", "\n".join(FRAMEWORK_REQUIREMENTS) + "\n", target)
 
 
 def namespace_lock(folder: Path, requirements: str, framework: str, target: Target) -> tuple[str, bool]:

@@ -8,6 +8,7 @@
     secrets     `secrets ...`               the encrypted secrets store (human-only)
     keys        `keys ...`                  API keys for the relay socket and HTTP (create, list, revoke)
     relay       `relay`                     the stdio MCP server a sandbox runs against the relay socket
+    compose     `compose up|down|init`      the gateway and manager containers on one host (Docker Compose)
     new         `new`                       a namespace folder to start from (a tool, its test, its config)
     call        `call`                      one tool of a namespace folder called from a shell, no server
     runtests    `test`                      a namespace's own tests/ run in its environment against it
@@ -23,7 +24,21 @@ from __future__ import annotations
 import click
 
 import tooldock
-from tooldock.cli import call, check, containers, images, install, keys, manager, new, relay, runtests, secrets, serve
+from tooldock.cli import (
+    call,
+    check,
+    compose,
+    containers,
+    images,
+    install,
+    keys,
+    manager,
+    new,
+    relay,
+    runtests,
+    secrets,
+    serve,
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -48,5 +63,6 @@ for _command in (
     call.call,
     runtests.test,
     install.install,
+    compose.compose,
 ):
     main.add_command(_command)

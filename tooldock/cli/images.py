@@ -13,7 +13,7 @@ from tooldock.errors import BuilderError
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from tooldock.builder.build import Builder
+    from tooldock.builder.build import Builder, BuildResult
 
 
 @click.command()
@@ -70,6 +70,12 @@ if TYPE_CHECKING:
     help="Build an image of the gateway itself (OUTPUT/tooldock-gateway/), "
     "running `tooldock serve /tools` on port 8000 (no NAMESPACE_DIR needed).",
 )
+@click.option(
+    "--manager",
+    is_flag=True,
+    help="Build an image of the manager (OUTPUT/tooldock-manager/, for `tooldock compose`): the gateway image's "
+    "layers, the example namespaces and what building them needs; with --load, also its base image.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per namespace on stdout.")
 def build(
     namespace_dirs: tuple[Path, ...],
@@ -80,6 +86,7 @@ def build(
     push_to: str | None,
     engine: str,
     gateway: bool,
+    manager: bool,
     as_json: bool,
 ) -> None:
     """Build each NAMESPACE_DIR into its own reproducible OCI image, without a Docker daemon.
@@ -96,7 +103,6 @@ def build(
     from tooldock.builder.build import Builder, BuildOptions
     from tooldock.builder.daemon import DaemonError
     from tooldock.builder.daemon import load as load_image
-    from tooldock.builder.gateway import build_gateway
     from tooldock.builder.registry import RegistryError, parse_target, push
 
     if push_to is not None:
@@ -104,10 +110,10 @@ def build(
             parse_target(push_to)
         except RegistryError as exc:
             raise click.UsageError(str(exc)) from None
-    if not namespace_dirs and not gateway:
-        raise click.UsageError("give at least one NAMESPACE_DIR (or --gateway)")
-    if gateway and engine == "docker":
-        raise click.UsageError("--gateway is built by the oci engine")
+    if not namespace_dirs and not gateway and not manager:
+        raise click.UsageError("give at least one NAMESPACE_DIR (or --gateway, --manager)")
+    if (gateway or manager) and engine == "docker":
+        raise click.UsageError("--gateway and --manager are built by the oci engine")
     if engine == "docker" and (tar_path or load or push_to):
         raise click.UsageError(
             "--engine docker builds into the Docker engine; --tar, --load and --push need --engine oci"
@@ -119,14 +125,15 @@ def build(
         BuildOptions(output=output, cache=_cache_dir(), base=base_ref), say=lambda m: console.print(f"  {m}")
     )
     failures = 0
-    jobs: list = [None] if gateway else []
+    jobs: list[str | Path] = [*(["gateway"] if gateway else []), *(["manager"] if manager else [])]
     for folder in [*jobs, *namespace_dirs]:
         if engine == "docker":
+            assert isinstance(folder, Path)
             failures += _build_with_docker(builder, folder, console, as_json)
             continue
         try:
-            with console.status(f"building {folder or 'the gateway image'}"):
-                result = builder.build(folder) if folder is not None else build_gateway(builder)
+            with console.status(f"building {folder if isinstance(folder, Path) else f'the {folder} image'}"):
+                result = builder.build(folder) if isinstance(folder, Path) else own_image(builder, folder)
                 if tar_path is not None:
                     tar_file = Path(str(tar_path).replace("{namespace}", result.namespace))
                     write_archive(
@@ -139,6 +146,8 @@ def build(
                         loaded = load_image(builder.store, result.image, result.repository, result.ref)
                     except DaemonError as exc:  # the image is built: only the loading needs an engine
                         raise DaemonError(f"{exc}; or write the image with --tar or --push instead") from None
+                if folder == "manager":  # the base it builds workers on, from the engine
+                    loaded += load_image(builder.store, builder.base()[0], "tooldock/base", "local")
                 extra["loaded"] = loaded
                 console.print(f"  loaded as {', '.join(loaded)}")
             if push_to is not None:
@@ -156,7 +165,7 @@ def build(
                 )
         except BuilderError as exc:
             failures += 1
-            console.print(f"[red]✗ {folder or 'gateway'}[/red]: {exc}")
+            console.print(f"[red]✗ {folder}[/red]: {exc}")
             continue
         total = sum(result.timings.values())
         console.print(
@@ -167,6 +176,24 @@ def build(
             click.echo(json.dumps({**result.to_json(), **extra}, sort_keys=True))
     if failures:
         raise click.ClickException(f"{failures} of {len(namespace_dirs) + len(jobs)} image(s) failed to build")
+
+
+def own_image(builder: Builder, which: str) -> BuildResult:
+    """The gateway's or the manager's image (the manager's seeded with a checkout's examples, if any)."""
+    from tooldock.builder.gateway import build_gateway
+    from tooldock.builder.managerimage import build_manager
+
+    if which == "gateway":
+        return build_gateway(builder)
+    return build_manager(builder, checkout_examples())
+
+
+def checkout_examples() -> Path | None:
+    """The example namespaces of the checkout ToolDock runs from; None when installed from a wheel."""
+    import tooldock
+
+    folder = Path(tooldock.__file__).resolve().parent.parent / "examples"
+    return folder if folder.is_dir() else None
 
 
 def _build_with_docker(builder: Builder, folder: Path, console: Console, as_json: bool) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -48,6 +49,12 @@ def manager(
     from tooldock.manager.settings import ManagerSettings
     from tooldock.runtime.settings import SettingsError
 
+    seed_dir = os.environ.get("TOOLDOCK_SEED_DIR")
+    if seed_dir:  # the manager's image (tooldock compose): examples, build cache, secrets store
+        from tooldock.manager.seed import seed
+        from tooldock.runtime.settings import default_state_dir
+
+        seed(Path(seed_dir), tools_dir, cache_dir(), Path(os.environ.get("TOOLDOCK_STATE_DIR") or default_state_dir()))
     if not tools_dir.is_dir():
         raise click.ClickException(
             f"tools directory '{tools_dir}' does not exist; create it (one sub-folder per namespace) "

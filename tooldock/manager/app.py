@@ -32,6 +32,7 @@ from tooldock.manager.context import Manager
 from tooldock.manager.gateway import GatewayClient
 from tooldock.manager.rebuild import DockerRebuild
 from tooldock.manager.reload import Reloader
+from tooldock.manager.seed import deploy_all
 from tooldock.manager.settings import ManagerSettings
 from tooldock.manager.watcher import watch
 from tooldock.manager.workspace import Workspace
@@ -81,7 +82,7 @@ def build_manager(settings: ManagerSettings, cache: Path, port: int) -> Manager:
     workspace = Workspace(settings.tools_dir)
     runtime = settings.runtime
     gateway = GatewayClient(settings.gateway_url, runtime.bearer_token, runtime.manager_token)
-    docker = DockerRebuild(workspace, runtime, cache) if settings.backend == "docker" else None
+    docker = DockerRebuild(workspace, runtime, cache, settings.base_image) if settings.backend == "docker" else None
     # The process backend: the same environment cache the gateway uses, so an install here is a no-op there.
     envs: Environments | None = None
     if docker is not None:
@@ -130,10 +131,15 @@ def create_manager_app(settings: ManagerSettings, cache: Path, host: str = "127.
         watcher = None
         if settings.watch:
             watcher = await watch(settings.tools_dir, manager.reloader, settings.debounce_ms, manager.store.directory)
+        first = None
+        if settings.seed_dir is not None and manager.docker is not None:  # compose: deploy what is there
+            first = asyncio.create_task(deploy_all(manager.reloader))
         try:
             async with hub.run():
                 yield
         finally:
+            if first is not None:
+                first.cancel()
             if watcher is not None:
                 watcher.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):

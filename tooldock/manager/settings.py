@@ -29,6 +29,20 @@ SETTINGS: tuple[EnvVar, ...] = (
         "seed 000's name for the same, used when `TOOLDOCK_GATEWAY_URL` is unset",
     ),
     EnvVar(
+        "TOOLDOCK_BASE_IMAGE",
+        "the `tooldock base` image",
+        "docker backend: the base `reload_core` builds worker images on (an OCI layout directory, a registry "
+        "reference or an image in the Docker engine, as `tooldock build --base`); the manager's image sets it to "
+        "the base it was built on, which `tooldock compose up` loads next to it",
+    ),
+    EnvVar(
+        "TOOLDOCK_SEED_DIR",
+        "unset",
+        "a seed the manager copies in at start (the manager's image sets it, see [Docker Compose]"
+        "(../howto/compose.md)): build-cache entries, the example namespaces on the first start, an empty secrets "
+        "store; then one `reload_core` deploys every namespace",
+    ),
+    EnvVar(
         "ANALYZE_REPO_TIMEOUT_SECONDS",
         "`120`",
         "[`analyze_repo`](../howto/analyze-repo.md): seconds for one git command (`ls-remote`, `clone`)",
@@ -76,6 +90,8 @@ class ManagerSettings:
     max_repo_bytes: int = 200 * 1024 * 1024
     max_read_bytes: int = 512 * 1024
     max_workspace_bytes: int = 2048 * 1024 * 1024  # every clone together; the least recently analyzed go first
+    base_image: str | None = None  # docker: what reload_core builds on (TOOLDOCK_BASE_IMAGE; None: tooldock base)
+    seed_dir: Path | None = None  # TOOLDOCK_SEED_DIR: the manager image's seed, copied in at start (seed.py)
 
     @classmethod
     def from_env(
@@ -95,6 +111,8 @@ class ManagerSettings:
             max_repo_bytes=int(env_number(env, "ANALYZE_REPO_MAX_MB", 200, int)) * 1024 * 1024,
             max_read_bytes=int(env_number(env, "READ_REPO_FILE_MAX_KB", 512, int)) * 1024,
             max_workspace_bytes=int(env_number(env, "ANALYZE_REPO_WORKSPACE_MAX_MB", 2048, int)) * 1024 * 1024,
+            base_image=env.get("TOOLDOCK_BASE_IMAGE") or None,
+            seed_dir=Path(env["TOOLDOCK_SEED_DIR"]) if env.get("TOOLDOCK_SEED_DIR") else None,
         )
 
     def public(self) -> dict[str, object]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +139,44 @@ def secrets_via_socket(config: NamespaceConfig) -> dict[str, str]:
     if not config.secrets:
         return {}
     return {"TOOLDOCK_SECRETS_VIA": "socket", "TOOLDOCK_SECRET_NAMES": ",".join(config.secrets)}
+
+
+_own_mounts: list[tuple[Path, Path]] | None = None
+
+
+def own_mounts(client: Any) -> list[tuple[Path, Path]]:
+    """The mounts of the container this process runs in (a gateway or manager started by `tooldock compose`),
+    as (its path here, the engine's path), longest first. A socket directory handed to a worker container must
+    be named as the engine knows it (under a named volume's mount point on the host), and a worker's mount read
+    back as this process sees it. Outside a container, or when the engine does not know this one: none."""
+    global _own_mounts
+    if _own_mounts is None:
+        found: list[tuple[Path, Path]] = []
+        if Path("/.dockerenv").exists():
+            try:
+                me = client.containers.get(socket.gethostname())
+                mounts = me.attrs.get("Mounts") or []
+                found = [(Path(m["Destination"]), Path(m["Source"])) for m in mounts if m.get("Source")]
+            except Exception:  # docker-py raises several types; the paths then are the same on both sides
+                found = []
+        _own_mounts = sorted(found, key=lambda pair: len(str(pair[0])), reverse=True)
+    return _own_mounts
+
+
+def engine_path(client: Any, local: Path) -> Path:
+    """`local` (a path in this process's file system) as the Docker engine names it."""
+    for here, there in own_mounts(client):
+        if local == here or here in local.parents:
+            return there / local.relative_to(here)
+    return local
+
+
+def local_path(client: Any, engine: Path) -> Path:
+    """A path the Docker engine names (a worker's mount source) as this process sees it."""
+    for here, there in own_mounts(client):
+        if engine == there or there in engine.parents:
+            return here / engine.relative_to(there)
+    return engine
 
 
 def mounted_socket_dir(container: Any) -> Path | None:

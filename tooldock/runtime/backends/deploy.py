@@ -21,8 +21,10 @@ from tooldock.runtime.backends.containers import (
     LABEL_MANAGED,
     LABEL_NAMESPACE,
     container_name,
+    engine_path,
     generation,
     image_contract,
+    local_path,
     mounted_socket_dir,
     remove_socket_dir,
     run_settings,
@@ -71,7 +73,8 @@ def deploy_image(
     asked = {INLINE_REFS_ENV: os.environ[INLINE_REFS_ENV]} if os.environ.get(INLINE_REFS_ENV) else {}  # as listed
     env = {**asked, **dict(config.env), **(env or {})}
     try:
-        container = client.containers.run(image.id, **run_settings(config, sockets, name, gen, env))
+        settings = run_settings(config, engine_path(client, sockets), name, gen, env)
+        container = client.containers.run(image.id, **settings)
     except DockerException as exc:
         remove_socket_dir(root, name)
         raise DeployError(f"docker could not start {name}: {exc}") from None
@@ -132,7 +135,8 @@ def _retire(client: Any, old: list[Any], root: Path, drain: float) -> list[str]:
 def ps(client: Any) -> list[dict[str, Any]]:
     rows = []
     for c in sorted(worker_containers(client), key=lambda c: (c.labels.get(LABEL_NAMESPACE, ""), generation(c))):
-        sockets = mounted_socket_dir(c)
+        mounted = mounted_socket_dir(c)
+        sockets = local_path(client, mounted) if mounted else None
         ns = c.labels.get(LABEL_NAMESPACE, "")
         rows.append(
             {

@@ -28,6 +28,7 @@ from tooldock.runtime.backends.containers import (
     LABEL_NAMESPACE,
     image_contract,
     image_surface,
+    local_path,
     mounted_socket_dir,
     newest_per_namespace,
     remove_socket_dir,
@@ -236,7 +237,8 @@ class DockerBackend:
             except DeployError as exc:
                 problems.append(Problem(c.name, str(exc), None, "invalid_container"))
                 continue
-            sockets = mounted_socket_dir(c)
+            mounted = mounted_socket_dir(c)
+            sockets = local_path(self.client, mounted) if mounted else None
             if sockets is None:
                 problems.append(
                     Problem(
