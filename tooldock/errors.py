@@ -5,9 +5,11 @@
     │   ├── MissingNamespace           400 missing_namespace
     │   └── InvalidJSON                400 invalid_json
     ├── Unauthorized                   401 unauthorized
-    │   └── InvalidApiKey              401 invalid_api_key   (an unknown, revoked or expired API key)
+    │   ├── InvalidApiKey              401 invalid_api_key   (an unknown, revoked or expired API key)
+    │   └── InvalidToken               401 invalid_token     (an OAuth access token refused: expired, forged, ...)
     ├── Forbidden                      403 forbidden
     │   └── NotInScope                 403 not_in_scope      (an API key's scope does not cover the namespace or tool)
+    │       └── InsufficientScope      403 insufficient_scope (an OAuth token lacks the scope a call needs)
     ├── NamespaceNotFound              404 namespace_not_found
     ├── ToolNotFound                   404 tool_not_found
     ├── ToolInactive                   409 tool_inactive     (an upstream tool not activated in this session)
@@ -18,6 +20,7 @@
     │   └── UpstreamUnavailable        503 upstream_unavailable (an upstream MCP server is down or starting)
     ├── UpstreamError                  502 upstream_error    (an upstream JSON-RPC error: relayed as is on MCP)
     ├── StateUnavailable               503 state_unavailable (the shared state store did not answer: retry)
+    ├── IssuerUnavailable              503 issuer_unavailable (the OAuth issuer's metadata or keys unreachable)
     ├── ExecutionTimeout               504 execution_timeout
     ├── ToolFailed                     500 internal_error    (the tool raised, or the worker failed)
     ├── DependencyError                500 dependency_error  (an import inside the tool failed)
@@ -121,6 +124,34 @@ class NotInScope(Forbidden):
     """An API key's scope does not cover the namespace or tool."""
 
     code = "not_in_scope"
+
+
+class InvalidToken(Unauthorized):
+    """An OAuth access token that was refused: expired, not yet valid, forged, for another resource or from
+    another issuer, or one the issuer's introspection says is inactive. The message says which, never the token."""
+
+    code = "invalid_token"
+
+
+class InsufficientScope(NotInScope):
+    """An OAuth access token whose scopes do not allow the call; `details["scope"]` names the scope it needs,
+    `challenge` is the `WWW-Authenticate` value the HTTP answer carries."""
+
+    code = "insufficient_scope"
+
+    def __init__(self, message: str, details: dict[str, Any] | None = None, challenge: str | None = None) -> None:
+        super().__init__(message, details)
+        self.challenge = challenge
+
+
+class IssuerUnavailable(ToolDockError):
+    """The OAuth issuer's discovery document or keys could not be fetched, or are unusable: retry."""
+
+    status, code = 503, "issuer_unavailable"
+
+
+class OAuthConfigError(ValueError):
+    """A TOOLDOCK_OAUTH_* setting that cannot be used (start-up stops with the message)."""
 
 
 class NamespaceNotFound(ToolDockError):

@@ -15,7 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from fnmatch import fnmatchcase
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
+
+from tooldock.errors import NotInScope
 
 Scope = Literal["read", "write", "admin"]
 SCOPES: tuple[Scope, ...] = ("read", "write", "admin")
@@ -33,6 +35,17 @@ class ApiKey:
     last_used: datetime | None = None
     revoked: datetime | None = None
     rate: float | None = None  # calls per second this key may make (token bucket); None = unlimited
+    # False for what is not a key of the keys file (an OAuth token's principal, tooldock.oauth): the KeyGuard
+    # ends what such a principal holds at its `expires`, never because the keys file changed.
+    in_keys_file: ClassVar[bool] = True
+
+    def who(self) -> str:
+        """The caller in an error message or log line: the key's id and name, never the key."""
+        return f"API key {self.id} ({self.name!r}, scope {self.scope})"
+
+    def audit_fields(self) -> dict[str, str]:
+        """What the audit log records of the caller."""
+        return {"key_id": self.id}
 
     @property
     def unrestricted(self) -> bool:
@@ -64,13 +77,20 @@ class ApiKey:
 
     def why_not(self, namespace: str, descriptor: dict[str, Any]) -> str:
         """Why a tool is refused, in words a user can act on (no key material: the id and name only)."""
-        who = f"API key {self.id} ({self.name!r}, scope {self.scope})"
+        who = self.who()
         tool = f"{namespace}/{descriptor.get('name')}"
         if not self.allows_namespace(namespace):
             return f"{who} does not cover namespace {namespace!r} (it covers {', '.join(self.namespaces)})"
         if self.tools and not any(_tool_matches(g, namespace, str(descriptor.get("name"))) for g in self.tools):
             return f"{who} does not cover tool {tool} (its tool globs: {', '.join(self.tools)})"
         return f"{who} may call only read-only tools (annotated readOnlyHint: true); {tool} is not one"
+
+    def refusal(self, namespace: str, descriptor: dict[str, Any]) -> NotInScope:
+        """The error a front end answers when this key may not use the namespace (`descriptor` empty) or tool."""
+        details: dict[str, Any] = {"namespace": namespace, "key_id": self.id}
+        if descriptor.get("name") is not None:
+            details = {"namespace": namespace, "tool": descriptor["name"], "key_id": self.id}
+        return NotInScope(self.why_not(namespace, descriptor), details)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -34,7 +34,8 @@ def restricted(key: ApiKey | None) -> ApiKey | None:
 
 
 def audit(key: ApiKey | None, via: str, what: str, outcome: str) -> None:
-    """One line per call made with an API key: which key (id and name), through what, and how it ended."""
+    """One line per call made with an API key (which key: id and name) or an OAuth token (its principal's id,
+    subject and client id; never the token), through what, and how it ended."""
     if key is not None:
         log.info("key %s (%s, %s) %s %s: %s", key.id, key.name, key.scope, via, what, outcome)
 

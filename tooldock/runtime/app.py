@@ -32,6 +32,7 @@ from tooldock.runtime.http.drain import Drain
 from tooldock.runtime.http.edge import RequestEdge
 from tooldock.runtime.http.hotrest import RestCall
 from tooldock.runtime.http.metrics import MetricsEndpoint
+from tooldock.runtime.http.oauth import ProtectedResourceMetadata, ScopeChallenge, TokenGate, token_gate
 from tooldock.runtime.http.responses import error_response
 from tooldock.runtime.http.rest import create_router
 from tooldock.runtime.keyguard import KeyGuard
@@ -248,10 +249,12 @@ def create_app(
         return error_response(BadRequest(f"invalid request: {exc.errors()}"))
 
     app.include_router(create_router(engine, settings))
+    oauth: TokenGate | None = token_gate(settings, url)  # TOOLDOCK_OAUTH_ISSUER: access tokens too
+    mcp = ScopeChallenge(engine, hub.handle, settings.max_body_bytes) if oauth is not None else hub.handle
     for prefix in ("", "/ns/{namespace}"):
         legacy = LegacySse(hub, settings.max_body_bytes, in_path=bool(prefix))
         app.router.routes.append(
-            Route(f"{prefix}/mcp", endpoint=NamespacedEndpoint(engine, hub.handle), methods=["GET", "POST", "DELETE"])
+            Route(f"{prefix}/mcp", endpoint=NamespacedEndpoint(engine, mcp), methods=["GET", "POST", "DELETE"])
         )
         if settings.enable_legacy_mcp:
             app.router.routes.append(
@@ -264,8 +267,10 @@ def create_app(
     # layers), so the MCP endpoint can be reached past FastAPI's routing (HotRoutes); RequestEdge answers
     # any failure. Outermost first: request ids, /metrics, CORS preflights, docs pages, auth.
     rest = RestCall(engine, settings.max_body_bytes) if settings.lean_rest else None
-    front: ASGIApp = HotRoutes(app, NamespacedEndpoint(engine, hub.handle), rest)
-    front = BearerAuth(front, token=settings.bearer_token, keys=keys, guard=guard)
+    front: ASGIApp = HotRoutes(app, NamespacedEndpoint(engine, mcp), rest)
+    front = BearerAuth(front, token=settings.bearer_token, keys=keys, guard=guard, oauth=oauth)
+    if oauth is not None:
+        front = ProtectedResourceMetadata(front, oauth.config)
     # The Swagger UI pages (and, with TOOLDOCK_SWAGGER_UI_DIR, its files) load without a token; the documents need it.
     swagger = LocalSwagger(settings.swagger_ui_dir) if settings.swagger_ui_dir is not None else None
     if swagger is not None:

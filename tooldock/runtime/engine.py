@@ -25,7 +25,6 @@ from tooldock.errors import (
     NamespaceNotFound,
     NamespaceUnavailable,
     NotFound,
-    NotInScope,
     ToolDockError,
     ToolNotFound,
     WorkerRetired,
@@ -85,7 +84,7 @@ class Engine:
                 raise NamespaceNotFound(str(exc), {"namespace": name}) from None
         key = restricted(key)
         if key is not None and not key.allows_namespace(name):
-            raise NotInScope(key.why_not(name, {}), {"namespace": name, "key_id": key.id})
+            raise key.refusal(name, {})
         if entry is None:
             available = self.namespaces(key)
             raise NamespaceNotFound(
@@ -178,7 +177,7 @@ class Engine:
                 {"namespace": name, "tool": tool},
             )
         if key is not None and not key.allows_tool(name, found):
-            raise NotInScope(key.why_not(name, found), {"namespace": name, "tool": tool, "key_id": key.id})
+            raise key.refusal(name, found)
         return found
 
     def limited(self, entry: NamespaceEntry, key: ApiKey | None) -> bool:  # else `admit` is not awaited
@@ -318,9 +317,9 @@ class Engine:
         if entry is not None and entry.source.config.audit_arguments and args is not None:
             secrets = self.registry.secrets
             shown = secrets.mask.scrub(args) if secrets is not None else args
-        key_id, generation = key.id if key is not None else None, self.registry.snapshot.generation
+        generation = self.registry.snapshot.generation
         rid = requestid.current.get()  # audit.call_line's values: the writer thread builds the line
-        self.audit.record((time.time(), info, rid, key_id, ns, method, name, status, elapsed, generation, shown))
+        self.audit.record((time.time(), info, rid, key, ns, method, name, status, elapsed, generation, shown))
 
     async def _run(
         self, entry: NamespaceEntry, what: str, work: Callable[[Any], Awaitable[Any]], key: ApiKey | None = None

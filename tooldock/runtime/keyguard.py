@@ -1,7 +1,8 @@
 """What lives on after its API key was checked, and must end (or be told) when the key is revoked or
 expires: a call in flight (the engine stops it), an HTTP event stream (an MCP GET stream, a legacy SSE
 stream, a call answered as SSE), a relay connection watching its tools. Every new request checks its key
-anyway; these are what would otherwise outlive a revocation.
+anyway; these are what would otherwise outlive a revocation. An OAuth token's principal (not in the keys file)
+is held until the token expires.
 
 While anything is held, the keys file is looked at once a second (`stat`: `tooldock keys revoke` replaces it
 whole) and the held keys are checked again (one read for all) when it changed, and a key on its own when
@@ -75,6 +76,11 @@ class KeyGuard:
     async def recheck(self, held: Hold) -> bool:
         """Check `held`'s key now; False (and its `on_invalid` run, once) when it is no longer valid (an
         unreadable keys file leaves it valid: see the module's docstring)."""
+        if not held.key.in_keys_file:  # an OAuth token's principal: valid until it expires
+            if held.key.expires is None or held.key.expires > datetime.now(UTC):
+                return True
+            await self._end(held)
+            return False
         active = await self._active({held.key.id})
         if active is None or held.key.id in active:
             return True
@@ -124,7 +130,11 @@ class KeyGuard:
             await asyncio.sleep(self.poll)
             current = await asyncio.to_thread(_signature, path)
             changed, seen, now = current != seen, current, datetime.now(UTC)
-            due = [h for h in list(self._holds) if changed or (h.key.expires is not None and h.key.expires <= now)]
+            due = [
+                h
+                for h in list(self._holds)
+                if (changed and h.key.in_keys_file) or (h.key.expires is not None and h.key.expires <= now)
+            ]
             if due:
                 active = await self._active({h.key.id for h in due})
                 if active is None:  # only what the held keys say themselves: expiry

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tooldock.envvars import names
+from tooldock.errors import OAuthConfigError
+from tooldock.oauth import OAuthConfig
 from tooldock.runtime.settings_table import SETTINGS, SETTINGS_INTRO, SETTINGS_TITLE
 from tooldock.state.url import StateUrl, parse_url
 
@@ -200,6 +202,13 @@ def _swagger_ui_dir(env: dict[str, str]) -> Path | None:
     return folder
 
 
+def _oauth(env: dict[str, str]) -> OAuthConfig | None:
+    try:
+        return OAuthConfig.from_env(env)
+    except OAuthConfigError as exc:
+        raise SettingsError(str(exc)) from None
+
+
 def default_state_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "tooldock"
@@ -248,6 +257,7 @@ class Settings:
     watch: bool = False  # reload after edits under the tools directory (serve --watch, or the manager's)
     watch_debounce_ms: int = 1500  # quiet time that ends a burst of edits
     state_url: StateUrl | None = None  # the shared state store (None: this process's memory)
+    oauth: OAuthConfig | None = None  # access tokens from an OpenID / OAuth issuer (TOOLDOCK_OAUTH_*; tooldock.oauth)
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -305,6 +315,7 @@ class Settings:
             watch=env_bool(env, "ENABLE_FS_WATCHER", False),
             watch_debounce_ms=int(env_number(env, "FS_WATCHER_DEBOUNCE_MS", 1500, int)),
             state_url=_state_url(env),
+            oauth=_oauth(env),
         )
 
     @property

@@ -8,6 +8,10 @@ the front ends find it and narrow what the caller sees and may call to its scope
 binds each MCP session to the key that opened it. Every request made with a key is logged with its id.
 `admin_only` (the manager): only an admin key without globs gets in.
 
+With `oauth` (TOOLDOCK_OAUTH_ISSUER), any other bearer is taken for an OAuth access token and checked by
+runtime.http.oauth's TokenGate: its principal (a TokenPrincipal, an ApiKey to every scope check) then goes the
+same way as a key's, and the 401 of a request without a credential points at the protected resource metadata.
+
 An answer that is an event stream (an MCP GET stream, a legacy SSE stream, a call answered as SSE) lives on
 after its key was checked: the KeyGuard holds its key, and when the key is revoked or expires the stream is
 ended (its last chunk sent, then the connection closed, its handlers told as if the client had left). A
@@ -28,8 +32,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tooldock.errors import Forbidden, InvalidApiKey, Unauthorized
 from tooldock.keys import KEY_PREFIX, ApiKey, KeyStore
+from tooldock.oauth import TokenPrincipal
 from tooldock.runtime.access import ASGI_KEY, audit, audit_refused, check_key, touch_later
 from tooldock.runtime.disconnect import hang_up
+from tooldock.runtime.http.oauth import TokenGate
 from tooldock.runtime.http.responses import error_response
 from tooldock.runtime.keyguard import Hold, KeyGuard
 
@@ -50,9 +56,11 @@ class BearerAuth:
         keys: KeyStore | None = None,
         admin_only: bool = False,
         guard: KeyGuard | None = None,
+        oauth: TokenGate | None = None,
     ) -> None:
-        """`guard`: the gateway's KeyGuard (one is made for `keys` when none is given)."""
-        self.app, self.token, self.keys, self.admin_only = app, token, keys, admin_only
+        """`guard`: the gateway's KeyGuard (one is made for `keys` when none is given); `oauth`: accept the
+        issuer's access tokens too."""
+        self.app, self.token, self.keys, self.admin_only, self.oauth = app, token, keys, admin_only, oauth
         self.guard = guard or (KeyGuard(keys) if keys is not None else None)
         self._touching: set[asyncio.Task[Any]] = set()
 
@@ -68,6 +76,15 @@ class BearerAuth:
             return
         if scheme.lower() == "bearer" and self.keys is not None and presented.startswith(KEY_PREFIX):
             await self._with_key(presented, scope, receive, send)
+            return
+        if scheme.lower() == "bearer" and self.oauth is not None and presented:
+            principal = await self.oauth.admit(presented, scope, receive, send)
+            if principal is not None:
+                await self._serve(principal, scope, receive, send)
+            return
+        if self.oauth is not None:
+            refused = error_response(self.oauth.missing(scope), self.oauth.unauthorized_headers(scope))
+            await refused(scope, receive, send)
             return
         err = Unauthorized(
             "missing or invalid bearer token: send 'Authorization: Bearer <token>' "
@@ -94,6 +111,14 @@ class BearerAuth:
             await error_response(refused)(scope, receive, send)
             return
         touch_later(self.keys, key, self._touching)  # last used, once a minute at most
+        await self._serve(key, scope, receive, send)
+
+    async def _serve(self, key: ApiKey, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve the request as `key` (an API key, or an OAuth token's principal)."""
+        if self.admin_only and not key.unrestricted:
+            audit_refused(key.id, f"http {scope.get('method', '')} {scope['path'][:200]}", "not unrestricted admin")
+            await error_response(Forbidden(f"{key.who()} may not use the manager"))(scope, receive, send)
+            return
         scope[ASGI_KEY] = key
         scope["user"] = _principal(key)
         stream = _GuardedStream(self.guard, key, scope, send)
@@ -164,6 +189,16 @@ def _principal(key: ApiKey) -> AuthenticatedUser:
     """The key as the MCP SDK's transports know a caller (`scope["user"]`): they bind each session to the
     credential that opened it (streamable HTTP and legacy SSE answer any other "session not found"), and the
     lean path applies the same rule. Its id, never the key itself."""
+    if isinstance(key, TokenPrincipal):  # the session is its subject's (and client's), whatever token it brings
+        return AuthenticatedUser(
+            AccessToken(
+                token=key.id,
+                client_id=key.client_id,
+                scopes=[key.scope],
+                subject=key.subject,
+                claims={"iss": key.issuer},
+            )
+        )
     return AuthenticatedUser(AccessToken(token=key.id, client_id=f"tooldock-key:{key.id}", scopes=[key.scope]))
 
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from tooldock.runtime import requestid
 
 if TYPE_CHECKING:
+    from tooldock.keys import ApiKey
     from tooldock.runtime.observe.context import CallInfo
 
 DAILY = re.compile(r"(\d{4}-\d{2}-\d{2})\.jsonl")
@@ -48,7 +49,7 @@ def call_line(
     now: float,
     info: CallInfo,
     request_id: str | None,
-    key_id: str | None,
+    key: ApiKey | None,
     namespace: str,
     method: str,
     name: str,
@@ -63,7 +64,7 @@ def call_line(
         "time": timestamp(now),
         **info.to_dict(),
         "request_id": request_id or info.request_id or requestid.new(),
-        **({"key_id": key_id} if key_id is not None else {}),
+        **(key.audit_fields() if key is not None else {}),
         "namespace": namespace,
         "method": method,
         "tool" if method == "tools/call" else "target": name[:500],
