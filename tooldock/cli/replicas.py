@@ -12,7 +12,8 @@ The parent runs nothing of the gateway: it starts the store the replicas share w
 `redis-server`, privateredis.py), prefixes each replica's stderr with its name, restarts a replica that dies
 (with backoff), forwards SIGTERM / SIGINT to all of them and SIGHUP to one (a reload on one replica reaches
 the others through the store; a SIGHUP to each would reload every replica N times), and exits once all of
-them have.
+them have. On the process backend it also starts the worker owner (`w`, sharedworkers.py), which runs the
+workers of every replica: supervised like a replica, told of a SIGHUP instead of one, stopped after them.
 """
 
 from __future__ import annotations
@@ -34,6 +35,13 @@ from typing import IO, TYPE_CHECKING
 import click
 
 from tooldock.cli.privateredis import PrivateRedis
+from tooldock.cli.sharedworkers import (
+    OWNER_NAME,
+    make_shared_dir,
+    remove_shared_dir,
+    shared_by_default,
+)
+from tooldock.runtime.backends.shared import OWNER_ENV, SHARED_ENV
 
 if TYPE_CHECKING:
     from tooldock.runtime.settings import Settings
@@ -63,6 +71,9 @@ def supervise(
     supervisor.share_store(settings.state_url is not None, settings.state_dir)
     supervisor.share_secrets(settings.bearer_token, settings.token_generated)
     supervisor.first_args = ["--watch" if settings.watch else "--no-watch"] + (["--read-only"] if read_only else [])
+    if backend == "process" and shared_by_default():  # one set of workers; the owner watches TOOLS_DIR
+        supervisor.share_workers(supervisor.first_args[:1])
+        supervisor.first_args = ["--no-watch"]
     supervisor.other_args = ["--no-watch"] + (["--read-only"] if read_only or backend == "docker" else [])
     supervisor.others = {"TOOLDOCK_RELAY_SOCKET": "off"}
     child = manager() if manager is not None else None
@@ -88,6 +99,7 @@ def inherited(host: str) -> tuple[socket.socket, str] | None:
 @dataclass
 class Replica:
     name: str
+    label: str = ""  # how the parent's lines name it ("replica r1", "worker owner w")
     proc: subprocess.Popen[bytes] | None = None
     started: float = 0.0
     ready: threading.Event = field(default_factory=threading.Event)
@@ -101,7 +113,10 @@ class Replicas:
 
     def __init__(self, count: int, sock: socket.socket, url: str, argv: list[str], drain_timeout: float) -> None:
         self.sock, self.url, self.argv, self.drain_timeout = sock, url, argv, drain_timeout
-        self.replicas = [Replica(f"r{n + 1}") for n in range(count)]
+        self.replicas = [Replica(f"r{n + 1}", f"replica r{n + 1}") for n in range(count)]
+        self.owner: Replica | None = None  # the worker owner, when the replicas share process workers
+        self.shared: Path | None = None  # its directory (sharedworkers.py)
+        self.owner_args: list[str] = []
         self.env: dict[str, str] = dict(os.environ)
         self.first_args: list[str] = []  # options only the first replica gets (--watch)
         self.other_args: list[str] = []  # and only the others (--no-watch, --read-only)
@@ -136,13 +151,22 @@ class Replicas:
         if not (self.env.get("TOOLDOCK_STATE_KEY") or self.env.get("TOOLDOCK_STATE_KEY_FILE")):
             self.env["TOOLDOCK_STATE_KEY"] = secrets.token_urlsafe(32)
 
+    def share_workers(self, args: list[str]) -> None:
+        """Process backend: a worker owner runs the workers and every replica attaches to them."""
+        self.shared = make_shared_dir()
+        self.env[SHARED_ENV] = str(self.shared)
+        self.owner, self.owner_args = Replica(OWNER_NAME, f"worker owner {OWNER_NAME}"), args
+
+    def _members(self) -> list[Replica]:
+        return ([self.owner] if self.owner is not None else []) + self.replicas
+
     # -- running ---------------------------------------------------------------------------------------------
 
     def run(self) -> None:
         previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
         try:
             click.echo(f"tooldock: starting {len(self.replicas)} gateway replicas on {self.url}", err=True)
-            for replica in self.replicas:
+            for replica in self._members():
                 self._start(replica)
             self._until_ready()
             if self.stopping is None:
@@ -156,6 +180,8 @@ class Replicas:
             self._stop_all()
             if self.redis is not None:
                 self.redis.stop()
+            if self.shared is not None:
+                remove_shared_dir(self.shared)
             self.sock.close()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
@@ -173,7 +199,9 @@ class Replicas:
                 self._reload()
                 continue
             self._say(f"tooldock: {signal.Signals(signum).name}: stopping the replicas")
-            for replica in self.replicas:  # a second Ctrl-C is passed on too: uvicorn then stops at once
+            # The worker owner after them (_stop_all): they may still call it. A second Ctrl-C is passed on too:
+            # uvicorn then stops at once.
+            for replica in self.replicas:
                 if replica.proc is not None and replica.proc.poll() is None:
                     replica.proc.send_signal(signum)
 
@@ -183,6 +211,9 @@ class Replicas:
         first = replica is self.replicas[0]
         env = {**self.env, FD_ENV: str(self.sock.fileno()), NAME_ENV: replica.name, **({} if first else self.others)}
         argv = self.argv + (self.first_args if first else self.other_args)
+        if replica is self.owner:  # no port: it serves the replicas' workers (the relay socket is r1's)
+            env = {**self.env, OWNER_ENV: "1", "TOOLDOCK_RELAY_SOCKET": "off"}
+            argv = self.argv + self.owner_args
         replica.ready.clear()
         # From the main thread only: PR_SET_PDEATHSIG fires when the thread that started the child ends. Its
         # own process group: a Ctrl-C in the terminal reaches the parent alone, which passes it on once.
@@ -196,7 +227,7 @@ class Replicas:
             process_group=0,
         )
         replica.started, replica.restart_at = time.monotonic(), None
-        self._say(f"tooldock: replica {replica.name} started (pid {replica.proc.pid})")
+        self._say(f"tooldock: {replica.label} started (pid {replica.proc.pid})")
         assert replica.proc.stderr is not None
         threading.Thread(
             target=self._relay,
@@ -212,7 +243,7 @@ class Replicas:
             line = raw.decode(errors="replace").rstrip("\n")
             if line.startswith(READY):
                 replica.ready.set()
-                line = f"tooldock: replica {replica.name} ready (pid {pid})"
+                line = f"tooldock: {replica.label} ready (pid {pid})"
             if line.startswith("{"):
                 try:
                     record = json.loads(line)
@@ -230,20 +261,20 @@ class Replicas:
             sys.stderr.flush()
 
     def _pids(self) -> str:
-        return ", ".join(f"{r.name} pid {r.proc.pid}" for r in self.replicas if r.proc is not None)
+        return ", ".join(f"{r.name} pid {r.proc.pid}" for r in self._members() if r.proc is not None)
 
     def _until_ready(self) -> None:
         """Every replica ready, or a ClickException naming the one that failed first (its reason is above)."""
         deadline = time.monotonic() + START_TIMEOUT
-        while self.stopping is None and not all(r.ready.is_set() for r in self.replicas):
+        while self.stopping is None and not all(r.ready.is_set() for r in self._members()):
             self._handle_signals()  # a SIGHUP before every replica is ready
-            for replica in self.replicas:
+            for replica in self._members():
                 assert replica.proc is not None
                 code = replica.proc.poll()
                 if code is not None and not replica.ready.is_set():
                     time.sleep(0.2)  # the rest of what it said, before the parent's last word
                     raise click.ClickException(
-                        f"replica {replica.name} exited with code {code} while starting (its output is above); "
+                        f"{replica.label} exited with code {code} while starting (its output is above); "
                         "stopping the others"
                     )
             if time.monotonic() > deadline:
@@ -256,7 +287,7 @@ class Replicas:
         while self.stopping is None:
             now = time.monotonic()
             self._handle_signals()
-            for replica in self.replicas:
+            for replica in self._members():
                 assert replica.proc is not None
                 if replica.restart_at is not None:
                     if now >= replica.restart_at and self.stopping is None:
@@ -269,12 +300,17 @@ class Replicas:
                 delay = min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (replica.failures - 1))
                 replica.restart_at = now + delay
                 self._say(
-                    f"tooldock: replica {replica.name} (pid {replica.proc.pid}) exited unexpectedly "
+                    f"tooldock: {replica.label} (pid {replica.proc.pid}) exited unexpectedly "
                     f"({_exit_reason(code)}); restarting it in {delay:.0f} s"
                 )
             time.sleep(0.1)
 
     def _reload(self) -> None:
+        owner = self.owner
+        if owner is not None and owner.proc is not None and owner.proc.poll() is None and owner.ready.is_set():
+            owner.proc.send_signal(signal.SIGHUP)  # it reloads the workers; every replica follows its manifest
+            self._say(f"tooldock: SIGHUP: the {owner.label} reloads, and every replica follows")
+            return
         live = [r for r in self.replicas if r.proc is not None and r.proc.poll() is None and r.ready.is_set()]
         if not live:
             self._say("tooldock: SIGHUP: no replica is ready to reload; ignored")
@@ -301,6 +337,15 @@ class Replicas:
                 proc.wait()
         if live:
             self._say("tooldock: every replica has stopped")
+        owner = self.owner.proc if self.owner is not None else None
+        if owner is not None and owner.poll() is None:  # last: the replicas' calls in flight needed its workers
+            owner.terminate()
+            try:
+                owner.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self._say(f"tooldock: the worker owner (pid {owner.pid}) did not stop in time; killing it")
+                owner.kill()
+                owner.wait()
 
 
 def _exit_reason(code: int) -> str:

@@ -14,6 +14,7 @@ import click
 
 from tooldock.cli.common import refuse_namespace_folder, writable_state_dir
 from tooldock.cli.replicas import MAX_REPLICAS, Replicas, inherited, supervise
+from tooldock.cli.sharedworkers import attached, owner_requested, serve_workers
 from tooldock.errors import BuilderError, SecretsError
 
 if TYPE_CHECKING:
@@ -109,8 +110,11 @@ def listen_options(port: int, port_env: str, host_env: str | None = None) -> Cal
     "exits when they have. They share MCP sessions, rate limits and reloads through TOOLDOCK_STATE_URL, or, "
     "when it is unset, through a private redis-server that serve starts on a unix socket in the state dir "
     "and stops on exit (Debian package redis-server; without it and without TOOLDOCK_STATE_URL serve "
-    "refuses to start). Process backend: each replica runs its own worker processes (memory times N); "
-    "docker backend: r1 manages the containers, the others only attach to them (as --read-only).",
+    "refuses to start). Process backend: the replicas share one set of worker processes (one per namespace, so "
+    "a tool's in-process state is the same through every replica), run by a worker owner process (w) that "
+    "watches TOOLS_DIR (--watch) and reloads (a SIGHUP goes to it; a reload on any replica asks it); a replica "
+    "that restarts leaves the workers running. Docker backend: r1 manages the containers, the others only "
+    "attach to them (as --read-only).",
 )
 def serve(
     tools_dir: Path,
@@ -140,6 +144,9 @@ def serve(
                 "(see examples/), or pass another directory: tooldock serve DIR"
             )
         refuse_namespace_folder(tools_dir, "serve")
+    if owner_requested():  # the worker owner of `serve --replicas N` (sharedworkers.py): no port, no HTTP
+        serve_workers(tools_dir, watch)
+        return
     # early: a port in use is the only line, not after a token never used (a replica's was bound by its parent)
     sock, url = inherited(host) or listen(host, port)
     if with_manager and manager_port:  # the manager's too: its child would fail alone, the gateway serving on
@@ -190,8 +197,9 @@ def serve(
     if backend == "process":  # its fork server imports the framework while this process imports the gateway
         from tooldock.runtime.backends.process import ProcessBackend
 
-        prepared = ProcessBackend(settings, folder)
-        prepared.warm_up()
+        prepared = attached(settings, folder) or ProcessBackend(settings, folder)  # attached: a replica's
+        if isinstance(prepared, ProcessBackend):
+            prepared.warm_up()
     from tooldock.runtime.app import create_app
     from tooldock.runtime.http.drain import Drain
 

@@ -22,7 +22,7 @@ from tooldock.errors import BadRequest, ToolDockError
 from tooldock.keys import KeyStore
 from tooldock.runtime.access import key_of
 from tooldock.runtime.admission import Admission
-from tooldock.runtime.backend import Backend
+from tooldock.runtime.backend import Backend, Delegating
 from tooldock.runtime.backends.process import ProcessBackend
 from tooldock.runtime.engine import Engine
 from tooldock.runtime.http.auth import BearerAuth
@@ -198,7 +198,8 @@ def create_app(
         for line in serving(report, registry, tools_dir if backend.name == "process" else "docker containers"):
             print(f"tooldock: {line}", file=sys.stderr, flush=True)
         reloads.on_sighup()
-        reloads.share(store, replica_name())
+        if not isinstance(backend, Delegating):  # attached replicas follow the worker owner's manifest instead
+            reloads.share(store, replica_name())
         reloads.on_backend_changes(backend)
         await relay_server.start()
         audit.start()

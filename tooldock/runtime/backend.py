@@ -85,6 +85,17 @@ class Watching(Protocol):
 
 
 @runtime_checkable
+class Delegating(Protocol):
+    """A backend whose workers another process runs (a replica of `serve --replicas N` on the process
+    backend: backends/attached.py). A reload that starts here asks that process to reload first; its answer
+    (what failed there) is this reload's too. A reload the backend itself calls for (`Watching`, the other
+    process changed its workers) must not ask it again."""
+
+    async def reload_owner(self, retry_failed: bool) -> dict[str, Any]:
+        """Raises ReloadFailed when the owner cannot reload."""
+
+
+@runtime_checkable
 class SessionViews(Protocol):
     """A worker whose lists depend on who asks: an upstream namespace, where each MCP session activates its
     own tools (`toolman_activate`). `session` None is a caller without one (REST, the relay socket)."""

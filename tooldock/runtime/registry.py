@@ -19,7 +19,7 @@ from typing import Any, cast
 
 from tooldock.errors import ReloadFailed, SecretsError
 from tooldock.namespace.models import NamespaceSource, Problem, problem_text
-from tooldock.runtime.backend import Backend, Replaceable, Worker
+from tooldock.runtime.backend import Backend, Delegating, Replaceable, Worker
 from tooldock.runtime.secretmap import NamespaceSecrets, SecretMap
 from tooldock.runtime.settings import Settings
 from tooldock.upstream.worker import UpstreamWorker
@@ -136,10 +136,19 @@ class Registry:
         (or crash-looped) is started again, unless `retry_failed` is False and its files and secrets are as they
         were (a watcher's reload after an edit elsewhere): it is then listed under `not_retried`. `announce`:
         tell the other replicas sharing the state store to reload too (reloads.share); not for a reload that
-        came from one of them, nor the one at start."""
+        came from one of them, nor the one at start. A `Delegating` backend's owner reloads first then."""
         started = time.perf_counter()
         try:
+            owner = (
+                await self.backend.reload_owner(retry_failed)
+                if announce and isinstance(self.backend, Delegating)
+                else {}
+            )
             result = await self._reload(retry_failed)
+            for key in ("failed", "problems"):  # what the owner of the workers found (its reload, just before)
+                result[key] = {**(owner.get(key) or {}), **result[key]}
+            if owner.get("deps_synced"):
+                result["deps_synced"] = sorted(set(result["deps_synced"]) | set(owner["deps_synced"]))
         finally:
             for timed in self.reload_timings:
                 timed(time.perf_counter() - started)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tooldock.errors import StateUnavailable
-from tooldock.runtime.backend import Backend, Watching
+from tooldock.runtime.backend import Backend, Delegating, Watching
 from tooldock.runtime.filewatch import follow, shown
 from tooldock.runtime.registry import Registry
 from tooldock.secrets.files import private_dir
@@ -113,6 +113,12 @@ class Reloads:
         if not isinstance(backend, Watching):
             return
         state = {"dirty": False, "running": False}
+        # A replica attached to the worker owner's workers: it follows what the owner did, without asking it
+        why, announce = (
+            ("the worker owner changed workers", False)
+            if isinstance(backend, Delegating)
+            else ("containers changed", True)
+        )
 
         async def settle() -> None:
             try:
@@ -120,7 +126,7 @@ class Reloads:
                     state["dirty"] = False
                     await asyncio.sleep(0.2)
                     # a deploy makes several events (create, start, a health status): said once, when it counts
-                    await reload_and_report(self.registry, "containers changed", quiet=True)
+                    await reload_and_report(self.registry, why, quiet=True, announce=announce)
             finally:
                 state["running"] = False
 
