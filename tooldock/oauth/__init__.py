@@ -40,6 +40,12 @@ SETTINGS: tuple[EnvVar, ...] = (
         "narrows the token to that namespace); needed when the gateway listens on 0.0.0.0 or sits behind a proxy",
     ),
     EnvVar(
+        "TOOLDOCK_OAUTH_AUDIENCES",
+        "unset",
+        "other `aud` values, comma-separated, that also name this gateway: for a provider that writes its own "
+        "identifier for the API instead of the resource URL (Entra ID's application ID URI or client id)",
+    ),
+    EnvVar(
         "TOOLDOCK_OAUTH_SCOPES",
         "`read=tooldock:read,write=tooldock:write,admin=tooldock:admin`",
         "the token scopes that grant ToolDock's read, write and admin (the first a token holds, from admin "

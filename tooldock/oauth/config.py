@@ -23,6 +23,7 @@ MAX_SECRET = 4096
 class OAuthConfig:
     issuer: str
     resource: str | None = None  # None: the gateway's URL + /mcp, filled in by `for_gateway`
+    audiences: tuple[str, ...] = ()  # other `aud` values that name this gateway (Entra ID's api://<app id>, ...)
     claim: str = "scope"  # the claim whose values the grants name
     grants: tuple[Grant, ...] = default_grants()
     algorithms: tuple[str, ...] = ALGORITHMS
@@ -41,6 +42,9 @@ class OAuthConfig:
         resource = env.get("TOOLDOCK_OAUTH_RESOURCE", "").strip() or None
         if resource is not None:
             check_url("TOOLDOCK_OAUTH_RESOURCE", resource, "https://tools.example.com/mcp")
+        audiences = tuple(a.strip() for a in env.get("TOOLDOCK_OAUTH_AUDIENCES", "").split(",") if a.strip())
+        if any(len(a) > 500 or " " in a for a in audiences):
+            raise OAuthConfigError("TOOLDOCK_OAUTH_AUDIENCES: audiences are comma-separated, without spaces")
         claim, grants = "scope", default_grants(parse_scope_names(env.get("TOOLDOCK_OAUTH_SCOPES", "")))
         grants_file = env.get("TOOLDOCK_OAUTH_GRANTS_FILE", "").strip()
         if grants_file:
@@ -60,6 +64,7 @@ class OAuthConfig:
         return cls(
             issuer=issuer,
             resource=resource,
+            audiences=audiences,
             claim=claim,
             grants=grants,
             algorithms=_algorithms(env.get("TOOLDOCK_OAUTH_ALGORITHMS", "")),

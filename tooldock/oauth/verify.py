@@ -124,7 +124,7 @@ class TokenVerifier:
         endpoint; else InvalidToken."""
         listed = aud if isinstance(aud, list) else [aud]
         auds = [a for a in listed if isinstance(a, str)]
-        if self.resource in auds or self.resource.rstrip("/") + "/" in auds:
+        if self.resource in auds or self.resource.rstrip("/") + "/" in auds or set(auds) & set(self.config.audiences):
             return ""
         for value in auds:
             if self._ns_prefix is not None and value.startswith(self._ns_prefix) and value.endswith("/mcp"):

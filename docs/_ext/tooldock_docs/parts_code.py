@@ -15,6 +15,7 @@ FAMILIES = {
     "manager": "ManagerError",
     "registry": "RegistryError",
     "keys": "KeysError",
+    "oauth": "OAuthConfigError",
 }
 
 

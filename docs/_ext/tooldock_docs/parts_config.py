@@ -16,6 +16,7 @@ GROUPS = {
     "relay": "tooldock.runtime.relay.config",
     "secrets": "tooldock.secrets",
     "keys": "tooldock.keys",
+    "oauth": "tooldock.oauth",
     "builder": "tooldock.builder",
     "manager": "tooldock.manager.settings",
     "analysis": "tooldock.manager.analysis.fetch",
