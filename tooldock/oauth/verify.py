@@ -15,7 +15,10 @@ is `InvalidToken` (401) with the reason, never the token; a token holding none o
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
+import re
 import time
 from collections import OrderedDict
 from datetime import UTC, datetime
@@ -31,6 +34,7 @@ from tooldock.oauth.issuer import Issuer
 
 MAX_REMEMBERED = 10_000  # verified tokens remembered (least recently used go first)
 MAX_TOKEN = 16 * 1024
+_B64URL = re.compile(r"[A-Za-z0-9_-]{2,4096}")
 
 
 class TokenVerifier:
@@ -69,10 +73,7 @@ class TokenVerifier:
         return principal
 
     async def _jwt(self, token: str) -> tuple[TokenPrincipal, str, float]:
-        try:
-            header = jwt.get_unverified_header(token)
-        except jwt.PyJWTError:
-            raise InvalidToken("the access token is not a well-formed JWT") from None
+        header = _header(token)
         alg, kid = header.get("alg"), header.get("kid")
         if alg not in self.config.algorithms:
             raise InvalidToken(
@@ -141,3 +142,19 @@ class TokenVerifier:
         for digest, (_, kid, _) in list(self._seen.items()):
             if kid is not None and kid != "" and kid not in kids:
                 self._seen.pop(digest, None)
+
+
+def _header(token: str) -> dict[str, Any]:
+    """The JOSE header, to pick the key and algorithm (jwt.decode checks the whole token again after): read
+    here rather than with jwt.get_unverified_header, which would parse and check every segment twice (a
+    third of a first check's time)."""
+    segment = token.split(".", 1)[0]
+    try:
+        if not _B64URL.fullmatch(segment):
+            raise ValueError
+        header = json.loads(base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4)))
+    except (ValueError, RecursionError):
+        raise InvalidToken("the access token is not a well-formed JWT") from None
+    if not isinstance(header, dict):
+        raise InvalidToken("the access token is not a well-formed JWT")
+    return header
