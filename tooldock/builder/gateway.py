@@ -152,8 +152,9 @@ def build_gateway(builder: Builder) -> BuildResult:
         {
             "Entrypoint": [shared.info.python_bin, "-s", "-m", "tooldock.cli"],
             "Cmd": ["serve", "/tools", "--host", "0.0.0.0"],
+            # No declared volumes: each would be an anonymous volume at every `docker run` that mounts nothing
+            # there (`deploy --gateway`, compose, which mount what they use), left behind by a plain `rm`.
             "ExposedPorts": {"8000/tcp": {}},
-            "Volumes": {"/tools": {}, "/var/lib/tooldock": {}},
         },
     )
     shared.timings["total"] = time.perf_counter() - started

@@ -261,9 +261,9 @@ def project_workers(folder: Path) -> list[Any]:
 @click.option("--volumes", "-v", is_flag=True, help="Also delete the data volume (tools, secrets store, keys, logs).")
 def down(folder: Path, volumes: bool) -> None:
     """Stop and remove the containers, the worker containers the manager deployed, and the networks."""
-    workers = project_workers(folder)
-    run_compose(folder, "stop")  # first: a running gateway would restart the workers removed next
-    for container in workers:
+    # Stopped first: a running gateway would restart the workers removed next, a running manager deploy more.
+    run_compose(folder, "stop")
+    for container in project_workers(folder):
         container.remove(force=True)
         click.echo(f"tooldock: removed worker container {container.name}", err=True)
     run_compose(folder, "down", *(["--volumes"] if volumes else []))

@@ -31,6 +31,7 @@ from tooldock.runtime.backends.containers import (
     local_path,
     mounted_socket_dir,
     newest_per_namespace,
+    own_mounts,
     remove_socket_dir,
     worker_containers,
 )
@@ -244,6 +245,16 @@ class DockerBackend:
                     Problem(
                         c.name,
                         "no host directory mounted at /run/tooldock; redeploy it with tooldock deploy",
+                        None,
+                        "invalid_container",
+                    )
+                )
+                continue
+            if own_mounts(self.client) and not sockets.is_dir():  # in a container: another one's, or gone
+                problems.append(
+                    Problem(
+                        c.name,
+                        f"its socket directory {mounted} is not in this gateway's mounts",
                         None,
                         "invalid_container",
                     )
