@@ -1,7 +1,8 @@
 """Gateway replicas and the shared state store (issue 56): MCP `tools/call` of a trivial tool, on a 2025-11-25
 session and as 2026-07-28 requests, for one replica with its state in memory, one replica with its state in
-Redis, and one and two replicas on one Redis behind haproxy (the same hop: those two rows compare replica
-counts); each for a namespace without a rate limit and one with a limit too high to refuse anything (every
+Redis, one and two replicas on one Redis behind haproxy (the same hop: those two rows compare replica
+counts), and `tooldock serve --replicas 2` (two processes on one port, sharing one worker per namespace,
+against one replica on Redis); each for a namespace without a rate limit and one with a limit too high to refuse anything (every
 call takes a token: a replica takes them from Redis in batches when busy). wrk drives the
 load (bench/mcp_wrk.py; its CPU per call is in the table, to show it is not the bottleneck), every answer is
 checked, and Redis's own count of the commands it ran gives the store round trips per call.
@@ -146,13 +147,13 @@ async def main(seconds: float, levels: list[int]) -> list[Row]:
         redis = Redis(folder)
         started: list[subprocess.Popen] = []
         try:
-            def gateway(name: str, state: str | None) -> str:
+            def gateway(name: str, state: str | None, args: list[str] | None = None) -> str:
                 env = {**os.environ, "TOOLDOCK_STATE_KEY": "b" * 43}
                 env.pop("TOOLDOCK_STATE_URL", None)
                 if state:
                     env["TOOLDOCK_STATE_URL"] = state
                 log = open(folder / f"{name}.log", "w")
-                proc, url = start_gateway(log, env=env, tools=tools)
+                proc, url = start_gateway(log, args=args, env=env, tools=tools)
                 started.append(proc)
                 return url
 
@@ -162,8 +163,10 @@ async def main(seconds: float, levels: list[int]) -> list[Row]:
             balancer, balanced = haproxy(folder, [shared, second])
             alone_balancer, alone = haproxy(folder / "one", [shared])  # the same hop, one replica behind it
             started += [balancer, alone_balancer]
+            one_port = gateway("one-port", redis.url, ["--replicas", "2"])  # the kernel spreads connections
             targets = [("1 replica, memory", memory, None), ("1 replica, Redis", shared, redis),
-                       ("1 replica, Redis, haproxy", alone, redis), ("2 replicas, Redis, haproxy", balanced, redis)]
+                       ("1 replica, Redis, haproxy", alone, redis), ("2 replicas, Redis, haproxy", balanced, redis),
+                       ("serve --replicas 2", one_port, redis)]
             for level in levels:
                 for modern in (False, True):
                     for namespace in ("bench", "limited"):
@@ -186,13 +189,15 @@ async def main(seconds: float, levels: list[int]) -> list[Row]:
 def table(rows: list[Row]) -> Table:
     out = Table(title=f"MCP tools/call through replicas and the state store ({machine.describe()})")
     for column in ("target", "requests", "namespace", "conc.", "calls/s", "p50 ms", "p99 ms", "errors",
-                   "wrk CPU/call", "Redis cmds/call", "vs 1 replica, memory", "vs 1 behind haproxy"):
+                   "wrk CPU/call", "Redis cmds/call", "vs 1 replica, memory", "vs 1 replica, same hop"):
         out.add_column(column, justify="left" if column in ("target", "requests", "namespace") else "right")
     base = {(r.kind, r.namespace, r.concurrency): r.rate for r in rows if r.target == "1 replica, memory"}
     one = {(r.kind, r.namespace, r.concurrency): r.rate for r in rows if r.target == "1 replica, Redis, haproxy"}
+    direct = {(r.kind, r.namespace, r.concurrency): r.rate for r in rows if r.target == "1 replica, Redis"}
     for r in rows:
-        same = one.get((r.kind, r.namespace, r.concurrency))
-        versus = f"{r.rate / same:.2f}x" if r.target.startswith("2 replicas") and same else ""
+        same = {"2 replicas, Redis, haproxy": one, "serve --replicas 2": direct}.get(r.target, {})
+        peer = same.get((r.kind, r.namespace, r.concurrency))
+        versus = f"{r.rate / peer:.2f}x" if peer else ""
         ratio = r.rate / base[(r.kind, r.namespace, r.concurrency)] if base.get((r.kind, r.namespace,
                                                                                   r.concurrency)) else 0.0
         out.add_row(r.target, r.kind, r.namespace + (" (rate limit)" if r.namespace == "limited" else ""),
