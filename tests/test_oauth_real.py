@@ -16,6 +16,7 @@ import base64
 import json
 import re
 import shutil
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,6 +41,29 @@ from fastmcp.tools import tool
 async def everything_seen(ctx: Context) -> str:
     """What this worker can see of the call: its request context, its environment."""
     return repr(ctx.request_context) + repr(dict(os.environ))
+'''
+
+# An upstream MCP server (stdio) that answers `seen` with every message the gateway sent it and its environment.
+RECORDER = '''import json, os, sys
+lines = []
+for line in sys.stdin:
+    lines.append(line)
+    request = json.loads(line)
+    rid, method = request.get("id"), request.get("method")
+    if rid is None:
+        continue
+    if method == "initialize":
+        result = {"protocolVersion": request["params"].get("protocolVersion", "2025-11-25"),
+                  "capabilities": {"tools": {}}, "serverInfo": {"name": "recorder", "version": "1"}}
+    elif method == "tools/list":
+        result = {"tools": [{"name": "seen", "description": "What this server was sent.",
+                             "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}}]}
+    elif method == "tools/call":
+        result = {"content": [{"type": "text", "text": json.dumps([lines, dict(os.environ)])}]}
+    else:
+        result = {}
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": rid, "result": result}) + "\\n")
+    sys.stdout.flush()
 '''
 
 
@@ -69,6 +93,10 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     provider = Provider(provider_home(STATE_DIR), tmp).start()
     shutil.copytree(RELAY_TOOLS, tmp / "tools")
     (tmp / "tools" / "project" / "seen.py").write_text(ECHO_HEADERS_TOOL)
+    (tmp / "recorder.py").write_text(RECORDER)
+    (tmp / "tools" / "up").mkdir()
+    (tmp / "tools" / "up" / "tools.toml").write_text(
+        f'active_toolsets = ["*"]\n[[servers]]\nnamespace = "rec"\ncommand = "{sys.executable} {tmp / "recorder.py"}"\n')
     env, sock, keys = relay_env(
         TOOLDOCK_OAUTH_ISSUER=provider.issuer, TOOLDOCK_OAUTH_CLIENT_ID="gateway",
         TOOLDOCK_OAUTH_CLIENT_SECRET="gateway-secret-0123456789", TOOLDOCK_LOG_DIR=str(tmp / "audit"),
@@ -255,6 +283,21 @@ def test_a_token_without_any_tooldock_scope_is_403(setup: Setup):
     assert challenge(answer)["scope"] == "tooldock:read"
 
 
+def test_a_session_opened_with_a_token_serves_only_its_subject(setup: Setup):
+    accept = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    alice = setup.provider.key.sign(setup.claims(sub="alice", scope="tooldock:read"))
+    opened = setup.request("POST", "/mcp", alice, body=init, **accept)
+    assert opened.status_code == 200, opened.text
+    session = {**accept, "Mcp-Session-Id": opened.headers["mcp-session-id"]}
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    again = setup.provider.key.sign(setup.claims(sub="alice", scope="tooldock:read", jti="another token"))
+    assert setup.request("POST", "/mcp", again, body=listing, **session).status_code == 200
+    bob = setup.provider.key.sign(setup.claims(sub="bob", scope="tooldock:read"))
+    assert setup.request("POST", "/mcp", bob, body=listing, **session).status_code == 404
+
+
 # what is logged, and what is not sent on ----------------------------------------------------------------------
 
 
@@ -278,7 +321,16 @@ def test_the_token_is_not_sent_on_to_the_worker(setup: Setup):
     answer = setup.request("POST", "/tools/everything_seen", token, "project", {})
     assert answer.status_code == 200, answer.text
     seen = answer.json()["result"]
-    assert "request_context" in seen or "RequestContext" in seen or "PATH" in seen
+    assert "RequestContext" in seen and "PATH" in seen  # its request context and environment
+    assert token not in seen and token.split(".")[2] not in seen and "Bearer" not in seen
+
+
+def test_the_token_is_not_sent_on_to_an_upstream_mcp_server(setup: Setup):
+    token = setup.provider.token(setup.resource, "tooldock:read")
+    answer = setup.request("POST", "/tools/rec_seen", token, "up", {})
+    assert answer.status_code == 200, answer.text
+    seen = answer.json()["result"]
+    assert "tools/call" in seen  # what it was sent, and its environment
     assert token not in seen and token.split(".")[2] not in seen and "Bearer" not in seen
 
 
