@@ -13,18 +13,78 @@ is a fastmcp `Client` connected to it over streamable HTTP, driven from plain (s
 `get_prompt(name, **arguments)` as fastmcp's; `run(coroutine_function, *args)` runs any other coroutine of
 `client` (the fastmcp Client itself) on the fixture's event loop.
 
-Only pytest, anyio and fastmcp here: this file is imported inside the namespace's environment.
+With `tooldock test --image` the tests run in a container with no network but its own loopback: there the
+gateway is a unix socket (`TOOLDOCK_TEST_SOCKET`), which this plugin forwards the gateway's loopback address
+to, so the URL is the same inside as outside.
+
+Only pytest, anyio and fastmcp here (and the standard library): this file is imported inside the namespace's
+environment.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
 URL, TOKEN, NAMESPACE = "TOOLDOCK_TEST_URL", "TOOLDOCK_TEST_TOKEN", "TOOLDOCK_TEST_NAMESPACE"
+SOCKET = "TOOLDOCK_TEST_SOCKET"
+
+
+def forward(listener: socket.socket, connect: Callable[[], socket.socket]) -> None:
+    """Accept on `listener` (in a daemon thread) and pipe each connection both ways to a new `connect()`."""
+
+    def pipe(src: socket.socket, dst: socket.socket, done: list[int]) -> None:
+        with contextlib.suppress(OSError):
+            while data := src.recv(65536):
+                dst.sendall(data)
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+        done.append(1)
+        if len(done) == 2:  # both ways ended
+            src.close()
+            dst.close()
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:  # closed
+                return
+            try:
+                upstream = connect()
+            except OSError:
+                conn.close()
+                continue
+            done: list[int] = []
+            threading.Thread(target=pipe, args=(conn, upstream, done), daemon=True).start()
+            threading.Thread(target=pipe, args=(upstream, conn, done), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True, name="tooldock-forward").start()
+
+
+def pytest_configure(config: Any) -> None:
+    """In `tooldock test --image`'s container: the gateway's loopback address, forwarded to its socket."""
+    path, url = os.environ.get(SOCKET), os.environ.get(URL)
+    if not path or not url:
+        return
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", urlsplit(url).port or 80))
+    listener.listen(64)
+
+    def connect() -> socket.socket:
+        upstream = socket.socket(socket.AF_UNIX)
+        upstream.connect(path)
+        return upstream
+
+    forward(listener, connect)
 
 
 class NamespaceClient:

@@ -39,8 +39,9 @@ READY = re.compile(r"tooldock: ready on (http://127\.0\.0\.1:\d+)")
 START_TIMEOUT = 600.0  # seconds: the first start builds the namespaces' environments
 
 
-def test_lib(state_dir: Path) -> Path:
-    """A directory of links to ToolDock and pytest (with its dependencies), for the tests' PYTHONPATH."""
+def test_packages() -> dict[str, Path]:
+    """ToolDock's and pytest's packages (with pytest's dependencies and their metadata) as installed here:
+    name -> the real directory (or module file)."""
     found: dict[str, Path] = {}
     for name in TEST_MODULES:
         spec = importlib.util.find_spec(name)
@@ -55,6 +56,12 @@ def test_lib(state_dir: Path) -> Path:
             where = getattr(importlib.metadata.distribution(dist), "_path", None)
             if isinstance(where, Path) and where.is_dir():
                 found[where.name] = where.resolve()
+    return found
+
+
+def test_lib(state_dir: Path) -> Path:
+    """A directory of links to ToolDock and pytest (with its dependencies), for the tests' PYTHONPATH."""
+    found = test_packages()
     key = hashlib.sha256(repr(sorted(found.items())).encode()).hexdigest()[:12]
     lib = state_dir / "testlib" / key
     if not lib.is_dir():
@@ -86,14 +93,16 @@ async def _environment(source: Any, envs_root: Path) -> Path:
 class Gateway:
     """`tooldock serve` on a loopback port over a tools directory, for the tests' clients."""
 
-    def __init__(self, tools_dir: Path, log: Path) -> None:
+    def __init__(
+        self, tools_dir: Path, log: Path, args: tuple[str, ...] = (), more_env: dict[str, str] | None = None
+    ) -> None:
         self.token = secrets.token_urlsafe(32)
         self.log = log
-        env = {**os.environ, "TOOLDOCK_BEARER_TOKEN": self.token}
+        env = {**os.environ, **(more_env or {}), "TOOLDOCK_BEARER_TOKEN": self.token}
         env.pop("TOOLDOCK_STATE_URL", None)  # one gateway of its own: no replicas' store
         with open(log, "wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "tooldock.cli", "serve", str(tools_dir), "--port", "0"],
+                [sys.executable, "-m", "tooldock.cli", "serve", str(tools_dir), "--port", "0", *args],
                 stdout=subprocess.DEVNULL,
                 stderr=out,
                 env=env,
@@ -155,7 +164,17 @@ def _pytest(python: Path, folder: Path, lib: Path, gateway: Gateway, extra: list
     metavar="ARGS",
     help='More arguments for pytest, as one shell-quoted string (e.g. "-k greet -x").',
 )
-def test(namespace_dirs: tuple[Path, ...], pytest_args: str) -> None:
+@click.option(
+    "--image",
+    is_flag=True,
+    help="Test each namespace in its image, as it ships: build it (`tooldock build`'s builder and cache) and "
+    "load it into the Docker engine, serve it from its worker container as `serve --backend docker` does, and "
+    "run pytest in a throwaway container of the image (read-only, non-root, no network but the gateway), with "
+    "tests/ mounted read-only (it is not in the image) and pytest mounted from ToolDock's installation (the "
+    "image's Python must be as new as ToolDock's). Needs the Docker engine (DOCKER_HOST); every container is "
+    "removed at the end.",
+)
+def test(namespace_dirs: tuple[Path, ...], pytest_args: str, image: bool) -> None:
     """Run each namespace's own tests/ with pytest, in the namespace's environment, against the namespace
     served as ToolDock serves it.
 
@@ -164,12 +183,13 @@ def test(namespace_dirs: tuple[Path, ...], pytest_args: str) -> None:
     runs in the namespace's virtualenv (its requirements, fastmcp), so a test may also import a tool file
     and call its functions. Files under tests/ are not tools and are not built into the image. pytest's
     output goes to stdout; exits 1 when a namespace's tests fail (or it has none, or it does not start).
-    Made for CI, before `tooldock build`.
+    Made for CI, before `tooldock build`; with --image, in the namespace's image as it ships.
 
     \b
     Examples:
       tooldock test tools/weather
       tooldock test tools/* --pytest-args "-x -q"
+      tooldock test tools/* --image
     """
     from tooldock.namespace.scanner import TESTS_DIR, scan_namespace
 
@@ -183,6 +203,11 @@ def test(namespace_dirs: tuple[Path, ...], pytest_args: str) -> None:
             raise click.ClickException(f"{folder} has no {TESTS_DIR}/ folder: nothing to run")
     config = settings()
     writable_state_dir(config.state_dir)
+    if image:
+        from tooldock.cli.imagetests import run_in_images
+
+        report(folders, run_in_images(folders, extra))
+        return
     sources = [scan_namespace(folder) for folder in folders]
     pythons = [asyncio.run(_environment(source, config.state_dir / "envs")) for source in sources]
     lib = test_lib(config.state_dir)
@@ -203,6 +228,11 @@ def test(namespace_dirs: tuple[Path, ...], pytest_args: str) -> None:
                     failed.append(folder.name)
         finally:
             gateway.stop()
+    report(folders, failed)
+
+
+def report(folders: list[Path], failed: list[str]) -> None:
+    """The last line: how many passed, which failed; exit 1 if any did."""
     passed = len(folders) - len(failed)
     click.echo(
         f"{passed} of {len(folders)} namespace(s) passed" + (f"; failed: {', '.join(failed)}" if failed else ""),

@@ -18,6 +18,9 @@ from tooldock.worker.protocol import PROTOCOL_VERSION
 LABEL_NAMESPACE = "io.tooldock.namespace"
 LABEL_GENERATION = "io.tooldock.generation"
 LABEL_MANAGED = "io.tooldock.managed"  # started by `tooldock deploy`: the gateway may stop and remove it
+# A run of `tooldock test --image` labels its containers with a scope of its own and tells its gateway
+# (TOOLDOCK_WORKER_SCOPE, internal): only that gateway sees them, and it sees no others.
+LABEL_SCOPE, SCOPE_ENV = "io.tooldock.scope", "TOOLDOCK_WORKER_SCOPE"
 SOCKET_MOUNT = "/run/tooldock"
 WORKER_UID = 65532
 DEFAULT_MEMORY, DEFAULT_CPUS, DEFAULT_PIDS = "256m", 1.0, 256
@@ -35,9 +38,12 @@ def generation(container: Any) -> int:
 
 
 def worker_containers(client: Any, namespace: str | None = None) -> list[Any]:
-    """Every ToolDock worker container (of one namespace), in any state; ones removed while listing are skipped."""
+    """Every ToolDock worker container (of one namespace), in any state; ones removed while listing are skipped.
+    Only those of this process's scope: none (the containers `tooldock deploy` starts), or a test run's."""
     label = f"{LABEL_NAMESPACE}={namespace}" if namespace else LABEL_NAMESPACE
-    return client.containers.list(all=True, filters={"label": label}, ignore_removed=True)
+    scope = os.environ.get(SCOPE_ENV, "")
+    found = client.containers.list(all=True, filters={"label": label}, ignore_removed=True)
+    return [c for c in found if (c.labels or {}).get(LABEL_SCOPE, "") == scope]
 
 
 def _age(container: Any) -> tuple[int, str]:
