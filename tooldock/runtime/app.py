@@ -18,8 +18,10 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 import tooldock
+from tooldock.dashboard import DashboardPages, keys_router
 from tooldock.errors import BadRequest, ToolDockError
 from tooldock.keys import KeyStore
+from tooldock.runtime import requestid
 from tooldock.runtime.access import key_of
 from tooldock.runtime.admission import Admission
 from tooldock.runtime.backend import Backend, Delegating
@@ -250,6 +252,7 @@ def create_app(
         return error_response(BadRequest(f"invalid request: {exc.errors()}"))
 
     app.include_router(create_router(engine, settings))
+    app.include_router(keys_router(keys, key_of, audit.record, requestid.of_scope))  # /whoami, /keys: the dashboard's
     oauth: TokenGate | None = token_gate(settings, url)  # TOOLDOCK_OAUTH_ISSUER: access tokens too
     mcp = ScopeChallenge(engine, hub.handle, settings.max_body_bytes) if oauth is not None else hub.handle
     for prefix in ("", "/ns/{namespace}"):
@@ -277,6 +280,7 @@ def create_app(
     if swagger is not None:
         print(f"tooldock: /docs serves Swagger UI {swagger.version} from {settings.swagger_ui_dir}", file=sys.stderr)
     front = DocsPages(front, swagger)
+    front = DashboardPages(front)  # /ui/: the web dashboard (tooldock.dashboard), which asks for the token itself
     front = with_cors(front, origins=settings.cors_origins)  # preflights are answered before auth
     front = MetricsEndpoint(front, metrics=metrics, token=settings.bearer_token, metrics_token=settings.metrics_token)
     front = (drain or Drain()).wrap(front, registry.calls_in_flight, replica_name())  # SIGTERM: drain, then stop

@@ -21,12 +21,15 @@ def gateway_openapi() -> dict[str, Any]:
     from fastapi import FastAPI
 
     import tooldock
+    from tooldock.dashboard import keys_router
+    from tooldock.keys import KeyStore
     from tooldock.runtime.http.gatewaydoc import gateway_openapi as finish
     from tooldock.runtime.http.rest import create_router
     from tooldock.runtime.settings import Settings
 
     app = FastAPI(title="ToolDock", version=tooldock.__version__, openapi_url=None)
     app.include_router(create_router(None, Settings.from_env({"TOOLDOCK_BEARER_TOKEN": "x" * 16})))
+    app.include_router(keys_router(KeyStore(Path("keys")), lambda scope: None, lambda line: None, lambda scope: None))
     return finish(app.openapi())
 
 

@@ -1,0 +1,331 @@
+"""The web dashboard at /ui/ (issue 60) in a real browser: Debian's Chromium, headless, driven by Playwright,
+against one gateway serving a namespace with a tool per input-schema shape the form draws (`shapes`), a
+small one (`ok`) and one whose worker dies on start (`crashy`, a crash loop).
+
+Every page runs in a browser context whose requests to anything but loopback are refused and recorded: a
+test fails if the page asked for one (the browser also resolves no host name but localhost).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from conftest import FIXTURES, Gateway, require
+from tooldock.dashboard import CSP
+from tooldock.dashboard.pages import STATIC
+from tooldock.keys import KeyStore
+
+LOOPBACK = {"127.0.0.1", "localhost", "[::1]"}
+ROOT = Path(__file__).resolve().parent.parent
+SHAPES = '''"""One tool per input-schema shape the dashboard's form draws, a failing one, an image, a Context tool."""
+
+import asyncio
+from typing import Annotated, Literal
+
+from fastmcp import Context
+from fastmcp.tools import tool
+from fastmcp.utilities.types import Image
+from pydantic import BaseModel, Field
+
+
+class Address(BaseModel):
+    street: str
+    zip: int = Field(description="Postal code")
+
+
+@tool(annotations={"readOnlyHint": True})
+def greet(name: Annotated[str, Field(description="Who to greet")], times: int = 2, loud: bool = False) -> str:
+    """Greet someone (read-only)."""
+    text = " ".join([f"hello {name}"] * times)
+    return text.upper() if loud else text
+
+
+@tool
+def scale(x: float, factor: float = 1.5) -> float:
+    """Multiply a number."""
+    return x * factor
+
+
+@tool
+def pick(color: Literal["red", "green", "blue"], size: Literal[1, 2, 3] = 2) -> str:
+    """Choose from enums."""
+    return f"{color}:{size}"
+
+
+@tool
+def ship(to: Address, express: bool = False) -> dict:
+    """A nested object."""
+    return {"label": f"{to.street} {to.zip}", "express": express}
+
+
+@tool
+def total(values: list[int], tags: list[str] = []) -> dict:
+    """Arrays."""
+    return {"sum": sum(values), "tags": tags}
+
+
+@tool
+def maybe(note: str | None = None, count: int | None = None) -> str:
+    """Nullable fields."""
+    return f"note={note!r} count={count!r}"
+
+
+@tool
+def either(value: int | list[str]) -> str:
+    """A union the form does not draw: the JSON view."""
+    return repr(value)
+
+
+@tool
+def fail(reason: str) -> str:
+    """Always fails."""
+    raise ValueError(f"failed on purpose: {reason}")
+
+
+@tool
+def dot() -> Image:
+    """A one-pixel PNG."""
+    return Image(data=bytes.fromhex(
+        "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+        "1f15c4890000000d49444154789c63f8cfc0f01f0005000201a7f3b95b0000000049454e44ae426082"), format="png")
+
+
+@tool
+async def crawl(steps: int = 50, ctx: Context = None) -> str:
+    """Report progress and a log line every step (0.2 s each)."""
+    for step in range(steps):
+        await ctx.report_progress(step + 1, steps, f"step {step + 1}")
+        await ctx.info(f"working on step {step + 1}")
+        await asyncio.sleep(0.2)
+    return f"crawled {steps}"
+'''
+OK = '''from fastmcp.tools import tool
+
+
+@tool(annotations={"readOnlyHint": True})
+def ping() -> str:
+    """Answer pong."""
+    return "pong"
+
+
+@tool
+def wipe() -> str:
+    """Pretend to delete everything (not read-only)."""
+    return "wiped"
+'''
+
+
+class Dash:
+    """The gateway, its key store and audit log folder."""
+
+    def __init__(self, gateway: Gateway, keys: KeyStore, audit: Path) -> None:
+        self.gateway, self.keys, self.audit = gateway, keys, audit
+        self.url, self.token = gateway.url, gateway.token
+
+    def audit_lines(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for f in sorted(self.audit.glob("*.jsonl")) for line in f.read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def dash(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dash]:
+    tmp = tmp_path_factory.mktemp("dashboard")
+    tools = tmp / "tools"
+    for name, text in (("shapes", SHAPES), ("ok", OK)):
+        (tools / name).mkdir(parents=True)
+        (tools / name / "tools.py").write_text(text)
+    shutil.copytree(FIXTURES / "crashy" / "crashy", tools / "crashy")
+    env = {"TOOLDOCK_KEYS_DIR": str(tmp / "keys"), "TOOLDOCK_LOG_DIR": str(tmp / "audit"),
+           "TOOLDOCK_RESTART_BACKOFF": "0.05"}
+    gateway = Gateway(tools, tmp / "gateway.log", env).start()
+    gateway.wait_for(lambda: gateway.namespace("crashy")["state"] == "crash_loop", 60, "the crash loop")
+    yield Dash(gateway, KeyStore(tmp / "keys"), tmp / "audit")
+    gateway.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """A headless Chromium (Debian's `chromium`) that resolves no host name but localhost."""
+    require("chromium")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:  # the test extra installs it
+        if os.environ.get("CI") == "true":
+            pytest.fail("playwright is not installed: run ./scripts/test, which installs the test extra")
+        pytest.skip("playwright is not installed (the test extra has it)")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=shutil.which("chromium"),
+            args=["--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1", "--no-sandbox"],
+        )
+        yield browser
+        browser.close()
+
+
+class Tab:
+    """A fresh browser context (its own sessionStorage) whose requests beyond loopback are refused and kept."""
+
+    def __init__(self, browser: Any, base: str) -> None:
+        self.base, self.refused, self.errors = base, [], []
+        self.context = browser.new_context()
+        self.context.route("**/*", self._route)
+        self.page = self.context.new_page()
+        self.page.set_default_timeout(20_000)
+        self.page.on("pageerror", lambda error: self.errors.append(str(error)))
+        self.page.on("console", lambda m: self.errors.append(m.text) if "Content Security Policy" in m.text else None)
+
+    def _route(self, route: Any) -> None:
+        url = route.request.url
+        if urlsplit(url).hostname in LOOPBACK or url.startswith(("data:", "blob:")):
+            route.continue_()
+            return
+        self.refused.append(url)
+        route.abort()
+
+    def open(self, path: str, token: str | None = None) -> Any:
+        """Go to `path` (under /ui) and, with `token`, sign in on the form the page shows."""
+        self.page.goto(self.base + "/ui" + path)
+        if token is not None:
+            self.page.get_by_label("Bearer token or API key").fill(token)
+            self.page.get_by_role("button", name="Sign in").click()
+            self.page.get_by_role("button", name="Sign out").wait_for()
+        return self.page
+
+    def close(self) -> None:
+        self.context.close()
+        assert not self.refused, f"the dashboard asked for addresses beyond loopback: {self.refused}"
+        assert not self.errors, f"the page had script or CSP errors: {self.errors}"
+
+
+@pytest.fixture
+def tab(browser: Any, dash: Dash) -> Iterator[Tab]:
+    opened = Tab(browser, dash.url)
+    yield opened
+    opened.close()
+
+
+@pytest.fixture(scope="module")
+def admin(browser: Any, dash: Dash) -> Iterator[Tab]:
+    """One tab signed in with the bearer token, shared by the runner tests (each opens its tool's URL)."""
+    opened = Tab(browser, dash.url)
+    opened.open("/", dash.token)
+    yield opened
+    opened.close()
+
+
+# -- served by the gateway ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", ["/ui", "/ui/", "/ui/tools", "/ui/namespaces/shapes/tools/greet", "/ui/no/such/view"])
+def test_every_ui_path_answers_the_app_without_a_token_and_with_the_csp(dash: Dash, path: str) -> None:
+    reply = httpx.get(dash.url + path, timeout=30)
+    assert reply.status_code == 200 and reply.headers["content-type"].startswith("text/html")
+    assert reply.headers["content-security-policy"] == CSP and CSP.startswith("default-src 'self';")
+    assert '<script type="module" src="/ui/assets/app.js">' in reply.text
+    assert "Authorization" not in reply.text and dash.token not in reply.text
+
+
+def test_the_files_come_with_the_csp_their_type_and_an_etag(dash: Dash) -> None:
+    for name, kind in (("app.js", "text/javascript"), ("style.css", "text/css"), ("icon.svg", "image/svg+xml")):
+        reply = httpx.get(f"{dash.url}/ui/assets/{name}", timeout=30)
+        assert reply.status_code == 200 and reply.content == (STATIC / name).read_bytes()
+        assert reply.headers["content-type"].startswith(kind) and reply.headers["content-security-policy"] == CSP
+        again = httpx.get(f"{dash.url}/ui/assets/{name}", headers={"If-None-Match": reply.headers["etag"]}, timeout=30)
+        assert again.status_code == 304
+    for outside in ("/ui/assets/../pages.py", "/ui/assets/%2e%2e/pages.py", "/ui/assets/index.html"):
+        reply = httpx.get(dash.url + outside, timeout=30)
+        assert "from __future__" not in reply.text and "__ROOT__" not in reply.text  # the app's page, or a 404
+    assert httpx.get(f"{dash.url}/ui/assets/nothing.js", timeout=30).headers["content-security-policy"] == CSP
+    assert httpx.post(f"{dash.url}/ui/", timeout=30).status_code == 405
+
+
+def test_every_module_the_app_imports_ships_in_the_package() -> None:
+    """Plain ES modules, no build step: each relative import names a file of static/, and nothing is
+    loaded from elsewhere (no http: or // in an import, a src or a stylesheet)."""
+    for script in STATIC.glob("*.js"):
+        text = script.read_text()
+        for target in re.findall(r'from "([^"]+)"', text):
+            assert target.startswith("./") and (STATIC / target[2:]).is_file(), f"{script.name} imports {target}"
+        assert not re.search(r"""(import|fetch)\(?\s*["'](https?:)?//""", text), script.name
+    assert not re.search(r"https?://", (STATIC / "index.html").read_text() + (STATIC / "style.css").read_text())
+    ignored = [p for p in STATIC.iterdir() if p.suffix in (".pyc",)]
+    assert not ignored
+    assert 'packages = ["tooldock"]' in (ROOT / "pyproject.toml").read_text()  # the wheel takes the whole folder
+
+
+def test_the_keys_endpoints_are_in_the_gateways_openapi_and_the_reference(dash: Dash) -> None:
+    doc = httpx.get(dash.url + "/openapi.json", headers={"Authorization": f"Bearer {dash.token}"}, timeout=30).json()
+    assert {"get", "post"} <= set(doc["paths"]["/keys"]) and "delete" in doc["paths"]["/keys/{key_id}"]
+    assert "get" in doc["paths"]["/whoami"]
+    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+    from tooldock_docs.parts_api import operations
+
+    listed = {(method, path) for method, path, _ in operations()}
+    assert {("GET", "/keys"), ("POST", "/keys"), ("DELETE", "/keys/{key_id}"), ("GET", "/whoami")} <= listed
+
+
+# -- sign-in ------------------------------------------------------------------------------------------------
+
+def test_a_wrong_token_is_refused_with_a_message_and_sign_in_returns_to_the_deep_link(tab: Tab, dash: Dash) -> None:
+    page = tab.open("/namespaces/shapes/tools/greet")
+    page.get_by_label("Bearer token or API key").fill("not-the-token")
+    page.get_by_role("button", name="Sign in").click()
+    alert = page.get_by_role("alert")
+    alert.wait_for()
+    assert "refused this token (401)" in alert.inner_text() and "bearer token" in alert.inner_text()
+    assert page.evaluate("window.sessionStorage.length") == 0
+    page.get_by_label("Bearer token or API key").fill(dash.token)
+    page.get_by_role("button", name="Sign in").click()
+    page.get_by_role("heading", name="greet", exact=True).wait_for()
+    assert page.url == dash.url + "/ui/namespaces/shapes/tools/greet"
+    assert page.get_by_role("button", name="Run").is_visible()
+    stored = page.evaluate("Object.values(window.sessionStorage)")
+    assert stored == [dash.token]
+    assert page.context.cookies() == []  # the token is never a cookie
+    page.reload()  # kept in the tab: no question the second time
+    page.get_by_role("heading", name="greet", exact=True).wait_for()
+
+
+# -- overview and tools -------------------------------------------------------------------------------------
+
+def test_the_overview_shows_each_state_and_the_reason_of_the_failing_one(admin: Tab, dash: Dash) -> None:
+    page = admin.open("/")
+    crashy = page.locator('tr[data-namespace="crashy"]')
+    crashy.wait_for()
+    assert crashy.get_attribute("data-status") == "crash_loop"
+    assert "exited with code 3" in crashy.locator(".reason").inner_text()
+    shapes = page.locator('tr[data-namespace="shapes"]')
+    assert shapes.get_attribute("data-status") == "ready" and shapes.locator(".reason").inner_text() == ""
+    pid = dash.gateway.namespace("shapes")["pid"]
+    assert f"pid {pid}" in shapes.inner_text() and "10 tools" in shapes.inner_text()
+    assert re.search(r"3 namespaces, 2 ready; generation \d+", page.inner_text("main"))
+
+
+def test_tools_are_searched_by_text_and_regex_and_filtered_by_namespace(admin: Tab) -> None:
+    page = admin.open("/tools")
+    count = page.locator("#tool-count")
+    count.wait_for()
+    assert count.inner_text() == "12 of 12 tools in 2 namespaces"
+    visible = lambda: [r.get_attribute("data-tool") for r in page.locator("tbody tr:visible").all()]  # noqa: E731
+    page.get_by_label("Search tools").fill("GREET")
+    assert visible() == ["greet"] and count.inner_text() == "1 of 12 tools in 2 namespaces"
+    page.get_by_label("Regular expression").check()
+    page.get_by_label("Search tools").fill(r"^shapes/(pick|ship)\b")
+    assert visible() == ["pick", "ship"]
+    page.get_by_label("Search tools").fill("(")
+    assert "Not a valid regular expression" in page.get_by_role("alert").inner_text()
+    page.get_by_label("Search tools").fill("")
+    page.get_by_label("Namespace").select_option("ok")
+    assert visible() == ["ping", "wipe"] and count.inner_text() == "2 of 12 tools in 2 namespaces"
+    page.get_by_role("link", name="ping").click()
+    page.get_by_role("heading", name="ping", exact=True).wait_for()
+    assert page.url.endswith("/ui/namespaces/ok/tools/ping")

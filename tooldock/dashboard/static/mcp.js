@@ -1,0 +1,76 @@
+// One tool call over MCP 2026-07-28: a stateless POST to the namespace's endpoint that asks for progress and
+// log lines, read as they come (an event stream); aborting the request (closing the stream) cancels the
+// call. A JSON-RPC error or an HTTP failure is a TransportError; a tool's own failure is a result with isError.
+
+import { authHeaders, errorOf, root, seg } from "./api.js";
+
+export const VERSION = "2026-07-28";
+let next = 0;
+
+export class TransportError extends Error {}
+
+/** The JSON-RPC request and headers of a call (also what "copy as curl" shows). */
+export function request(name, args, progressToken) {
+  next += 1;
+  const meta = {
+    "io.modelcontextprotocol/protocolVersion": VERSION,
+    "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientInfo": { name: "tooldock-dashboard", version: "1" },
+    "io.modelcontextprotocol/logLevel": "info",
+  };
+  if (progressToken) meta.progressToken = progressToken;
+  const body = { jsonrpc: "2.0", id: next, method: "tools/call", params: { name, arguments: args, _meta: meta } };
+  const headers = {
+    "Content-Type": "application/json", Accept: "application/json, text/event-stream",
+    "MCP-Protocol-Version": VERSION, "Mcp-Method": "tools/call", "Mcp-Name": name,
+  };
+  return { body, headers };
+}
+
+export const endpoint = (namespace) => `${root}/ns/${seg(namespace)}/mcp`;
+
+function answer(message) {
+  if (message.error) throw new TransportError(`JSON-RPC error ${message.error.code}: ${message.error.message}`);
+  return message.result;
+}
+
+/** Calls the tool; `onProgress(params)` and `onLog(params)` hear the notifications. Resolves to the
+ *  tool's result; rejects with TransportError, or an AbortError when `signal` aborts. */
+export async function callTool(namespace, name, args, { signal, onProgress, onLog }) {
+  const { body, headers } = request(name, args, `ui-${Date.now()}-${next + 1}`);
+  let reply;
+  try {
+    reply = await fetch(endpoint(namespace), { method: "POST", headers: { ...headers, ...authHeaders() },
+      body: JSON.stringify(body), signal, credentials: "omit", cache: "no-store" });
+  } catch (error) {
+    if (error.name === "AbortError") throw error;
+    throw new TransportError(`The gateway cannot be reached (${error.message})`);
+  }
+  if (!reply.ok) {
+    const error = errorOf(reply.status, await reply.text());
+    throw new TransportError(`HTTP ${reply.status}: ${error.message}`);
+  }
+  if (!(reply.headers.get("content-type") || "").startsWith("text/event-stream")) return answer(await reply.json());
+  const reader = reply.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += value.replace(/\r\n/g, "\n");
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const event = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      const data = event.split("\n").filter((line) => line.startsWith("data:")).map((line) => line.slice(5).trimStart()).join("\n");
+      if (!data) continue;
+      const message = JSON.parse(data);
+      if (message.method === "notifications/progress") onProgress(message.params);
+      else if (message.method === "notifications/message") onLog(message.params);
+      else if (message.id === body.id) {
+        reader.cancel().catch(() => {});
+        return answer(message);
+      }
+    }
+  }
+  throw new TransportError("The gateway's event stream ended without an answer");
+}

@@ -1,0 +1,161 @@
+// Run a tool: its form (or the JSON view, which round-trips with it), Run and Cancel, progress and log
+// lines as they come, the result, and the same call as a curl command without the token.
+
+import { api, seg, toolPath } from "./api.js";
+import { alertBox, h, pretty, uid } from "./dom.js";
+import { buildForm } from "./form.js";
+import { TransportError, callTool, endpoint, request } from "./mcp.js";
+import { showCancelled, showResult, showTransportError } from "./result.js";
+import { Unsupported, check } from "./schema.js";
+
+const quote = (text) => `'${text.replace(/'/g, "'\\''")}'`;
+
+export function curl(namespace, name, args) {
+  const { body, headers } = request(name, args);
+  delete body.params._meta.progressToken;
+  const lines = [`curl -N -X POST ${quote(new URL(endpoint(namespace), window.location.href).href)}`,
+    `  -H "Authorization: Bearer $TOOLDOCK_TOKEN"`,
+    ...Object.entries(headers).map(([k, v]) => `  -H ${quote(`${k}: ${v}`)}`),
+    `  -d ${quote(JSON.stringify(body))}`];
+  return lines.join(" \\\n");
+}
+
+export default async function runner(main, { params: [namespace, name], href }) {
+  let tool;
+  try {
+    tool = await api(`/ns/${seg(namespace)}/tools/${toolPath(name)}/schema`);
+  } catch (error) {
+    main.append(h("h1", { tabindex: "-1" }, `${namespace} / ${name}`), alertBox(`Cannot open this tool: ${error.message}`));
+    return null;
+  }
+  const schema = tool.inputSchema || { type: "object", properties: {} };
+  let unsupported = null;
+  try { check(schema); } catch (error) { if (error instanceof Unsupported) unsupported = error.message; else throw error; }
+
+  const jsonId = uid("json");
+  const json = h("textarea", { id: jsonId, rows: 10, spellcheck: "false", class: "json" });
+  const jsonView = h("div", { class: "json-view", hidden: true }, h("label", { for: jsonId }, "Arguments (JSON)"), json);
+  const formHolder = h("div", { class: "form-view" });
+  let form = null;
+  const messages = h("div", { class: "messages" });
+  const toggle = h("button", { type: "button", "aria-pressed": "false" }, "Edit as JSON");
+  const run = h("button", { type: "submit", class: "primary" }, "Run");
+  const cancel = h("button", { type: "button", disabled: true }, "Cancel");
+  const copy = h("button", { type: "button" }, "Copy as curl");
+  const curlBox = h("pre", { class: "curl", hidden: true, "aria-label": "curl command" });
+  const progress = h("progress", { max: 1, value: 0, hidden: true, "aria-label": "Progress" });
+  const progressText = h("span", { class: "muted", "aria-live": "polite" });
+  const log = h("ol", { class: "log", "aria-label": "Log", "aria-live": "polite" });
+  const region = h("section", { role: "region", "aria-label": "Result", class: "result", "data-status": "idle" });
+
+  const inJson = () => !jsonView.hidden;
+  if (unsupported) {
+    json.value = pretty({});
+    jsonView.hidden = false;
+    toggle.hidden = true;
+    messages.append(h("p", { class: "note" }, `The form cannot show this tool's input (${unsupported}): edit the arguments as JSON.`));
+  } else {
+    form = buildForm(schema);
+    formHolder.append(form.el);
+  }
+
+  function args() {
+    messages.querySelectorAll("[role=alert]").forEach((node) => node.remove());
+    if (inJson()) {
+      try {
+        const value = JSON.parse(json.value || "{}");
+        if (value === null || typeof value !== "object" || Array.isArray(value)) throw new Error("the arguments must be a JSON object");
+        return value;
+      } catch (error) {
+        messages.append(alertBox(`The arguments are not valid JSON: ${error.message}`));
+        return null;
+      }
+    }
+    const errors = [];
+    const value = form.get(errors);
+    if (errors.length) { messages.append(alertBox(`Check the arguments: ${errors.join("; ")}.`)); return null; }
+    return value;
+  }
+
+  toggle.addEventListener("click", () => {
+    if (!inJson()) {
+      json.value = pretty(form.get([]));
+      jsonView.hidden = false;
+      formHolder.hidden = true;
+      toggle.textContent = "Edit as form";
+      toggle.setAttribute("aria-pressed", "true");
+      json.focus();
+      return;
+    }
+    const value = args();
+    if (value === null) return;
+    form = buildForm(schema, value);
+    formHolder.replaceChildren(form.el);
+    jsonView.hidden = true;
+    formHolder.hidden = false;
+    toggle.textContent = "Edit as JSON";
+    toggle.setAttribute("aria-pressed", "false");
+  });
+
+  let running = null;
+  async function submit(event) {
+    event.preventDefault();
+    if (running) return;
+    const value = args();
+    if (value === null) return;
+    running = new AbortController();
+    run.disabled = true;
+    cancel.disabled = false;
+    progress.hidden = true;
+    progress.value = 0;
+    progressText.textContent = "";
+    log.replaceChildren();
+    region.dataset.status = "running";
+    region.replaceChildren(h("h2", {}, "Result"), h("p", { role: "status" }, "Running..."));
+    const started = performance.now();
+    try {
+      const result = await callTool(namespace, name, value, {
+        signal: running.signal,
+        onProgress: (p) => {
+          progress.hidden = false;
+          if (p.total) { progress.max = p.total; progress.value = p.progress; } else { progress.removeAttribute("value"); }
+          progressText.textContent = `${p.progress}${p.total ? ` of ${p.total}` : ""}${p.message ? `: ${p.message}` : ""}`;
+        },
+        onLog: (m) => {
+          const text = typeof m.data === "string" ? m.data : (m.data && m.data.msg) || JSON.stringify(m.data);
+          log.append(h("li", { "data-level": m.level }, `${m.level}: ${text}`));
+        },
+      });
+      showResult(region, result, performance.now() - started);
+    } catch (error) {
+      if (error.name === "AbortError") showCancelled(region, performance.now() - started);
+      else showTransportError(region, error instanceof TransportError ? error.message : String(error), performance.now() - started);
+    } finally {
+      running = null;
+      run.disabled = false;
+      cancel.disabled = true;
+    }
+  }
+
+  cancel.addEventListener("click", () => { if (running) running.abort(); });
+  copy.addEventListener("click", async () => {
+    const value = args();
+    if (value === null) return;
+    curlBox.textContent = curl(namespace, name, value);
+    curlBox.hidden = false;
+    try { await navigator.clipboard.writeText(curlBox.textContent); copy.textContent = "Copied as curl"; }
+    catch { copy.textContent = "Copy as curl (select the text below)"; }
+  });
+
+  const annotations = tool.annotations || {};
+  main.append(
+    h("p", { class: "crumbs" }, h("a", { href: href("/tools"), "data-internal": true }, "Tools"), ` / ${namespace} /`),
+    h("h1", { tabindex: "-1" }, name),
+    h("p", { class: "description" }, tool.description || ""),
+    annotations.readOnlyHint ? h("p", { class: "badge" }, "read-only") : null,
+    h("form", { class: "runner", novalidate: true, onsubmit: submit, "aria-label": `Arguments of ${name}` },
+      messages, formHolder, jsonView,
+      h("div", { class: "actions" }, run, cancel, toggle, copy)),
+    curlBox, h("div", { class: "progress" }, progress, " ", progressText), log, region);
+  return () => { if (running) running.abort(); };
+}
