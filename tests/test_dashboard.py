@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -329,3 +330,235 @@ def test_tools_are_searched_by_text_and_regex_and_filtered_by_namespace(admin: T
     page.get_by_role("link", name="ping").click()
     page.get_by_role("heading", name="ping", exact=True).wait_for()
     assert page.url.endswith("/ui/namespaces/ok/tools/ping")
+
+
+# -- running tools: one run per schema shape --------------------------------------------------------------
+
+def until(page: Any, script: str, timeout: float = 20) -> Any:
+    """Poll `script` in the page until it is truthy (wait_for_function evaluates a string, which the CSP
+    forbids: no 'unsafe-eval')."""
+    deadline = time.monotonic() + timeout
+    while not (value := page.evaluate(script)):
+        assert time.monotonic() < deadline, f"never true: {script}"
+        time.sleep(0.05)
+    return value
+
+
+def run(page: Any) -> Any:
+    """Press Run; the Result region once the call has ended."""
+    page.get_by_role("button", name="Run").click()
+    page.locator("section.result:not([data-status=running]):not([data-status=idle])").wait_for()
+    return page.get_by_role("region", name="Result")
+
+
+def test_strings_integers_booleans_defaults_and_help(admin: Tab) -> None:
+    page = admin.open("/namespaces/shapes/tools/greet")
+    name = page.get_by_label("name", exact=True)
+    assert name.get_attribute("aria-describedby") and page.get_by_text("Who to greet").is_visible()
+    assert page.locator(".field-string .req").inner_text() == "required"
+    assert page.get_by_label("times", exact=True).input_value() == "2"  # the default
+    page.get_by_role("button", name="Run").click()  # nothing sent: the required name is missing
+    assert "name is required" in page.get_by_role("alert").inner_text()
+    assert page.get_by_role("region", name="Result").get_attribute("data-status") == "idle"
+    name.fill("Ada")
+    page.get_by_label("times", exact=True).fill("3")
+    page.get_by_label("loud", exact=True).check()
+    result = run(page)
+    assert result.get_attribute("data-status") == "ok"
+    assert "HELLO ADA HELLO ADA HELLO ADA" in result.locator("pre.text").inner_text()
+    assert re.search(r"Took \d+ ms", result.inner_text())
+
+
+def test_numbers(admin: Tab) -> None:
+    page = admin.open("/namespaces/shapes/tools/scale")
+    page.get_by_label("x", exact=True).fill("2.5")
+    assert page.get_by_label("factor", exact=True).input_value() == "1.5"
+    assert json.loads(run(page).locator("pre.structured").inner_text()) == {"result": 3.75}
+
+
+def test_enums_are_selects(admin: Tab) -> None:
+    page = admin.open("/namespaces/shapes/tools/pick")
+    color = page.get_by_label("color", exact=True)
+    assert color.evaluate("e => e.tagName") == "SELECT"
+    assert color.locator("option").all_inner_texts() == ["(not set)", "red", "green", "blue"]
+    color.select_option(label="blue")
+    page.get_by_label("size", exact=True).select_option(label="3")
+    assert "blue:3" in run(page).inner_text()
+
+
+def test_nested_objects(admin: Tab) -> None:
+    page = admin.open("/namespaces/shapes/tools/ship")
+    assert page.locator("fieldset.object legend").inner_text().startswith("to")
+    page.get_by_label("street", exact=True).fill("Main St")
+    page.get_by_label("zip", exact=True).fill("12345")
+    assert page.get_by_text("Postal code").is_visible()
+    structured = json.loads(run(page).locator("pre.structured").inner_text())
+    assert structured == {"label": "Main St 12345", "express": False}
+
+
+def test_arrays_with_add_and_remove(admin: Tab) -> None:
+    page = admin.open("/namespaces/shapes/tools/total")
+    for _ in range(3):
+        page.get_by_role("button", name="Add to values").click()
+    for index, value in enumerate(("1", "20", "300"), start=1):
+        page.get_by_label(f"values {index}", exact=True).fill(value)
+    page.get_by_role("button", name="Remove values 2").click()  # the rest renumbered: 1, 300
+    assert page.get_by_label("values 2", exact=True).input_value() == "300"
+    assert page.get_by_label("values 3", exact=True).count() == 0
+    page.get_by_role("button", name="Add to tags").click()
+    page.get_by_label("tags 1", exact=True).fill("x")
+    assert json.loads(run(page).locator("pre.structured").inner_text()) == {"sum": 301, "tags": ["x"]}
+
+
+def test_nullable_fields(admin: Tab) -> None:
+    page = admin.open("/namespaces/shapes/tools/maybe")
+    note_null = page.get_by_label("note is null", exact=True)
+    assert note_null.is_checked() and page.get_by_label("count is null", exact=True).is_checked()  # default null
+    note_null.uncheck()
+    page.get_by_label("note", exact=True).fill("hi")
+    assert "note='hi' count=None" in run(page).inner_text()
+
+
+def test_a_schema_the_form_cannot_draw_falls_back_to_the_json_view(admin: Tab) -> None:
+    page = admin.open("/namespaces/shapes/tools/either")
+    assert "cannot show this tool's input (a choice between 2 shapes" in page.locator(".note").inner_text()
+    assert page.get_by_role("button", name="Edit as JSON").count() == 0
+    page.get_by_label("Arguments (JSON)").fill('{"value": ["a", "b"]}')
+    assert "['a', 'b']" in run(page).inner_text()
+    page.get_by_label("Arguments (JSON)").fill('{"value": ')
+    run_button = page.get_by_role("button", name="Run")
+    run_button.click()
+    assert "not valid JSON" in page.get_by_role("alert").first.inner_text()
+
+
+def test_the_json_view_round_trips_with_the_form(admin: Tab) -> None:
+    page = admin.open("/namespaces/shapes/tools/ship")
+    page.get_by_label("street", exact=True).fill("Elm")
+    page.get_by_label("zip", exact=True).fill("7")
+    page.get_by_role("button", name="Edit as JSON").click()
+    arguments = page.get_by_label("Arguments (JSON)")
+    assert json.loads(arguments.input_value()) == {"to": {"street": "Elm", "zip": 7}, "express": False}
+    arguments.fill('{"to": {"street": "Oak", "zip": 9}, "express": true}')
+    page.get_by_role("button", name="Edit as form").click()
+    assert page.get_by_label("street", exact=True).input_value() == "Oak"
+    assert page.get_by_label("zip", exact=True).input_value() == "9"
+    assert page.get_by_label("express", exact=True).is_checked()
+    assert json.loads(run(page).locator("pre.structured").inner_text()) == {"label": "Oak 9", "express": True}
+
+
+def test_a_tool_error_is_told_apart_from_a_transport_error(admin: Tab) -> None:
+    page = admin.open("/namespaces/shapes/tools/fail")
+    page.get_by_label("reason", exact=True).fill("testing")
+    result = run(page)
+    assert result.get_attribute("data-status") == "tool-error"
+    assert "Tool error" in result.get_by_role("alert").inner_text() and "failed on purpose: testing" in result.inner_text()
+    page.route("**/ns/shapes/mcp", lambda route: route.fulfill(
+        status=503, content_type="application/json",
+        body='{"error": {"code": "namespace_unavailable", "message": "the worker is restarting"}}'))
+    try:
+        result = run(page)
+    finally:
+        page.unroute("**/ns/shapes/mcp")
+    assert result.get_attribute("data-status") == "transport-error"
+    assert "Transport error" in result.inner_text() and "HTTP 503: the worker is restarting" in result.inner_text()
+
+
+def test_images_are_shown(admin: Tab) -> None:
+    page = admin.open("/namespaces/shapes/tools/dot")
+    image = run(page).get_by_role("img")
+    assert image.get_attribute("src").startswith("data:image/png;base64,iVBOR")
+    assert image.evaluate("img => img.complete && img.naturalWidth") == 1  # CSP let it load
+
+
+def test_copy_as_curl_leaves_the_token_out_and_the_command_works(admin: Tab, dash: Dash) -> None:
+    page = admin.open("/namespaces/shapes/tools/greet")
+    page.get_by_label("name", exact=True).fill("Bo")
+    page.get_by_role("button", name="Copy as curl").click()
+    command = page.get_by_label("curl command").inner_text()
+    assert dash.token not in command and '"Authorization: Bearer $TOOLDOCK_TOKEN"' in command
+    assert f"'{dash.url}/ns/shapes/mcp'" in command and "'Mcp-Name: greet'" in command
+    body = json.loads(re.search(r"-d '(.*)'$", command, re.S).group(1))
+    headers = dict(h.split(": ", 1) for h in re.findall(r"-H '([^']+)'", command))
+    reply = httpx.post(f"{dash.url}/ns/shapes/mcp", json=body, timeout=30,
+                       headers={**headers, "Authorization": f"Bearer {dash.token}"})
+    assert "hello Bo hello Bo" in reply.text
+
+
+def test_a_context_tools_progress_and_log_lines_and_cancel(admin: Tab, dash: Dash) -> None:
+    page = admin.open("/namespaces/shapes/tools/crawl")
+    page.get_by_role("button", name="Run").click()
+    progress = page.get_by_role("progressbar", name="Progress")
+    until(page, "document.querySelector('progress').value >= 2")
+    assert progress.get_attribute("max") == "50"
+    assert page.get_by_role("list", name="Log").get_by_text("info: working on step 1", exact=True).is_visible()
+    page.get_by_role("button", name="Cancel").click()
+    result = page.get_by_role("region", name="Result")
+    page.locator("section.result[data-status=cancelled]").wait_for()
+    assert "Cancelled after" in result.inner_text()
+    stopped = lambda: any(line.get("tool") == "crawl" and line["status"] == "cancelled"  # noqa: E731
+                          for line in dash.audit_lines())
+    dash.gateway.wait_for(stopped, 15, "the audit line of the cancelled call")
+    page.get_by_label("steps", exact=True).fill("3")
+    assert "crawled 3" in run(page).inner_text()
+    assert page.locator("progress").evaluate("p => [p.value, p.max]") == [3, 3]
+    assert page.get_by_role("list", name="Log").locator("li").count() == 3
+
+
+# -- keys and scopes ----------------------------------------------------------------------------------------
+
+def test_an_admin_creates_and_revokes_a_key(admin: Tab, dash: Dash) -> None:
+    page = admin.open("/keys")
+    page.get_by_label("Name", exact=True).fill("ci-reader")
+    page.get_by_label("Scope").select_option("read")
+    page.get_by_label("Namespaces (globs, comma-separated)").fill("shapes, ok")
+    page.get_by_role("button", name="Create key").click()
+    secret = page.get_by_label("New API key").input_value()
+    assert secret.startswith("tdk_")
+    (made,) = [k for k in dash.keys.list() if k.name == "ci-reader"]
+    row = page.locator(f'tr[data-key="{made.id}"]')
+    assert row.get_attribute("data-status") == "active" and "ok, shapes" in row.inner_text()
+    whoami = httpx.get(dash.url + "/whoami", headers={"Authorization": f"Bearer {secret}"}, timeout=30).json()
+    assert whoami["scope"] == "read" and whoami["admin"] is False
+    page.reload()  # shown once: not again
+    page.locator(f'tr[data-key="{made.id}"]').wait_for()
+    assert secret not in page.content() and page.get_by_label("New API key").count() == 0
+    page.get_by_role("button", name=f"Revoke key ci-reader ({made.id})").click()
+    page.locator(f'tr[data-key="{made.id}"][data-status=revoked]').wait_for()
+    refused = httpx.get(dash.url + "/whoami", headers={"Authorization": f"Bearer {secret}"}, timeout=30)
+    assert refused.status_code == 401
+    dash.gateway.wait_for(lambda: {(line.get("method"), line.get("target")) for line in dash.audit_lines()}
+                          >= {("keys/create", made.id), ("keys/revoke", made.id)}, 10, "the audit lines")
+    assert secret not in dash.gateway.logs and all(secret not in json.dumps(line) for line in dash.audit_lines())
+
+
+def test_a_read_scoped_key_sees_no_write_action(tab: Tab, dash: Dash) -> None:
+    _, secret = dash.keys.create("viewer", "read")
+    page = tab.open("/tools", secret)
+    assert "API key viewer (read)" in page.locator("#who").inner_text()
+    assert page.get_by_role("link", name="Keys").count() == 0
+    page.locator("#tool-count").wait_for()
+    tools = [r.get_attribute("data-tool") for r in page.locator("tbody tr").all()]
+    assert sorted(tools) == ["greet", "ping"]  # the read-only ones: nothing that writes
+    page = tab.open("/keys")
+    page.get_by_text("Managing API keys takes the bearer token or an admin API key").wait_for()
+    assert page.get_by_role("button", name="Create key").count() == 0 and page.get_by_role("button", name="Revoke").count() == 0
+    for method, path in (("GET", "/keys"), ("POST", "/keys"), ("DELETE", "/keys/0123456789ab")):
+        reply = httpx.request(method, dash.url + path, json={"name": "x", "scope": "admin"}, timeout=30,
+                              headers={"Authorization": f"Bearer {secret}"})
+        assert reply.status_code == 403 and "may not manage API keys" in reply.json()["error"]["message"]
+    page = tab.open("/namespaces/ok/tools/wipe")  # a deep link to a tool it may not see
+    assert "Cannot open this tool" in page.get_by_role("alert").inner_text()
+    assert page.get_by_role("button", name="Run").count() == 0
+
+
+def test_a_revoked_token_mid_session_goes_back_to_sign_in_with_the_reason(tab: Tab, dash: Dash) -> None:
+    key, secret = dash.keys.create("short-lived", "admin")
+    page = tab.open("/tools", secret)
+    page.locator("#tool-count").wait_for()
+    dash.keys.revoke(key.id)
+    page.get_by_role("link", name="Overview").click()
+    alert = page.get_by_role("alert")
+    alert.wait_for()
+    assert "no longer accepts this token" in alert.inner_text() and "revoked" in alert.inner_text()
+    assert page.get_by_label("Bearer token or API key").is_visible()
+    assert page.evaluate("window.sessionStorage.length") == 0

@@ -52,6 +52,7 @@ def test_import_contracts_hold(tmp_path: Path) -> None:
     ("runtime/engine.py", "import tooldock.runtime.http.rest", "Inside the gateway"),
     ("builder/build.py", "import tooldock.runtime.registry", "Packages import downward"),
     ("namespace/scanner.py", "import docker", "The worker (in every image)"),
+    ("dashboard/pages.py", "import tooldock.runtime.engine", "The dashboard (static files and its JSON endpoints)"),
 ])
 def test_a_wrong_import_is_caught(tmp_path: Path, module: str, bad_import: str, contract: str) -> None:
     tree = _copy_package(tmp_path)
