@@ -562,3 +562,20 @@ def test_a_revoked_token_mid_session_goes_back_to_sign_in_with_the_reason(tab: T
     assert "no longer accepts this token" in alert.inner_text() and "revoked" in alert.inner_text()
     assert page.get_by_label("Bearer token or API key").is_visible()
     assert page.evaluate("window.sessionStorage.length") == 0
+
+
+def test_sign_in_and_a_run_work_from_the_keyboard(tab: Tab, dash: Dash) -> None:
+    page = tab.open("/namespaces/shapes/tools/greet")
+    page.get_by_label("Bearer token or API key").wait_for()
+    page.keyboard.type(dash.token)  # the field has the focus
+    page.keyboard.press("Enter")
+    name = page.get_by_label("name", exact=True)
+    name.wait_for()
+    assert page.evaluate("document.activeElement.tagName") == "H1"  # the view's heading, for screen readers
+    name.focus()
+    page.keyboard.type("Kim")
+    page.keyboard.press("Enter")  # submits the form: Run
+    page.locator("section.result[data-status=ok]").wait_for()
+    assert "hello Kim hello Kim" in page.get_by_role("region", name="Result").inner_text()
+    for button in page.get_by_role("button").all():
+        assert button.evaluate("b => b.textContent.trim() || b.getAttribute('aria-label')"), button
