@@ -24,6 +24,7 @@ MODULES = (
     "tooldock.builder",
     "tooldock.keys",
     "tooldock.oauth",
+    "tooldock.worker.tls",
 )
 SOURCES = Path(__file__).resolve().parent.parent / "tooldock"
 

@@ -9,6 +9,7 @@
     keys        `keys ...`                  API keys for the relay socket and HTTP (create, list, revoke)
     relay       `relay`                     the stdio MCP server a sandbox runs against the relay socket
     compose     `compose up|down|init`      the gateway and manager containers on one host (Docker Compose)
+    cluster     `cluster ca ...`, `cert`    the cluster CA: certificates for workers and gateways on other hosts
     new         `new`                       a namespace folder to start from (a tool, its test, its config)
     call        `call`                      one tool of a namespace folder called from a shell, no server
     runtests    `test`                      a namespace's own tests/ run in its environment against it
@@ -27,6 +28,7 @@ import tooldock
 from tooldock.cli import (
     call,
     check,
+    cluster,
     compose,
     containers,
     images,
@@ -64,5 +66,6 @@ for _command in (
     runtests.test,
     install.install,
     compose.compose,
+    cluster.cluster,
 ):
     main.add_command(_command)

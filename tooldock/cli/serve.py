@@ -65,12 +65,15 @@ def listen_options(port: int, port_env: str, host_env: str | None = None) -> Cal
 @listen_options(8000, "TOOLDOCK_PORT", "TOOLDOCK_HOST")
 @click.option(
     "--backend",
-    type=click.Choice(["process", "docker"]),
+    type=click.Choice(["process", "docker", "network"]),
     default="process",
     show_default=True,
     envvar="TOOLDOCK_BACKEND",
     help="How workers run: 'process' = local processes in per-namespace virtualenvs (serves "
-    "TOOLS_DIR); 'docker' = worker containers found through the Docker socket (see deploy).",
+    "TOOLS_DIR); 'docker' = worker containers found through the Docker socket (see deploy); 'network' = "
+    "workers on other hosts, listening with --listen, at the addresses in TOOLDOCK_WORKERS "
+    "(NAMESPACE=tls://HOST:PORT, ...), reached over mutual TLS with the certificate in TOOLDOCK_TLS_DIR "
+    "(see tooldock cluster).",
 )
 @click.option(
     "--read-only",

@@ -150,6 +150,10 @@ def make_backend(name: str, settings: Settings, tools_dir: Path, read_only: bool
         from tooldock.runtime.backends.docker import DockerBackend
 
         return DockerBackend(settings, read_only=read_only, tools_dir=tools_dir)
+    if name == "network":
+        from tooldock.runtime.backends.network import NetworkBackend
+
+        return NetworkBackend.from_env(settings)
     return ProcessBackend(settings, tools_dir)
 
 
@@ -197,7 +201,8 @@ def create_app(
         if settings.watch and backend.name == "process":  # first: an edit made while workers start is seen
             await reloads.on_edits(tools_dir, settings.watch_debounce_ms, secrets.store.directory if secrets else None)
         report = await registry.reload(announce=False)
-        for line in serving(report, registry, tools_dir if backend.name == "process" else "docker containers"):
+        where = {"process": tools_dir, "network": "network workers"}.get(backend.name, "docker containers")
+        for line in serving(report, registry, where):
             print(f"tooldock: {line}", file=sys.stderr, flush=True)
         reloads.on_sighup()
         if not isinstance(backend, Delegating):  # attached replicas follow the worker owner's manifest instead

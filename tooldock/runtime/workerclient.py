@@ -15,6 +15,7 @@ from tooldock.errors import ToolDockError, WorkerCrashed, from_worker
 from tooldock.namespace.versions import CALL_VERSION
 from tooldock.runtime import requestid
 from tooldock.worker import protocol
+from tooldock.worker.tls import HANDSHAKE_TIMEOUT, TLSFiles, is_network, parse_address
 
 WRITE_BUFFER_HIGH = 1024 * 1024  # bytes queued to a worker before a sender waits for it to read
 
@@ -81,6 +82,23 @@ class _Stream(protocol.LineStream):
             self._on_lost()
 
 
+async def _connect(address: Path | str, tls: TLSFiles | None) -> _Stream:
+    """The connection's stream: over the unix socket, or TCP with mutual TLS (the same protocol on top)."""
+    loop = asyncio.get_running_loop()
+    stream: _Stream
+    if not is_network(address):
+        _, stream = await loop.create_unix_connection(_Stream, str(address))
+        return stream
+    if tls is None:
+        raise ToolDockError(f"{address}: a worker on the network needs this gateway's TLS directory (TOOLDOCK_TLS_DIR)")
+    host, port = parse_address(str(address))
+    # Names are not checked (worker/tls.py): server_hostname only names the peer to the TLS library.
+    _, stream = await loop.create_connection(
+        _Stream, host, port, ssl=tls.client(), server_hostname=host, ssl_handshake_timeout=HANDSHAKE_TIMEOUT
+    )
+    return stream
+
+
 class WorkerConnection:
     def __init__(self, namespace: str, stream: _Stream, handshake: dict[str, Any]) -> None:
         self.namespace = namespace
@@ -97,9 +115,12 @@ class WorkerConnection:
         stream.attach(self._on_line, self._on_lost)
 
     @classmethod
-    async def open(cls, namespace: str, socket_path: Path, secrets: SecretEnv | None = None) -> WorkerConnection:
-        stream: _Stream
-        _, stream = await asyncio.get_running_loop().create_unix_connection(_Stream, str(socket_path))
+    async def open(
+        cls, namespace: str, socket_path: Path | str, secrets: SecretEnv | None = None, tls: TLSFiles | None = None
+    ) -> WorkerConnection:
+        """Connect to the worker on `socket_path`, a unix socket, or `tls://HOST:PORT` with `tls`'s client
+        certificate (worker/tls.py; the worker verifies it, we verify the worker's), and take its handshake."""
+        stream = await _connect(socket_path, tls)
         try:
             handshake = protocol.decode(await stream.first)
         except ConnectionError as exc:

@@ -1,4 +1,5 @@
-"""`python -m tooldock.worker`: serve one namespace on a unix socket, or print its tool schemas."""
+"""`python -m tooldock.worker`: serve one namespace on a unix socket (and, with `--listen`, on TCP over mutual
+TLS: `tcp.py`), or print its tool schemas."""
 
 from __future__ import annotations
 
@@ -9,15 +10,32 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tooldock.worker import secretenv
+
+if TYPE_CHECKING:
+    from tooldock.worker.tls import TLSFiles
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tooldock.worker", description=__doc__)
     parser.add_argument("--namespace", default=os.environ.get("TOOLDOCK_NAMESPACE"), help="namespace name")
     parser.add_argument("--dir", default=os.environ.get("TOOLDOCK_APP_DIR", "."), help="namespace folder")
-    parser.add_argument("--socket", help="unix socket path (default /run/tooldock/<namespace>.sock)")
+    parser.add_argument(
+        "--socket", help="unix socket path (default /run/tooldock/<namespace>.sock; none with --listen alone)"
+    )
+    parser.add_argument(
+        "--listen",
+        default=os.environ.get("TOOLDOCK_WORKER_LISTEN") or None,
+        metavar="HOST:PORT",
+        help="also serve on TCP, over mutual TLS (needs --tls-dir; port 0: a free one, in the ready line)",
+    )
+    parser.add_argument(
+        "--tls-dir",
+        default=os.environ.get("TOOLDOCK_TLS_DIR") or None,
+        help="--listen: the directory with this worker's cert.pem, key.pem and trust.pem (tooldock cluster cert)",
+    )
     parser.add_argument("--file", action="append", default=None, help="tool file to load (repeatable)")
     parser.add_argument("--parent-pid", type=int, default=None, help="exit when this process is gone")
     parser.add_argument("--describe", action="store_true", help="print the tool schemas as JSON and exit")
@@ -25,10 +43,13 @@ def main(argv: list[str] | None = None) -> int:
 
     folder = Path(args.dir)
     namespace = args.namespace or folder.resolve().name
-    socket_path = Path(args.socket or f"/run/tooldock/{namespace}.sock")
+    listen, tls_files = network(parser, args) if args.listen and not args.describe else (None, None)
+    socket_path = Path(args.socket or f"/run/tooldock/{namespace}.sock") if args.socket or not listen else None
     names = secretenv.declared_secrets()
     token = None
     if names and secretenv.via_socket() and not args.describe:
+        if socket_path is None:
+            parser.error("TOOLDOCK_SECRETS_VIA=socket needs the unix socket (--socket): secrets never travel over TCP")
         values, token = asyncio.run(secretenv.receive(namespace, socket_path, names))
         os.environ.update(values)
     masker = secretenv.Masker([os.environ[n] for n in names if os.environ.get(n)])
@@ -63,7 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     quiet_telemetry()
 
     loop = new_loop()
-    main_task = loop.create_task(serve(namespace, loaded, socket_path, args.parent_pid, token, masker))
+    main_task = loop.create_task(
+        serve(namespace, loaded, socket_path, args.parent_pid, token, masker, listen, tls_files)
+    )
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, main_task.cancel)
     try:
@@ -71,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     except asyncio.CancelledError:
         pass
     finally:
-        socket_path.unlink(missing_ok=True)
+        if socket_path is not None:
+            socket_path.unlink(missing_ok=True)
         # Let connection handlers and calls still running end inside the loop, not after it closed.
         pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
         for task in pending:
@@ -82,6 +106,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.parent_pid and os.getppid() != args.parent_pid:
         end_own_group()
     return 0
+
+
+def network(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[tuple[str, int], TLSFiles]:
+    """`--listen` and `--tls-dir`, checked before the tools are imported (a wrong file is said at once)."""
+    from tooldock.worker import tls
+
+    if not args.tls_dir:
+        parser.error("--listen needs --tls-dir (or TOOLDOCK_TLS_DIR): the worker serves TCP over mutual TLS only")
+    try:
+        return tls.parse_host_port(args.listen), tls.TLSFiles(Path(args.tls_dir))
+    except tls.TLSError as exc:
+        parser.error(str(exc))
 
 
 def end_own_group() -> None:

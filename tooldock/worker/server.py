@@ -7,6 +7,7 @@ tools in a worker thread. Replies are whole lines; those of one event-loop turn 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import itertools
 import os
@@ -30,6 +31,7 @@ from tooldock.worker.secretenv import Masker
 BRIDGE_MODULE = "tooldock.worker.bridge"  # imports guard.py too
 if TYPE_CHECKING:  # the bridge imports FastMCP's server and client stacks: only when first needed
     from tooldock.worker.bridge import Bridge, Relay
+    from tooldock.worker.tls import TLSFiles
 
 
 def _import_bridge() -> None:
@@ -320,33 +322,54 @@ async def _watch_parent(parent_pid: int, stopping: asyncio.Event) -> None:
 async def serve(
     namespace: str,
     loaded: LoadedNamespace,
-    socket_path: Path,
+    socket_path: Path | None,
     parent_pid: int | None = None,
     secrets_token: str | None = None,
     masker: Masker | None = None,
+    listen: tuple[str, int] | None = None,
+    tls_files: TLSFiles | None = None,
 ) -> None:
+    """Serve on the unix socket (None: none), and on `listen` over mutual TLS with `tls_files` (tcp.py)."""
     worker = WorkerServer(namespace, loaded, secrets_token, masker)
     # Held for the worker's lifetime: the event loop keeps only a weak reference to a task.
     watcher = asyncio.create_task(_watch_parent(parent_pid, worker.stopping)) if parent_pid else None
-    socket_path.unlink(missing_ok=True)
-    server = await asyncio.get_running_loop().create_unix_server(lambda: GatewayConnection(worker), str(socket_path))
-    os.chmod(socket_path, 0o600)
+    servers: list[asyncio.AbstractServer] = []
+    where: list[str] = []
+    listener = None
+    if socket_path is not None:
+        socket_path.unlink(missing_ok=True)
+        loop = asyncio.get_running_loop()
+        servers.append(await loop.create_unix_server(lambda: GatewayConnection(worker), str(socket_path)))
+        os.chmod(socket_path, 0o600)
+        where.append(str(socket_path))
+    if listen is not None:
+        from tooldock.worker.tcp import TLSListener  # a worker on the unix socket alone never needs it
+
+        assert tls_files is not None
+        listener = TLSListener(worker, tls_files)
+        await listener.start(*listen)
+        where.append(listener.address())
     print(
-        f"[{namespace}] {protocol.READY_LINE} {socket_path} with {len(loaded.tools)} tool(s)",
+        f"[{namespace}] {protocol.READY_LINE} {' and '.join(where)} with {len(loaded.tools)} tool(s)",
         file=sys.stderr,
         flush=True,
     )
     worker.warm_bridge()
     try:
-        async with server:
+        async with contextlib.AsyncExitStack() as stack:
+            for server in servers:
+                await stack.enter_async_context(server)
             await worker.stopping.wait()
         # Let in-flight calls finish briefly before exiting.
         pending = [t for t in worker.running if not t.done()]
         if pending:
             await asyncio.wait(pending, timeout=5)
     finally:
+        if listener is not None:
+            await listener.close()
         for connection in list(worker.connections):
             connection.close()
         if watcher is not None:
             watcher.cancel()
-        socket_path.unlink(missing_ok=True)
+        if socket_path is not None:
+            socket_path.unlink(missing_ok=True)

@@ -21,6 +21,7 @@ GROUPS = {
     "manager": "tooldock.manager.settings",
     "analysis": "tooldock.manager.analysis.fetch",
     "relay-client": "tooldock.cli.relay",
+    "network": "tooldock.worker.tls",
 }
 SCHEMA_URL = "https://tooldock.dev/schemas/"
 

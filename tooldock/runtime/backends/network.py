@@ -1,0 +1,155 @@
+"""The `network` backend: workers on other hosts, reached over mutual TLS at addresses given to the gateway.
+
+`TOOLDOCK_WORKERS` names each namespace's worker, `NAMESPACE=tls://HOST:PORT` (worker/tls.py); the gateway
+presents the certificate in `TOOLDOCK_TLS_DIR` and checks the worker's against the same trust bundle. The
+gateway starts, stops and restarts nothing: a worker here is a connection, made again (with backoff) when
+it ends, as an attached replica's is (`attached.py`); its tools come from the worker's handshake. Stopping
+or releasing one lets the gateway's calls on it finish and lets go, never `shutdown`: other gateways may
+use the same worker.
+
+The building block of discovery by DNS (a namespace's workers as the addresses a name resolves to): this
+module's static list is the simplest source of addresses; one address per namespace for now.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from tooldock.errors import ToolDockError
+from tooldock.namespace.models import NamespaceConfig, NamespaceSource, ScanResult, ToolFile
+from tooldock.runtime.backends.supervisor import SupervisedWorker
+from tooldock.runtime.settings import Settings, SettingsError
+from tooldock.runtime.workerclient import SecretEnv, SecretsDelivered, WorkerConnection
+from tooldock.worker import protocol
+from tooldock.worker.tls import TLSError, TLSFiles, parse_workers
+
+RETRY_MAX = 2.0  # seconds between attempts to reach a worker that is not answering, at most
+SETTLE_AFTER = 3  # failed attempts after which start() returns (the worker is not ready; calls get a 503)
+
+
+class NetworkWorker(SupervisedWorker):
+    """One gateway's connection to a worker on the network."""
+
+    kind = "network worker"
+
+    def __init__(self, backend: NetworkBackend, source: NamespaceSource, address: str, secrets: SecretEnv) -> None:
+        super().__init__(source.name, backend.settings, Path(os.devnull), None, secrets)  # no socket file
+        self.backend, self.address = backend, address
+
+    async def _supervise(self) -> None:
+        """Connect, serve until the connection ends, connect again (the worker's orchestrator restarts it)."""
+        delay, failures, said = 0.05, 0, None
+        while not self._stopping:
+            try:
+                conn = await WorkerConnection.open(self.namespace, self.address, None, self.backend.tls)
+            except (OSError, SecretsDelivered, ToolDockError, TLSError) as exc:
+                failures += 1
+                self.last_error = f"cannot reach {self.address}: {_why(exc)}"
+                if self.last_error != said:  # once per distinct reason, not once per attempt
+                    self._log_line(f"[{self.namespace}] {self.last_error}; retrying")
+                    said = self.last_error
+                if failures >= SETTLE_AFTER:  # start() returns; the state stays starting (or restarting)
+                    self._settled.set()
+                await asyncio.sleep(delay)
+                delay = min(RETRY_MAX, delay * 2)
+                continue
+            delay, failures, said = 0.05, 0, None
+            handshake = conn.handshake
+            self.tools, self.inlined_tools, self.tool_versions = protocol.tools_of(handshake)
+            self.surface = {key: list(handshake.get(key) or []) for key in protocol.SURFACE_KINDS}
+            self.failed_files = list(handshake.get("failed_files") or [])
+            self.plain_tools, self.asking_tools = protocol.tool_kinds(handshake)
+            self.pid = handshake.get("pid")
+            self._conn, self.state, self.last_error = conn, "ready", None
+            self._ready.set()
+            self._settled.set()
+            try:
+                await conn.closed.wait()
+            finally:
+                self._ready.clear()
+                self._conn = None
+                await conn.close()
+            if not self._stopping:
+                self.state = "restarting"
+                self.restarts += 1
+                self._log_line(f"[{self.namespace}] lost the connection to {self.address}; reconnecting")
+
+    async def stuck(self, reason: str) -> None:
+        """Not ours to restart: the worker's own orchestrator replaces it (its health check pings it)."""
+        self._log_line(f"[{self.namespace}] the worker at {self.address} is stuck: {reason}")
+
+    async def stop(self, drain_timeout: float) -> None:
+        """Let this gateway's calls on it finish (bounded), then disconnect: the worker runs on."""
+        self._stopping = self._retiring = True
+        self._stuck.cancel()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(drain_timeout):
+                await self._idle.wait()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        await self._disconnect()
+        self.state = "stopped"
+
+    def _owns_socket(self) -> bool:
+        return False
+
+    def status(self) -> dict[str, Any]:
+        return {**super().status(), "address": self.address}
+
+
+class NetworkBackend:
+    name = "network"
+
+    def __init__(self, settings: Settings, workers: dict[str, str], tls: TLSFiles) -> None:
+        self.settings, self.workers, self.tls = settings, dict(workers), tls
+        self._since = time.time()
+
+    @classmethod
+    def from_env(cls, settings: Settings, env: dict[str, str] | None = None) -> NetworkBackend:
+        """`TOOLDOCK_WORKERS` and `TOOLDOCK_TLS_DIR`; raises SettingsError naming what is wrong."""
+        env = dict(os.environ if env is None else env)
+        try:
+            workers = parse_workers(env.get("TOOLDOCK_WORKERS", ""))
+            if not workers:
+                raise TLSError("TOOLDOCK_WORKERS is empty: name each namespace's worker, NAMESPACE=tls://HOST:PORT")
+            folder = env.get("TOOLDOCK_TLS_DIR", "")
+            if not folder:
+                raise TLSError("--backend network needs TOOLDOCK_TLS_DIR: this gateway's cert.pem, key.pem, trust.pem")
+            return cls(settings, workers, TLSFiles(Path(folder)))
+        except TLSError as exc:
+            raise SettingsError(str(exc)) from None
+
+    async def discover(self) -> ScanResult:
+        """One source per listed namespace; its fingerprint is its address (another address: another worker)."""
+        sources = tuple(
+            NamespaceSource(
+                name=namespace,
+                path=Path("/app"),
+                files=(ToolFile(address, ()),),
+                problems=(),
+                config=NamespaceConfig(),
+                requirements="",
+                fingerprint=address,
+            )
+            for namespace, address in sorted(self.workers.items())
+        )
+        return ScanResult(sources, ())
+
+    def create(self, source: NamespaceSource, secrets: SecretEnv) -> NetworkWorker:
+        return NetworkWorker(self, source, self.workers[source.name], secrets)
+
+    async def close(self) -> None:
+        pass
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, ToolDockError):
+        return exc.message
+    return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
