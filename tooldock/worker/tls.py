@@ -149,7 +149,13 @@ def refusal_reason(exc: BaseException) -> str:
     if isinstance(exc, ssl.SSLCertVerificationError) and exc.verify_message:
         return f"certificate refused: {exc.verify_message}"
     if isinstance(exc, ssl.SSLError):
-        return (exc.reason or type(exc).__name__).lower().replace("_", " ")
+        reason = exc.reason or type(exc).__name__
+        said = reason.lower().replace("_", " ")
+        if reason in ("WRONG_VERSION_NUMBER", "HTTP_REQUEST", "HTTPS_PROXY_REQUEST", "UNKNOWN_PROTOCOL"):
+            return f"not TLS ({said})"
+        if reason == "PEER_DID_NOT_RETURN_A_CERTIFICATE":
+            return f"no client certificate ({said})"
+        return said
     if isinstance(exc, TimeoutError):
         return f"no TLS handshake within {HANDSHAKE_TIMEOUT:g}s"
     return str(exc) or type(exc).__name__
