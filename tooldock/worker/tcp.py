@@ -62,6 +62,8 @@ class TLSListener:
                 await asyncio.sleep(0.1)
                 continue
             where = _peer(peer)
+            # Each reply is one small TLS record: sent now, not held back for an ACK (Nagle's algorithm)
+            connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if len(self._handshaking) >= MAX_HANDSHAKING:
                 self._refuse(where, f"more than {MAX_HANDSHAKING} connections in their TLS handshake")
                 connection.close()

@@ -23,6 +23,7 @@ from tooldock.envvars import EnvVar, names
 
 CERT, KEY, TRUST = "cert.pem", "key.pem", "trust.pem"
 SCHEME = "tls://"
+UNIX = "unix:"  # a worker on this host's unix socket, as a worker list may name it too
 HANDSHAKE_TIMEOUT = 10.0  # seconds a peer has to complete the TLS handshake before it is dropped
 
 SETTINGS_TITLE = "Workers over the network (mutual TLS)"
@@ -48,7 +49,7 @@ SETTINGS: tuple[EnvVar, ...] = (
         "TOOLDOCK_WORKERS",
         "unset",
         "`--backend network`: the workers to call, `NAMESPACE=tls://HOST:PORT` separated by commas or spaces "
-        "(one address per namespace)",
+        "(one address per namespace; `NAMESPACE=unix:PATH` for a worker's socket on this host)",
     ),
 )
 ENV_VARS = names(SETTINGS)
@@ -79,7 +80,8 @@ def is_network(address: object) -> bool:
 
 
 def parse_workers(text: str) -> dict[str, str]:
-    """`TOOLDOCK_WORKERS`: `NS=tls://HOST:PORT` entries separated by commas or whitespace, by namespace."""
+    """`TOOLDOCK_WORKERS`: `NS=tls://HOST:PORT` (or `NS=unix:PATH`, a worker's socket on this host) entries
+    separated by commas or whitespace, by namespace."""
     found: dict[str, str] = {}
     for entry in text.replace(",", " ").split():
         namespace, sep, address = entry.partition("=")
@@ -87,7 +89,8 @@ def parse_workers(text: str) -> dict[str, str]:
             raise TLSError(f"TOOLDOCK_WORKERS: {entry!r} is not NAMESPACE=tls://HOST:PORT")
         if namespace in found:
             raise TLSError(f"TOOLDOCK_WORKERS names namespace {namespace!r} twice")
-        parse_address(address)
+        if not (address.startswith(UNIX) and len(address) > len(UNIX)):
+            parse_address(address)
         found[namespace] = address
     return found
 

@@ -1,6 +1,7 @@
 """The `network` backend: workers on other hosts, reached over mutual TLS at addresses given to the gateway.
 
-`TOOLDOCK_WORKERS` names each namespace's worker, `NAMESPACE=tls://HOST:PORT` (worker/tls.py); the gateway
+`TOOLDOCK_WORKERS` names each namespace's worker, `NAMESPACE=tls://HOST:PORT` (worker/tls.py; or
+`NAMESPACE=unix:PATH`, a worker's socket on this host, which the benchmark compares with TLS); the gateway
 presents the certificate in `TOOLDOCK_TLS_DIR` and checks the worker's against the same trust bundle. The
 gateway starts, stops and restarts nothing: a worker here is a connection, made again (with backoff) when
 it ends, as an attached replica's is (`attached.py`); its tools come from the worker's handshake. Stopping
@@ -16,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from tooldock.runtime.backends.supervisor import SupervisedWorker
 from tooldock.runtime.settings import Settings, SettingsError
 from tooldock.runtime.workerclient import SecretEnv, SecretsDelivered, WorkerConnection
 from tooldock.worker import protocol
-from tooldock.worker.tls import TLSError, TLSFiles, parse_workers
+from tooldock.worker.tls import UNIX, TLSError, TLSFiles, parse_workers
 
 RETRY_MAX = 2.0  # seconds between attempts to reach a worker that is not answering, at most
 SETTLE_AFTER = 3  # failed attempts after which start() returns (the worker is not ready; calls get a 503)
@@ -40,13 +40,15 @@ class NetworkWorker(SupervisedWorker):
     def __init__(self, backend: NetworkBackend, source: NamespaceSource, address: str, secrets: SecretEnv) -> None:
         super().__init__(source.name, backend.settings, Path(os.devnull), None, secrets)  # no socket file
         self.backend, self.address = backend, address
+        # `unix:PATH`: a worker run by hand on this host, on its socket (the same client, another transport)
+        self._target: Path | str = Path(address.removeprefix(UNIX)) if address.startswith(UNIX) else address
 
     async def _supervise(self) -> None:
         """Connect, serve until the connection ends, connect again (the worker's orchestrator restarts it)."""
         delay, failures, said = 0.05, 0, None
         while not self._stopping:
             try:
-                conn = await WorkerConnection.open(self.namespace, self.address, None, self.backend.tls)
+                conn = await WorkerConnection.open(self.namespace, self._target, None, self.backend.tls)
             except (OSError, SecretsDelivered, ToolDockError, TLSError) as exc:
                 failures += 1
                 self.last_error = f"cannot reach {self.address}: {_why(exc)}"
@@ -107,9 +109,8 @@ class NetworkWorker(SupervisedWorker):
 class NetworkBackend:
     name = "network"
 
-    def __init__(self, settings: Settings, workers: dict[str, str], tls: TLSFiles) -> None:
+    def __init__(self, settings: Settings, workers: dict[str, str], tls: TLSFiles | None) -> None:
         self.settings, self.workers, self.tls = settings, dict(workers), tls
-        self._since = time.time()
 
     @classmethod
     def from_env(cls, settings: Settings, env: dict[str, str] | None = None) -> NetworkBackend:
@@ -120,9 +121,9 @@ class NetworkBackend:
             if not workers:
                 raise TLSError("TOOLDOCK_WORKERS is empty: name each namespace's worker, NAMESPACE=tls://HOST:PORT")
             folder = env.get("TOOLDOCK_TLS_DIR", "")
-            if not folder:
+            if not folder and any(not a.startswith(UNIX) for a in workers.values()):
                 raise TLSError("--backend network needs TOOLDOCK_TLS_DIR: this gateway's cert.pem, key.pem, trust.pem")
-            return cls(settings, workers, TLSFiles(Path(folder)))
+            return cls(settings, workers, TLSFiles(Path(folder)) if folder else None)
         except TLSError as exc:
             raise SettingsError(str(exc)) from None
 
