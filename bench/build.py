@@ -1,12 +1,17 @@
 """Build benchmark: ToolDock's daemonless OCI builder against the `docker build` route, same run.
 
     .venv/bin/python bench/build.py
+    .venv/bin/python bench/build.py --attachments   # what the SBOM and provenance add (no Docker needed)
 
 For each route: a cold build of examples/multi-tool (empty build cache; the base image is prepared once
 beforehand and given to both with --base), a rebuild with nothing changed, and a rebuild after editing
 one tool file; then image sizes as the Docker engine reports them. Wall-clock times of the whole
 `tooldock build` command. Needs a Docker engine (DOCKER_HOST, the default socket, or a local `dockerd`
 it starts with no bridge network). Everything stays on this machine.
+
+`--attachments`: examples/async-tool (it has requirements) built with and without `--no-attach`, each
+from a build cache holding only the default base (cold), then again (warm), then after a one-file edit;
+the table gives wall-clock seconds and the builder's own `attest` time, and the attachments' sizes.
 """
 
 from __future__ import annotations
@@ -64,7 +69,51 @@ def run(args: list[str], env: dict[str, str]) -> tuple[float, dict]:
     return elapsed, json.loads(proc.stdout.splitlines()[-1])
 
 
+def attachments() -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="tooldock-bench-attach-"))
+    try:
+        seed = tmp / "seed"  # the default base, built once: a cold build below starts from it, as in CI
+        subprocess.run([TOOLDOCK, "base", "--output", str(tmp / "base")], check=True, stdout=subprocess.DEVNULL,
+                       env={**os.environ, "TOOLDOCK_CACHE_DIR": str(seed)})
+        rows = []
+        for flag in ("--attach", "--no-attach"):
+            src = tmp / flag / "async-tool"
+            shutil.copytree(ROOT / "examples" / "async-tool", src,
+                            ignore=shutil.ignore_patterns("__pycache__", "requirements.lock"))
+            cache = tmp / flag / "cache"
+            shutil.copytree(seed, cache, symlinks=True)
+            env = {**os.environ, "TOOLDOCK_CACHE_DIR": str(cache)}
+            args = [str(src), "--output", str(tmp / flag / "out"), flag]
+            timings = []
+            for _ in ("cold", "warm"):
+                timings.append(run(args, env))
+            tool = src / "weather.py"
+            tool.write_text(tool.read_text() + f"\n# {uuid.uuid4()}\n")
+            timings.append(run(args, env))
+            rows.append((flag, timings))
+        table = Table(title="tooldock build examples/async-tool: with and without the SBOM and provenance")
+        for column in ("", "cold s", "warm s", "edit one file s", "attest ms (cold / warm / edit)"):
+            table.add_column(column, justify="left" if not column else "right")
+        for flag, timings in rows:
+            attest = " / ".join(f"{t[1]['timings_ms'].get('attest', 0):.0f}" for t in timings)
+            table.add_row(flag, *(f"{t[0]:.2f}" for t in timings), attest)
+        with_, without = rows
+        table.add_row("difference", *(f"{a[0] - b[0]:+.2f}" for a, b in zip(with_[1], without[1], strict=True)), "")
+        Console(width=140).print(table)
+        out = tmp / "--attach" / "out" / "async-tool"
+        from tooldock.builder.attach import LayoutReader
+
+        reader = LayoutReader(out)
+        sizes = [f"{f.artifact_type} {len(reader.document(f.digest)) / 1000:.1f} kB" for f in reader.referrers()]
+        print("attachment documents:", ", ".join(sorted(sizes)))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main() -> None:
+    if "--attachments" in sys.argv[1:]:
+        attachments()
+        return
     import docker
 
     host, dockerd = ensure_docker()

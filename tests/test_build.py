@@ -60,9 +60,11 @@ def test_lock_is_written_next_to_the_namespace_and_reused(built):
 
 
 def test_skopeo_reads_the_layout_and_its_labels(built):
+    """The layout also lists the image's SBOM and provenance (OCI 1.1 referrers): skopeo picks the image by its
+    ref name."""
     require("skopeo")
     layout = built["tmp"] / "oci" / "multi-tool"
-    info = json.loads(subprocess.run(["skopeo", "inspect", f"oci:{layout}"], capture_output=True, text=True, check=True).stdout)
+    info = json.loads(subprocess.run(["skopeo", "inspect", f"oci:{layout}:latest"], capture_output=True, text=True, check=True).stdout)
     assert info["Digest"] == built["results"]["multi-tool"]["digest"]
     labels = info["Labels"]
     assert labels["io.tooldock.namespace"] == "multi-tool"
@@ -70,7 +72,7 @@ def test_skopeo_reads_the_layout_and_its_labels(built):
     tools = json.loads(labels["io.tooldock.tools"])
     assert [t["name"] for t in tools] == ["add", "multiply", "reverse_text", "word_count"]
     assert tools[0]["inputSchema"]["properties"]["a"]["type"] == "number"
-    weather = json.loads(subprocess.run(["skopeo", "inspect", f"oci:{built['tmp'] / 'oci' / 'async-tool'}"],
+    weather = json.loads(subprocess.run(["skopeo", "inspect", f"oci:{built['tmp'] / 'oci' / 'async-tool'}:1.0.0"],
                                         capture_output=True, text=True, check=True).stdout)
     assert json.loads(weather["Labels"]["io.tooldock.secrets"]) == ["WEATHER_API_KEY"]
 
@@ -256,13 +258,13 @@ def test_resources_and_prompts_are_in_a_label_and_a_namespace_without_them_gets_
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "docs.py").write_text(DOCS)
     build_json(str(tmp_path / "docs"), "--output", str(tmp_path / "oci"))
-    info = json.loads(subprocess.run(["skopeo", "inspect", f"oci:{tmp_path / 'oci' / 'docs'}"],
+    info = json.loads(subprocess.run(["skopeo", "inspect", f"oci:{tmp_path / 'oci' / 'docs'}:latest"],
                                      capture_output=True, text=True, check=True).stdout)
     surface = json.loads(info["Labels"]["io.tooldock.surface"])
     assert [r["uri"] for r in surface["resources"]] == ["docs://readme"]
     assert [t["uriTemplate"] for t in surface["resourceTemplates"]] == ["docs://pages/{page}"]
     assert [p["name"] for p in surface["prompts"]] == ["summarize"]
     assert surface["prompts"][0]["arguments"][0]["name"] == "text"
-    multi = json.loads(subprocess.run(["skopeo", "inspect", f"oci:{built['tmp'] / 'oci' / 'multi-tool'}"],
+    multi = json.loads(subprocess.run(["skopeo", "inspect", f"oci:{built['tmp'] / 'oci' / 'multi-tool'}:latest"],
                                       capture_output=True, text=True, check=True).stdout)
     assert "io.tooldock.surface" not in multi["Labels"]

@@ -7,6 +7,8 @@ stripped of docs, manuals and caches, and written as one reproducible layer. The
 
 from __future__ import annotations
 
+import hashlib
+import json
 import platform
 import shutil
 import subprocess
@@ -71,6 +73,31 @@ def base_info(image: Image, where: str) -> BaseInfo:
 def pinned_packages() -> list[str]:
     text = resources.files("tooldock").joinpath("templates/base/packages.txt").read_text()
     return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
+
+@dataclass(frozen=True)
+class DebPackage:
+    """One Debian package of the base, as its .deb says: what the SBOM lists."""
+
+    name: str
+    version: str
+    architecture: str  # from the .deb's file name: amd64, arm64, or all
+    sha256: str  # of the .deb file
+
+
+def base_packages(cache: Path) -> list[DebPackage]:
+    """The pinned packages the default base is made of, read from the .deb files its build downloaded (fetched
+    again only if the cache lost them); kept beside them so a warm build reads one small file."""
+    packages = pinned_packages()
+    index = cache / "debs" / f"packages-{cache_key('debs', *packages)[:16]}.json"
+    if index.is_file():
+        return [DebPackage(**d) for d in json.loads(index.read_text())]
+    found = []
+    for deb in _download(packages, cache / "debs"):
+        name, version, arch = deb.stem.split("_")
+        found.append(DebPackage(name, version.replace("%3a", ":"), arch, hashlib.sha256(deb.read_bytes()).hexdigest()))
+    index.write_text(json.dumps([d.__dict__ for d in found], indent=1))
+    return found
 
 
 def _download(packages: list[str], debs: Path) -> list[Path]:

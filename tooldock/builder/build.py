@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import tooldock
-from tooldock.builder.base import BaseInfo, base_info, build_base
+from tooldock.builder.attach import Artifact, attestations
+from tooldock.builder.base import BaseInfo, DebPackage, base_info, base_packages, build_base
 from tooldock.builder.blobs import BlobStore, cache_key
 from tooldock.builder.bytecode import Compiler, compiler_for
 from tooldock.builder.daemon import DaemonError, save
@@ -34,6 +35,7 @@ from tooldock.builder.imageconfig import (
 )
 from tooldock.builder.install import filler, tree
 from tooldock.builder.lock import Target, framework_lock, namespace_lock, only_new
+from tooldock.builder.materials import LockedLayer, Materials
 from tooldock.builder.oci import Image, LayoutError, assemble, read_layout, write_layout
 from tooldock.builder.registry import RegistryError, looks_like_registry_ref, pull
 from tooldock.builder.schema import extract, interpreter_for
@@ -56,6 +58,7 @@ class BuildOptions:
     output: Path
     cache: Path
     base: str | None = None
+    attach: bool = True  # the SBOM and provenance, as referrers of the image (attach.py)
 
 
 @dataclass
@@ -76,6 +79,7 @@ class Prepared:
     timings: dict[str, float]
     # resources, resourceTemplates, prompts (only the kinds it has): the io.tooldock.surface label
     surface: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    fw_lock: str = ""
 
     @property
     def tools_json(self) -> bytes:
@@ -101,6 +105,7 @@ class BuildResult:
     layers: list[dict[str, Any]] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     repository: str = ""  # for --load; default tooldock/<namespace>
+    attached: list[Artifact] = field(default_factory=list)  # the SBOM and provenance (attach.py)
 
     def __post_init__(self) -> None:
         self.repository = self.repository or f"tooldock/{self.namespace}"
@@ -115,6 +120,7 @@ class BuildResult:
             "layers": self.layers,
             "tools": [t["name"] for t in self.tools],
             "lock_hash": self.lock_hash,
+            "attached": {a.artifact_type: a.digest for a in self.attached},
             "timings_ms": {k: round(v * 1000, 1) for k, v in self.timings.items()},
         }
 
@@ -178,6 +184,24 @@ class Builder:
         self.store = BlobStore(options.cache)
         self._base: tuple[Image, BaseInfo] | None = None
         self._compiler: Compiler | None = None  # found (and its interpreter probed) once per build run
+        self._debs: tuple[DebPackage, ...] | None = None
+
+    def debs(self) -> tuple[DebPackage, ...] | None:
+        """The base's Debian packages; None for a `--base` of the user's own (ToolDock does not know them)."""
+        if self.options.base is not None:
+            return None
+        if self._debs is None:
+            self._debs = tuple(base_packages(self.options.cache))
+        return self._debs
+
+    def attest(self, materials: Materials, timings: dict[str, float]) -> list[Artifact]:
+        """The SBOM and provenance of `materials.image`, unless --no-attach."""
+        if not self.options.attach:
+            return []
+        started = time.perf_counter()
+        attached = attestations(self.store, materials)
+        timings["attest"] = time.perf_counter() - started
+        return attached
 
     def base(self) -> tuple[Image, BaseInfo]:
         if self._base is None:
@@ -255,6 +279,7 @@ class Builder:
             ns_lock,
             timings,
             surface,
+            fw_lock,
         )
 
     def build(self, folder: Path) -> BuildResult:
@@ -280,8 +305,11 @@ class Builder:
         started = time.perf_counter()
         image = self._assemble(p, [(n, layer) for n, layer, _ in named])
         layout = self.options.output / p.source.name
-        write_layout(layout, self.store, image, p.ref)
         p.timings["write"] = time.perf_counter() - started
+        attached = self.attest(self.materials(p, image), p.timings)
+        started = time.perf_counter()
+        write_layout(layout, self.store, image, p.ref, attached)
+        p.timings["write"] += time.perf_counter() - started
         return BuildResult(
             p.source.name,
             image,
@@ -292,6 +320,25 @@ class Builder:
             [{"name": "base", "digest": layer.digest, "size": layer.size, "cached": True} for layer in p.base.layers]
             + [{"name": n, "digest": layer.digest, "size": layer.size, "cached": hit} for n, layer, hit in named],
             p.timings,
+            attached=attached,
+        )
+
+    def materials(self, p: Prepared, image: Image) -> Materials:
+        return Materials(
+            p.source.name,
+            "namespace",
+            p.ref,
+            image,
+            p.base,
+            self.options.base or "tooldock base",
+            self.debs() if self.options.attach else None,
+            p.info.python,
+            p.info.platform,
+            (LockedLayer("framework", p.fw_lock, p.fw_tree), LockedLayer("deps", p.deps_text, p.deps_tree)),
+            tuple(p.worker_src),
+            tuple(p.app_entries),
+            p.source.path,
+            p.lock,
         )
 
     def _assemble(self, p: Prepared, named: list[tuple[str, Layer]]) -> Image:

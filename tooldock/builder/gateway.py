@@ -22,6 +22,7 @@ from tooldock.builder.build import Builder, BuildResult, entries_key
 from tooldock.builder.imageconfig import USER, image_config
 from tooldock.builder.install import filler, tree
 from tooldock.builder.lock import Target, dated_lock
+from tooldock.builder.materials import LockedLayer, Materials
 from tooldock.builder.oci import Image, assemble, write_layout
 from tooldock.builder.schema import interpreter_for
 from tooldock.builder.tarball import Entry, Layer, entries_from_dir, iso_time, source_date_epoch
@@ -61,6 +62,8 @@ class GatewayLayers:
     src: Layer
     src_hit: bool
     timings: dict[str, float]
+    tree: Path | None = None  # the installed dependencies (their licences, for the SBOM)
+    sources: tuple[Entry, ...] = ()
 
     def runtime(self, name: str, label: str, env: list[str], extra: dict[str, Any]) -> dict[str, Any]:
         """An image's container settings over the base's: ToolDock on its path, the `label` (io.tooldock.*)."""
@@ -105,7 +108,21 @@ class GatewayLayers:
             {"org.opencontainers.image.created": created, "org.opencontainers.image.title": name},
         )
         layout = builder.options.output / name
-        write_layout(layout, builder.store, image, tooldock.__version__)
+        materials = Materials(
+            name,
+            name.removeprefix("tooldock-"),
+            tooldock.__version__,
+            image,
+            self.base,
+            builder.options.base or "tooldock base",
+            builder.debs() if builder.options.attach else None,
+            self.info.python,
+            self.info.platform,
+            (LockedLayer("gateway", self.lock, self.tree),),
+            self.sources,
+        )
+        attached = builder.attest(materials, self.timings)
+        write_layout(layout, builder.store, image, tooldock.__version__, attached)
         return BuildResult(
             name,
             image,
@@ -121,6 +138,7 @@ class GatewayLayers:
             + [{"name": what, "digest": layer.digest, "size": layer.size, "cached": hit} for what, layer, hit in more],
             self.timings,
             repository=f"tooldock/{name.removeprefix('tooldock-')}",
+            attached=attached,
         )
 
 
@@ -139,7 +157,7 @@ def gateway_layers(builder: Builder) -> GatewayLayers:
     deps_layer, deps_hit = builder.store.layer(key, lambda: entries_from_dir(packages, PACKAGES_DIR))
     sources = _source_entries()
     src_layer, src_hit = builder.store.layer(entries_key("gateway-src", sources), lambda: sources)
-    return GatewayLayers(base, info, lock, deps_layer, deps_hit, src_layer, src_hit, timings)
+    return GatewayLayers(base, info, lock, deps_layer, deps_hit, src_layer, src_hit, timings, packages, tuple(sources))
 
 
 def build_gateway(builder: Builder) -> BuildResult:

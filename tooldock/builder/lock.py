@@ -165,3 +165,23 @@ def only_new(lock_text: str, framework: str) -> str:
         blocks.append(current)
     keep = [b for b in blocks if _normalized(b[0]) not in have]
     return "\n".join("\n".join(b) for b in keep) + ("\n" if keep else "")
+
+
+@dataclass(frozen=True)
+class Locked:
+    """One package of a lock: its normalised name, version and the `--hash` values uv wrote for it."""
+
+    name: str
+    version: str
+    hashes: tuple[str, ...]  # "sha256:<hex>", one per wheel or sdist the lock allows
+
+
+def locked(lock_text: str) -> list[Locked]:
+    """Every `name==version` block of a lock, with its hashes (what the SBOM lists)."""
+    found: list[Locked] = []
+    for block in re.split(r"\n(?=[A-Za-z0-9])", lock_text):
+        match = _PIN_RE.match(block)
+        if match:
+            name = re.sub(r"[-_.]+", "-", match.group(1)).lower()
+            found.append(Locked(name, match.group(3), tuple(re.findall(r"--hash=(sha256:[0-9a-f]{64})", block))))
+    return found

@@ -6,9 +6,10 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from tooldock.builder.blobs import BlobStore, atomic_write
 from tooldock.builder.tarball import Layer
@@ -57,33 +58,44 @@ def assemble(store: BlobStore, config: dict[str, Any], layers: list[Layer], anno
     return Image(manifest_bytes, store.put(manifest_bytes), config_bytes, config_digest, tuple(layers))
 
 
-def index_json(image: Image, ref: str) -> bytes:
+def index_json(image: Image, ref: str, attached: Sequence[Attached] = ()) -> bytes:
+    """The layout's index: `image` first, tagged `ref`, then the artifacts that refer to it (attach.py)."""
+    first = {
+        "mediaType": MANIFEST,
+        "digest": image.manifest_digest,
+        "size": len(image.manifest),
+        "annotations": {REF_NAME: ref},
+    }
     return canonical(
-        {
-            "schemaVersion": 2,
-            "mediaType": INDEX,
-            "manifests": [
-                {
-                    "mediaType": MANIFEST,
-                    "digest": image.manifest_digest,
-                    "size": len(image.manifest),
-                    "annotations": {REF_NAME: ref},
-                }
-            ],
-        }
+        {"schemaVersion": 2, "mediaType": INDEX, "manifests": [first, *(a.descriptor() for a in attached)]}
     )
 
 
-def write_layout(dest: Path, store: BlobStore, image: Image, ref: str) -> None:
-    """Write `dest` as an OCI layout holding `image`; built beside it and renamed into place."""
+class Attached(Protocol):
+    """An artifact manifest in the store that refers to the image (attach.Artifact)."""
+
+    @property
+    def digest(self) -> str: ...
+
+    def descriptor(self) -> dict[str, Any]: ...
+
+    @property
+    def blobs(self) -> tuple[str, ...]: ...
+
+
+def write_layout(dest: Path, store: BlobStore, image: Image, ref: str, attached: Sequence[Attached] = ()) -> None:
+    """Write `dest` as an OCI layout holding `image` (and `attached`); built beside it and renamed into place."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     try:
         (tmp / "oci-layout").write_bytes(canonical({"imageLayoutVersion": "1.0.0"}))
-        (tmp / "index.json").write_bytes(index_json(image, ref))
+        (tmp / "index.json").write_bytes(index_json(image, ref, attached))
         blobs = tmp / "blobs" / "sha256"
         blobs.mkdir(parents=True)
-        for digest in (image.manifest_digest, image.config_digest, *(layer.digest for layer in image.layers)):
+        extra = [d for a in attached for d in (a.digest, *a.blobs)]
+        for digest in dict.fromkeys(
+            (image.manifest_digest, image.config_digest, *(layer.digest for layer in image.layers), *extra)
+        ):
             target = blobs / digest.split(":", 1)[1]
             try:
                 os.link(store.path(digest), target)

@@ -54,35 +54,42 @@ def _scheme(host: str) -> str:
         return "https"
 
 
+def registry_url(host: str, repository: str) -> str:
+    """The distribution API's base URL for `repository` (HTTP for loopback registries, HTTPS otherwise)."""
+    return f"{_scheme(host)}://{host}/v2/{repository}"
+
+
+def upload_blob(client: httpx.Client, base: str, store: BlobStore, digest: str) -> bool:
+    """Upload one blob unless the repository has it (HEAD); True when it was uploaded."""
+    if client.head(f"{base}/blobs/{digest}").status_code == 200:
+        return False
+    start = client.post(f"{base}/blobs/uploads/")
+    if start.status_code != 202 or "location" not in start.headers:
+        raise RegistryError(f"registry refused an upload to {base} ({start.status_code}): {start.text[:200]}")
+    location = httpx.URL(f"{base}/").join(start.headers["location"])
+    done = client.put(
+        location,
+        params={**dict(location.params), "digest": digest},
+        content=store.path(digest).read_bytes(),
+        headers={"Content-Type": "application/octet-stream"},
+    )
+    if done.status_code != 201:
+        raise RegistryError(f"upload of {digest} failed ({done.status_code}): {done.text[:200]}")
+    return True
+
+
 def push(store: BlobStore, image: Image, target: str, namespace: str, tag: str) -> PushResult:
     host, prefix = parse_target(target)
     repository = f"{prefix}/{namespace}"
-    base = f"{_scheme(host)}://{host}/v2/{repository}"
+    base = registry_url(host, repository)
     result = PushResult(f"{host}/{repository}:{tag}", image.manifest_digest)
     try:
         with httpx.Client(
             auth=RegistryAuth(host), timeout=httpx.Timeout(30, write=300), follow_redirects=True
         ) as client:
             for digest in dict.fromkeys([image.config_digest, *(layer.digest for layer in image.layers)]):
-                head = client.head(f"{base}/blobs/{digest}")
-                if head.status_code == 200:
-                    result.skipped.append(digest)
-                    continue
-                start = client.post(f"{base}/blobs/uploads/")
-                if start.status_code != 202 or "location" not in start.headers:
-                    raise RegistryError(
-                        f"registry refused an upload to {repository} ({start.status_code}): {start.text[:200]}"
-                    )
-                location = httpx.URL(f"{base}/").join(start.headers["location"])
-                done = client.put(
-                    location,
-                    params={**dict(location.params), "digest": digest},
-                    content=store.path(digest).read_bytes(),
-                    headers={"Content-Type": "application/octet-stream"},
-                )
-                if done.status_code != 201:
-                    raise RegistryError(f"upload of {digest} failed ({done.status_code}): {done.text[:200]}")
-                result.uploaded.append(digest)
+                uploaded = upload_blob(client, base, store, digest)
+                (result.uploaded if uploaded else result.skipped).append(digest)
             put = client.put(f"{base}/manifests/{tag}", content=image.manifest, headers={"Content-Type": MANIFEST})
             if put.status_code != 201:
                 raise RegistryError(f"manifest upload failed ({put.status_code}): {put.text[:300]}")

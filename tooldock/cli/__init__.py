@@ -3,7 +3,7 @@
     serve       `serve`                     the gateway (and, with --manager, the manager next to it)
     check       `check`                     a tools directory scanned as `serve` would, nothing started
     manager     `manager`                   the manager MCP server
-    images      `build`, `base`             namespace folders -> OCI images
+    images      `build`, `base`, `inspect`  namespace folders -> OCI images; their SBOM and provenance
     containers  `deploy`, `ps`, `stop`      worker containers on the Docker engine
     secrets     `secrets ...`               the encrypted secrets store (human-only)
     keys        `keys ...`                  API keys for the relay socket and HTTP (create, list, revoke)
@@ -55,6 +55,7 @@ for _command in (
     manager.manager,
     images.build,
     images.base,
+    images.inspect,
     containers.deploy,
     containers.ps,
     containers.stop,

@@ -1,4 +1,4 @@
-"""`tooldock build` and `tooldock base`: images, without a Docker daemon."""
+"""`tooldock build`, `tooldock base` and `tooldock inspect`: images, without a Docker daemon."""
 
 from __future__ import annotations
 
@@ -76,6 +76,14 @@ if TYPE_CHECKING:
     help="Build an image of the manager (OUTPUT/tooldock-manager/, for `tooldock compose`): the gateway image's "
     "layers, the example namespaces and what building them needs; with --load, also its base image.",
 )
+@click.option(
+    "--attach/--no-attach",
+    default=True,
+    show_default=True,
+    help="Attach a CycloneDX 1.6 SBOM and an in-toto SLSA v1 provenance statement to each image, as OCI 1.1 "
+    "referrers: listed in the layout's index.json after the image (whose digest they do not change) and pushed "
+    "with --push. Read them with `tooldock inspect`.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per namespace on stdout.")
 def build(
     namespace_dirs: tuple[Path, ...],
@@ -87,13 +95,15 @@ def build(
     engine: str,
     gateway: bool,
     manager: bool,
+    attach: bool,
     as_json: bool,
 ) -> None:
     """Build each NAMESPACE_DIR into its own reproducible OCI image, without a Docker daemon.
 
     Locks requirements.txt into requirements.lock (next to the namespace; commit it), extracts the tool
     schemas into tools.json and the image labels, and writes OUTPUT/<namespace>/ as an OCI layout.
-    Progress goes to stderr; a bad namespace is reported and the others are still built.
+    Each image gets its SBOM and build provenance attached (see --attach). Progress goes to stderr; a bad
+    namespace is reported and the others are still built.
     """
     import json
 
@@ -104,6 +114,7 @@ def build(
     from tooldock.builder.daemon import DaemonError
     from tooldock.builder.daemon import load as load_image
     from tooldock.builder.registry import RegistryError, parse_target, push
+    from tooldock.builder.registryrefs import push_referrers
 
     if push_to is not None:
         try:
@@ -122,7 +133,8 @@ def build(
         raise click.UsageError("with several namespaces, --tar needs {namespace} in the file name")
     console = Console(stderr=True, highlight=False, soft_wrap=True)
     builder = Builder(
-        BuildOptions(output=output, cache=_cache_dir(), base=base_ref), say=lambda m: console.print(f"  {m}")
+        BuildOptions(output=output, cache=_cache_dir(), base=base_ref, attach=attach),
+        say=lambda m: console.print(f"  {m}"),
     )
     failures = 0
     jobs: list[str | Path] = [*(["gateway"] if gateway else []), *(["manager"] if manager else [])]
@@ -153,15 +165,22 @@ def build(
             if push_to is not None:
                 with console.status(f"pushing {result.namespace} to {push_to}"):
                     pushed = push(builder.store, result.image, push_to, result.namespace, result.ref)
+                    how = (
+                        push_referrers(builder.store, result.attached, push_to, result.namespace, pushed.digest)
+                        if result.attached
+                        else ""
+                    )
                 extra["pushed"] = {
                     "reference": pushed.reference,
                     "digest": pushed.digest,
                     "uploaded": pushed.uploaded,
                     "skipped": pushed.skipped,
+                    "attached": how,
                 }
                 console.print(
                     f"  pushed {pushed.reference} ({len(pushed.uploaded)} blobs uploaded, "
                     f"{len(pushed.skipped)} already there)"
+                    + (f"; SBOM and provenance as referrers ({how})" if how else "")
                 )
         except BuilderError as exc:
             failures += 1
@@ -238,3 +257,53 @@ def base(output: Path) -> None:
         raise click.ClickException(str(exc)) from None
     write_layout(output, store, image, "base")
     click.echo(image.manifest_digest)
+
+
+@click.command()
+@click.argument("image")
+@click.option("--sbom", "show", flag_value="sbom", help="Print the image's SBOM (CycloneDX 1.6 JSON) on stdout.")
+@click.option(
+    "--provenance",
+    "show",
+    flag_value="provenance",
+    help="Print the image's build provenance (an in-toto statement, SLSA v1 predicate) on stdout.",
+)
+@click.option("--json", "as_json", is_flag=True, help="List the attached artifacts as one JSON object.")
+def inspect(image: str, show: str | None, as_json: bool) -> None:
+    """List the artifacts attached to IMAGE (its SBOM and provenance), or print one.
+
+    IMAGE is an OCI layout directory written by `tooldock build` (e.g. build/oci/hello) or a registry reference
+    HOST/REPOSITORY[:TAG][@sha256:...] pushed by `tooldock build --push`; in a registry they are found through
+    the referrers API, else the `sha256-<digest>` referrers tag, else cosign's `.sbom` / `.att` tags.
+    """
+    import json
+
+    from tooldock.builder.attach import LayoutReader
+    from tooldock.builder.provenance import MEDIA_TYPE as PROVENANCE
+    from tooldock.builder.registryrefs import remote_image
+    from tooldock.builder.sbom import MEDIA_TYPE as SBOM
+
+    try:
+        reader = LayoutReader(Path(image)) if Path(image).is_dir() else remote_image(image)
+        found = reader.referrers()
+        if show is None:
+            if as_json:
+                listed = [
+                    {"artifactType": f.artifact_type, "digest": f.digest, "size": f.size, "found": f.source}
+                    for f in found
+                ]
+                click.echo(json.dumps({"image": reader.digest, "attached": listed}, indent=2, sort_keys=True))
+                return
+            click.echo(f"image {reader.digest}")
+            for f in found:
+                click.echo(f"  {f.artifact_type:34} {f.digest} {f.size:>6} B  ({f.source})")
+            if not found:
+                click.echo("  no SBOM or provenance attached (built with --no-attach, or by another tool)")
+            return
+        wanted = SBOM if show == "sbom" else PROVENANCE
+        match = next((f for f in found if f.artifact_type == wanted), None)
+        if match is None:
+            raise click.ClickException(f"{image}: no {show} attached to {reader.digest}")
+        click.echo(reader.document(match.digest).decode(), nl=False)
+    except BuilderError as exc:
+        raise click.ClickException(str(exc)) from None

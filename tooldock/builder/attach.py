@@ -1,0 +1,129 @@
+"""Artifacts attached to an image as OCI 1.1 referrers: the SBOM and the provenance.
+
+Each is an image manifest with an `artifactType`, the empty config, one layer (the document) and a
+`subject` pointing at the image's manifest. In an OCI layout they are listed in `index.json` after the
+image (which keeps its `org.opencontainers.image.ref.name`); the image's own manifest, and so its digest,
+is untouched. `registryrefs.py` pushes them and finds them in a registry.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tooldock.builder.blobs import BlobStore
+from tooldock.builder.materials import Materials
+from tooldock.builder.oci import MANIFEST, Image, LayoutError, canonical
+from tooldock.builder.provenance import MEDIA_TYPE as PROVENANCE
+from tooldock.builder.provenance import make_provenance
+from tooldock.builder.sbom import MEDIA_TYPE as SBOM
+from tooldock.builder.sbom import make_sbom
+from tooldock.builder.tarball import iso_time, source_date_epoch
+
+EMPTY = "application/vnd.oci.empty.v1+json"
+EMPTY_DIGEST = "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"  # of b"{}"
+TITLE = "org.opencontainers.image.title"
+# artifactType -> (file name in the artifact, the cosign-style tag suffix used when a registry has no referrers API)
+KINDS: dict[str, tuple[str, str]] = {SBOM: ("sbom.cdx.json", "sbom"), PROVENANCE: ("provenance.intoto.json", "att")}
+MAKERS: dict[str, Callable[[Materials], bytes]] = {SBOM: make_sbom, PROVENANCE: make_provenance}
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """An artifact manifest in the blob store: its bytes and digest, its type, the document's digest."""
+
+    artifact_type: str
+    manifest: bytes
+    digest: str
+    document: str  # digest of the one layer
+
+    def descriptor(self) -> dict[str, Any]:
+        return {
+            "mediaType": MANIFEST,
+            "artifactType": self.artifact_type,
+            "digest": self.digest,
+            "size": len(self.manifest),
+        }
+
+    @property
+    def blobs(self) -> tuple[str, ...]:
+        return (EMPTY_DIGEST, self.document)
+
+
+def artifact(store: BlobStore, subject: Image, artifact_type: str, document: bytes) -> Artifact:
+    """Store `document` and an artifact manifest for it whose `subject` is `subject`'s manifest."""
+    assert store.put(b"{}") == EMPTY_DIGEST
+    doc_digest = store.put(document)
+    manifest = canonical(
+        {
+            "schemaVersion": 2,
+            "mediaType": MANIFEST,
+            "artifactType": artifact_type,
+            "config": {"mediaType": EMPTY, "digest": EMPTY_DIGEST, "size": 2},
+            "layers": [
+                {
+                    "mediaType": artifact_type,
+                    "digest": doc_digest,
+                    "size": len(document),
+                    "annotations": {TITLE: KINDS[artifact_type][0]},
+                }
+            ],
+            "subject": {"mediaType": MANIFEST, "digest": subject.manifest_digest, "size": len(subject.manifest)},
+            "annotations": {"org.opencontainers.image.created": iso_time(source_date_epoch())},
+        }
+    )
+    return Artifact(artifact_type, manifest, store.put(manifest), doc_digest)
+
+
+def attestations(store: BlobStore, materials: Materials) -> list[Artifact]:
+    """The SBOM and the provenance of `materials.image`, stored and wrapped as referrers."""
+    return [artifact(store, materials.image, kind, make(materials)) for kind, make in MAKERS.items()]
+
+
+@dataclass(frozen=True)
+class Found:
+    """An artifact found for an image: its descriptor and where it was found."""
+
+    artifact_type: str
+    digest: str
+    size: int
+    source: str  # "layout", "referrers API", "tag sha256-...", ...
+
+
+class LayoutReader:
+    """The image of an OCI layout directory (the first entry without a `subject`) and the artifacts that refer to it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            self.index = json.loads((path / "index.json").read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise LayoutError(f"{path} is not a readable OCI image layout: {exc}") from None
+        manifests = self.index.get("manifests") or []
+        images = [d for d in manifests if "artifactType" not in d]
+        if not images:
+            raise LayoutError(f"{path}: index.json lists no image")
+        self.digest = images[0]["digest"]
+        self.entries = manifests
+
+    def blob(self, digest: str) -> bytes:
+        try:
+            return (self.path / "blobs" / digest.replace(":", "/")).read_bytes()
+        except OSError as exc:
+            raise LayoutError(f"{self.path}: blob {digest} missing: {exc}") from None
+
+    def referrers(self) -> list[Found]:
+        found = []
+        for d in self.entries:
+            if d["digest"] == self.digest or d.get("mediaType") != MANIFEST:
+                continue
+            manifest = json.loads(self.blob(d["digest"]))
+            if (manifest.get("subject") or {}).get("digest") == self.digest:
+                found.append(Found(manifest.get("artifactType", ""), d["digest"], d["size"], "layout index.json"))
+        return found
+
+    def document(self, artifact_digest: str) -> bytes:
+        return self.blob(json.loads(self.blob(artifact_digest))["layers"][0]["digest"])
