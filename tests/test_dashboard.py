@@ -26,6 +26,7 @@ from conftest import FIXTURES, Gateway, require
 from tooldock.dashboard import CSP
 from tooldock.dashboard.pages import STATIC
 from tooldock.keys import KeyStore
+from tooldock.secrets import SecretStore
 
 LOOPBACK = {"127.0.0.1", "localhost", "[::1]"}
 ROOT = Path(__file__).resolve().parent.parent
@@ -130,8 +131,8 @@ def wipe() -> str:
 class Dash:
     """The gateway, its key store and audit log folder."""
 
-    def __init__(self, gateway: Gateway, keys: KeyStore, audit: Path) -> None:
-        self.gateway, self.keys, self.audit = gateway, keys, audit
+    def __init__(self, gateway: Gateway, keys: KeyStore, audit: Path, secrets: SecretStore) -> None:
+        self.gateway, self.keys, self.audit, self.secrets = gateway, keys, audit, secrets
         self.url, self.token = gateway.url, gateway.token
 
     def audit_lines(self) -> list[dict[str, Any]]:
@@ -145,12 +146,15 @@ def dash(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dash]:
     for name, text in (("shapes", SHAPES), ("ok", OK)):
         (tools / name).mkdir(parents=True)
         (tools / name / "tools.py").write_text(text)
+    (tools / "ok" / "tooldock.yaml").write_text("secrets: [API_TOKEN]\n")
     shutil.copytree(FIXTURES / "crashy" / "crashy", tools / "crashy")
+    SecretStore(tmp / "secrets", tmp / "age.key").init()
     env = {"TOOLDOCK_KEYS_DIR": str(tmp / "keys"), "TOOLDOCK_LOG_DIR": str(tmp / "audit"),
-           "TOOLDOCK_RESTART_BACKOFF": "0.05"}
+           "TOOLDOCK_RESTART_BACKOFF": "0.05", "TOOLDOCK_SECRETS_DIR": str(tmp / "secrets"),
+           "TOOLDOCK_AGE_KEY_FILE": str(tmp / "age.key")}
     gateway = Gateway(tools, tmp / "gateway.log", env).start()
     gateway.wait_for(lambda: gateway.namespace("crashy")["state"] == "crash_loop", 60, "the crash loop")
-    yield Dash(gateway, KeyStore(tmp / "keys"), tmp / "audit")
+    yield Dash(gateway, KeyStore(tmp / "keys"), tmp / "audit", SecretStore(tmp / "secrets", tmp / "age.key"))
     gateway.stop()
 
 
@@ -579,3 +583,215 @@ def test_sign_in_and_a_run_work_from_the_keyboard(tab: Tab, dash: Dash) -> None:
     assert "hello Kim hello Kim" in page.get_by_role("region", name="Result").inner_text()
     for button in page.get_by_role("button").all():
         assert button.evaluate("b => b.textContent.trim() || b.getAttribute('aria-label')"), button
+
+
+# -- activity, metrics, secrets, connect ------------------------------------------------------------------
+
+def test_activity_lists_this_browsers_calls_replays_one_and_finds_it_in_the_audit_log(admin: Tab, dash: Dash) -> None:
+    page = admin.open("/namespaces/shapes/tools/greet")
+    page.get_by_label("name", exact=True).fill("Replayed")
+    result = run(page)
+    request_id = result.get_attribute("data-request-id")
+    assert request_id and request_id.startswith("ui-")
+    page.get_by_role("link", name="Activity").click()
+    mine = page.get_by_role("table", name="This browser's calls")
+    row = mine.locator("tbody tr").first
+    assert "shapes / greet" in row.inner_text() and request_id in row.inner_text()
+    page.get_by_label("Request id").fill(request_id)
+    page.get_by_role("button", name="Filter").click()
+    found = page.get_by_role("table", name="Audit log").locator(f'tr[data-request-id="{request_id}"]')
+    found.wait_for()
+    assert found.get_attribute("data-status") == "ok" and "greet" in found.inner_text()
+    assert page.get_by_role("table", name="Audit log").locator("tbody tr").count() == 1
+    assert f"request_id={request_id}" in page.url  # the filter is in the address, to share
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Download JSONL").click()
+    lines = [json.loads(line) for line in Path(download.value.path()).read_text().splitlines()]
+    assert [line["request_id"] for line in lines] == [request_id] and lines[0]["tool"] == "greet"
+    page.get_by_label("Request id").fill("")
+    page.get_by_label("Tool").fill("ping")
+    page.get_by_role("button", name="Filter").click()  # following: a call made elsewhere shows up
+    fresh = dash.gateway.post("/tools/ping", "ok", {}, headers={"X-Request-Id": "followed-1"})
+    assert fresh.status_code == 200
+    page.locator('tr[data-request-id="followed-1"]').wait_for(timeout=10_000)
+    page.get_by_role("button", name=re.compile(r"^Replay greet")).first.click()
+    page.get_by_role("heading", name="greet", exact=True).wait_for()
+    assert page.get_by_label("name", exact=True).input_value() == "Replayed"
+    assert "hello Replayed" in run(page).inner_text()
+
+
+def test_the_audit_endpoint_keeps_to_the_keys_scope_and_to_the_audit_folder(dash: Dash, tmp_path: Path) -> None:
+    dash.gateway.post("/tools/wipe", "ok", {})
+    dash.gateway.post("/tools/ping", "ok", {})
+    outside = tmp_path / "outside.jsonl"
+    outside.write_text(json.dumps({"time": "2999-01-01T00:00:00.000+00:00", "namespace": "ok", "tool": "leak"}) + "\n")
+    (dash.audit / "2999-01-01.jsonl").symlink_to(outside)  # a link in the folder is not followed
+    (dash.audit / "notes.jsonl").write_text(json.dumps({"namespace": "ok", "tool": "leak"}) + "\n")
+    try:
+        _, secret = dash.keys.create("audit-reader", "read", ("ok",))
+        as_key = {"Authorization": f"Bearer {secret}"}
+        dash.gateway.wait_for(lambda: any(line.get("tool") == "wipe" for line in dash.audit_lines()), 10, "the wipe line")
+        everything = dash.gateway.get("/audit?limit=1000").json()["lines"]
+        assert {"wipe", "ping", "greet"} <= {line.get("tool") for line in everything}
+        assert all(line.get("tool") != "leak" for line in everything)
+        seen = httpx.get(dash.url + "/audit?limit=1000", headers=as_key, timeout=30).json()["lines"]
+        assert seen and {line["namespace"] for line in seen} == {"ok"}
+        assert {line["tool"] for line in seen if "tool" in line} == {"ping"}  # wipe is not read-only: not its to see
+        only = dash.gateway.get("/audit?namespace=ok&tool=ping&status=ok&limit=1").json()["lines"]
+        assert len(only) == 1 and only[0]["tool"] == "ping"
+        assert httpx.get(dash.url + "/audit?limit=5000", headers=as_key, timeout=30).status_code == 400
+    finally:
+        (dash.audit / "2999-01-01.jsonl").unlink()
+        (dash.audit / "notes.jsonl").unlink()
+
+
+def test_metrics_draw_calls_errors_and_latency_per_tool(admin: Tab, dash: Dash) -> None:
+    for _ in range(3):
+        dash.gateway.post("/tools/fail", "shapes", {"reason": "metrics"})
+    dash.gateway.wait_for(lambda: sum(line.get("tool") == "fail" for line in dash.audit_lines()) >= 3, 10, "3 lines")
+    stats = dash.gateway.get("/audit/stats?minutes=15&step=30").json()
+    (fail,) = [s for s in stats["series"] if s["tool"] == "fail"]
+    assert fail["calls"] >= 3 and fail["errors"] == fail["calls"]
+    assert all(p["p50"] is not None and p["p95"] >= p["p50"] for p in fail["points"])
+    page = admin.open("/metrics?minutes=15")
+    row = page.locator('tr[data-series="shapes/fail"]')
+    row.wait_for()
+    assert row.locator("td").nth(1).inner_text() == str(fail["calls"])  # calls
+    assert row.locator("td").nth(2).inner_text() == str(fail["errors"])  # errors
+    charts = page.get_by_role("img")
+    assert charts.count() == 4
+    assert [c.get_attribute("aria-label").split(":")[0] for c in charts.all()] == ["Calls", "Errors", "Latency p50", "Latency p95"]
+    assert page.locator("svg.chart").first.locator("polyline, circle").count() >= 1
+    page.get_by_label("Window").select_option(label="Last hour")
+    assert page.url.endswith("/ui/metrics?minutes=60")
+
+
+def test_a_secret_is_set_and_never_shown_again(admin: Tab, dash: Dash) -> None:
+    value = f"s3cr3t-{os.urandom(8).hex()}"
+    page = admin.open("/secrets")
+    bodies: list[Any] = []
+    keep = lambda response: bodies.append(response)  # noqa: E731
+    page.on("response", keep)
+    row = page.locator('tr[data-secret="API_TOKEN"]')
+    row.wait_for()
+    assert row.get_attribute("data-status") == "missing" and "ok" in row.locator("td").nth(2).inner_text()
+    page.get_by_role("button", name="Set API_TOKEN (ok)").click()
+    assert page.get_by_label("Secret name").input_value() == "API_TOKEN" and page.get_by_label("Scope").input_value() == "ok"
+    field = page.get_by_label("New value")
+    assert field.get_attribute("type") == "password"
+    field.fill(value)
+    page.get_by_role("button", name="Save secret").click()
+    page.get_by_role("status").filter(has_text="API_TOKEN is set (namespace ok)").wait_for()
+    assert field.input_value() == ""
+    page.locator('tr[data-secret="API_TOKEN"][data-scope="ok"][data-status="set"]').wait_for()
+    assert dash.secrets.load_all()["namespaces"]["ok"]["API_TOKEN"] == value  # as `tooldock secrets set` stores it
+    dash.gateway.wait_for(lambda: dash.gateway.namespace("ok").get("secrets_status") == "ok", 20, "the reload")
+    read = lambda: [r.text() for r in bodies if r.request.resource_type in ("fetch", "xhr", "document")]  # noqa: E731
+    texts = read()
+    bodies.clear()
+    page.reload()
+    page.locator('tr[data-secret="API_TOKEN"][data-status="set"]').wait_for()
+    page.remove_listener("response", keep)
+    texts += read()
+    assert len(texts) >= 4 and all(value not in text for text in texts)
+    assert value not in page.content() and value not in dash.gateway.logs
+    assert all(value not in json.dumps(line) for line in dash.audit_lines())
+    assert any(line.get("method") == "secrets/set" and line["target"] == "API_TOKEN (ok)" for line in dash.audit_lines())
+    for bad in ({"value": 5}, {"value": ""}, ["x"]):  # a wrong body is refused without echoing it
+        reply = httpx.put(dash.url + "/secrets/API_TOKEN", json=bad, headers=dash.gateway.headers(), timeout=30)
+        assert reply.status_code == 400 and "5" not in reply.json()["error"]["message"]
+
+
+def test_a_read_scoped_key_sees_no_write_action_on_the_new_views(tab: Tab, dash: Dash) -> None:
+    _, secret = dash.keys.create("viewer2", "read")
+    page = tab.open("/secrets", secret)
+    page.locator('tr[data-secret="API_TOKEN"]').first.wait_for()
+    assert page.get_by_role("button", name="Save secret").count() == 0 and page.get_by_label("New value").count() == 0
+    assert page.get_by_role("button", name=re.compile("^Set |^Rotate")).count() == 0
+    reply = httpx.put(dash.url + "/secrets/API_TOKEN", json={"value": "nope-123"}, timeout=30,
+                      headers={"Authorization": f"Bearer {secret}"})
+    assert reply.status_code == 403 and "may not set secrets" in reply.json()["error"]["message"]
+    for path in ("/activity", "/metrics", "/connect/shapes"):
+        page = tab.open(path)
+        page.locator("h1").wait_for()
+        writes = page.get_by_role("button", name=re.compile("Create|Revoke|Save|Set|Rotate|Delete|Remove"))
+        assert writes.count() == 0, path
+    lines = httpx.get(dash.url + "/audit?limit=1000", headers={"Authorization": f"Bearer {secret}"}, timeout=30).json()
+    assert all(line.get("tool") in ("greet", "ping") for line in lines["lines"])  # no key or secret changes, no writes
+
+
+def test_connect_gives_each_client_this_gateways_url_and_no_token(admin: Tab, dash: Dash) -> None:
+    from tooldock.cli.install import entry_for
+
+    page = admin.open("/connect/shapes")
+    url = f"{dash.url}/ns/shapes/mcp"
+    text = {c: page.locator(f'pre[data-client="{c}"]').inner_text()
+            for c in ("Claude Desktop", "Cursor", "VS Code", "LiteLLM", "Open WebUI", "curl")}
+    assert json.loads(text["Cursor"])["mcpServers"]["tooldock-shapes"] == entry_for("cursor", url, "TOOLDOCK_BEARER_TOKEN")[1]
+    vscode = json.loads(text["VS Code"])
+    assert vscode["servers"]["tooldock-shapes"] == entry_for("vscode", url, "TOOLDOCK_BEARER_TOKEN")[1]
+    desktop = json.loads(text["Claude Desktop"])["mcpServers"]["tooldock-shapes"]
+    assert desktop["args"] == ["-y", "mcp-remote", url, "--header", "Authorization:${TOOLDOCK_AUTHORIZATION}"]
+    assert f'url: "{url}"' in text["LiteLLM"] and url in text["Open WebUI"]
+    assert all(dash.token not in t for t in text.values()) and dash.token not in page.content()
+    command = text["curl"].replace("$TOOLDOCK_BEARER_TOKEN", dash.token)
+    import subprocess
+
+    listed = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=30).stdout
+    assert '"greet"' in listed  # the command works
+    page.get_by_label("Namespace").select_option("ok")
+    page.locator('pre[data-client="Cursor"]').filter(has_text="/ns/ok/mcp").wait_for()
+    assert page.url.endswith("/ui/connect/ok")
+
+
+# -- accessibility and screenshots ---------------------------------------------------------------------------
+
+AXE = ROOT / "tests" / "vendor" / "axe-core-4.14.1.min.js"  # npm axe-core 4.14.1's axe.min.js, test-only
+AXE_SHA256 = "29348999450cdf2849a8e70b7912fc2da85a849da39c0d0d5394f51d4a9ed95c"
+SHOTS = ROOT / "docs" / "_static" / "dashboard"
+PAGES = {  # page -> (its address, what shows it has loaded)
+    "sign-in": ("/", "form.signin"),
+    "overview": ("/", 'tr[data-namespace="crashy"]'),
+    "tools": ("/tools", "#tool-count"),
+    "runner": ("/namespaces/shapes/tools/ship", "fieldset.object"),
+    "activity": ("/activity", "#audit-count"),
+    "metrics": ("/metrics", "svg.chart"),
+    "secrets": ("/secrets", "#secrets-summary:not(:empty)"),
+    "connect": ("/connect/shapes", 'pre[data-client="curl"]'),
+    "keys": ("/keys", "form.new-key"),
+}
+
+
+def test_the_vendored_axe_core_is_the_pinned_one() -> None:
+    import hashlib
+
+    assert hashlib.sha256(AXE.read_bytes()).hexdigest() == AXE_SHA256
+    assert AXE.read_text()[:40].startswith("/*! axe v4.14.1")
+
+
+@pytest.mark.parametrize("name", list(PAGES))
+def test_every_page_has_no_serious_accessibility_violation(browser: Any, admin: Tab, dash: Dash, name: str) -> None:
+    """axe-core (pinned, injected by the test: the page's CSP stays as served) on each page; with
+    TOOLDOCK_DASHBOARD_SCREENSHOTS=1 the page is also saved for the docs (docs/_static/dashboard/)."""
+    path, ready = PAGES[name]
+    signed_out = Tab(browser, dash.url) if name == "sign-in" else None
+    try:
+        page = signed_out.open(path) if signed_out is not None else admin.open(path)
+        page.set_viewport_size({"width": 1280, "height": 800})
+        page.locator(ready).first.wait_for()
+        page.evaluate(AXE.read_text())
+        found = page.evaluate("axe.run(document, {resultTypes: ['violations']}).then(r => r.violations.map("
+                              "v => ({id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.slice(0, 3).map(n => n.target.join(' '))})))")
+        serious = [v for v in found if v["impact"] in ("serious", "critical")]
+        assert not serious, f"{name}: {serious}"
+        if name == "sign-in":  # the check sees what it must: a button without a name is critical
+            page.evaluate("document.querySelector('form.signin').append(document.createElement('button'))")
+            broken = page.evaluate("axe.run(document).then(r => r.violations.map(v => v.id + ':' + v.impact))")
+            assert "button-name:critical" in broken
+            page.reload()
+        if os.environ.get("TOOLDOCK_DASHBOARD_SCREENSHOTS") == "1":
+            SHOTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(SHOTS / f"{name}.png"), animations="disabled", caret="hide")
+    finally:
+        if signed_out is not None:
+            signed_out.close()

@@ -18,10 +18,9 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 import tooldock
-from tooldock.dashboard import DashboardPages, keys_router
+from tooldock.dashboard import DashboardPages
 from tooldock.errors import BadRequest, ToolDockError
 from tooldock.keys import KeyStore
-from tooldock.runtime import requestid
 from tooldock.runtime.access import key_of
 from tooldock.runtime.admission import Admission
 from tooldock.runtime.backend import Backend, Delegating
@@ -29,6 +28,7 @@ from tooldock.runtime.backends.process import ProcessBackend
 from tooldock.runtime.engine import Engine
 from tooldock.runtime.http.auth import BearerAuth
 from tooldock.runtime.http.cors import with_cors
+from tooldock.runtime.http.dashboard import include_dashboard
 from tooldock.runtime.http.docs import DocsPages, LocalSwagger
 from tooldock.runtime.http.drain import Drain
 from tooldock.runtime.http.edge import RequestEdge
@@ -257,7 +257,7 @@ def create_app(
         return error_response(BadRequest(f"invalid request: {exc.errors()}"))
 
     app.include_router(create_router(engine, settings))
-    app.include_router(keys_router(keys, key_of, audit.record, requestid.of_scope))  # /whoami, /keys: the dashboard's
+    include_dashboard(app, engine, keys, audit, secrets)  # /whoami, /keys, /audit, /secrets: the dashboard's
     oauth: TokenGate | None = token_gate(settings, url)  # TOOLDOCK_OAUTH_ISSUER: access tokens too
     mcp = ScopeChallenge(engine, hub.handle, settings.max_body_bytes) if oauth is not None else hub.handle
     for prefix in ("", "/ns/{namespace}"):

@@ -3,9 +3,13 @@
 
 import { api, clearToken, onUnauthorized, root, setToken, token } from "./api.js";
 import { alertBox, h, uid } from "./dom.js";
+import activity from "./activity.js";
+import connect from "./connect.js";
 import keys from "./keys.js";
+import metrics from "./metrics.js";
 import overview from "./overview.js";
 import runner from "./runner.js";
+import secrets from "./secrets.js";
 import tools from "./tools.js";
 
 const BASE = `${root}/ui`;
@@ -14,6 +18,10 @@ const ROUTES = [
   [/^\/tools\/?$/, tools],
   [/^\/namespaces\/([^/]+)\/tools\/(.+)$/, runner],
   [/^\/keys\/?$/, keys],
+  [/^\/activity\/?$/, activity],
+  [/^\/metrics\/?$/, metrics],
+  [/^\/secrets\/?$/, secrets],
+  [/^\/connect(?:\/([^/]+))?\/?$/, connect],
 ];
 const main = document.getElementById("main");
 let me = null; // GET /whoami: who the token is
@@ -64,7 +72,8 @@ function signIn(message) {
 }
 
 function showNav() {
-  const links = [["/", "Overview"], ["/tools", "Tools"]];
+  const links = [["/", "Overview"], ["/tools", "Tools"], ["/activity", "Activity"], ["/metrics", "Metrics"],
+    ["/secrets", "Secrets"], ["/connect", "Connect"]];
   if (me.admin) links.push(["/keys", "Keys"]);
   const here = path();
   const nav = document.getElementById("nav");
@@ -101,7 +110,7 @@ export async function render() {
   for (const [pattern, view] of ROUTES) {
     const found = here.match(pattern);
     if (found) {
-      const params = found.slice(1).map(decodeURIComponent);
+      const params = found.slice(1).map((p) => (p === undefined ? undefined : decodeURIComponent(p)));
       main.replaceChildren();
       stop = (await view(main, { me, params, href, navigate })) || null;
       const heading = main.querySelector("h1");

@@ -36,11 +36,12 @@ function answer(message) {
 
 /** Calls the tool; `onProgress(params)` and `onLog(params)` hear the notifications. Resolves to the
  *  tool's result; rejects with TransportError, or an AbortError when `signal` aborts. */
-export async function callTool(namespace, name, args, { signal, onProgress, onLog }) {
+export async function callTool(namespace, name, args, { signal, onProgress, onLog, requestId }) {
   const { body, headers } = request(name, args, `ui-${Date.now()}-${next + 1}`);
   let reply;
   try {
-    reply = await fetch(endpoint(namespace), { method: "POST", headers: { ...headers, ...authHeaders() },
+    const extra = requestId ? { "X-Request-Id": requestId } : {};
+    reply = await fetch(endpoint(namespace), { method: "POST", headers: { ...headers, ...extra, ...authHeaders() },
       body: JSON.stringify(body), signal, credentials: "omit", cache: "no-store" });
   } catch (error) {
     if (error.name === "AbortError") throw error;

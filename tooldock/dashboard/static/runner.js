@@ -4,6 +4,7 @@
 import { api, seg, toolPath } from "./api.js";
 import { alertBox, h, pretty, uid } from "./dom.js";
 import { buildForm } from "./form.js";
+import { find, newRequestId, remember } from "./history.js";
 import { TransportError, callTool, endpoint, request } from "./mcp.js";
 import { showCancelled, showResult, showTransportError } from "./result.js";
 import { Unsupported, check } from "./schema.js";
@@ -54,10 +55,16 @@ export default async function runner(main, { params: [namespace, name], href }) 
     jsonView.hidden = false;
     toggle.hidden = true;
     messages.append(h("p", { class: "note" }, `The form cannot show this tool's input (${unsupported}): edit the arguments as JSON.`));
+  }
+  const replay = find(new URLSearchParams(window.location.search).get("replay") || "");
+  const initial = replay && replay.namespace === namespace && replay.tool === name ? replay.args : undefined;
+  if (unsupported) {
+    if (initial) json.value = pretty(initial);
   } else {
-    form = buildForm(schema);
+    form = buildForm(schema, initial);
     formHolder.append(form.el);
   }
+  if (initial) messages.append(h("p", { class: "note", role: "status" }, `The arguments of the call made at ${new Date(replay.time).toLocaleTimeString()}: press Run to replay it.`));
 
   function args() {
     messages.querySelectorAll("[role=alert]").forEach((node) => node.remove());
@@ -113,9 +120,10 @@ export default async function runner(main, { params: [namespace, name], href }) 
     region.dataset.status = "running";
     region.replaceChildren(h("h2", {}, "Result"), h("p", { role: "status" }, "Running..."));
     const started = performance.now();
+    const requestId = newRequestId();
     try {
       const result = await callTool(namespace, name, value, {
-        signal: running.signal,
+        signal: running.signal, requestId,
         onProgress: (p) => {
           progress.hidden = false;
           if (p.total) { progress.max = p.total; progress.value = p.progress; } else { progress.removeAttribute("value"); }
@@ -131,6 +139,8 @@ export default async function runner(main, { params: [namespace, name], href }) 
       if (error.name === "AbortError") showCancelled(region, performance.now() - started);
       else showTransportError(region, error instanceof TransportError ? error.message : String(error), performance.now() - started);
     } finally {
+      remember({ namespace, tool: name, args: value, status: region.dataset.status, ms: performance.now() - started, request_id: requestId });
+      region.dataset.requestId = requestId;
       running = null;
       run.disabled = false;
       cancel.disabled = true;
