@@ -112,8 +112,8 @@ async def measure(calls: int, levels: list[int], rounds: int) -> list[tuple[str,
             env = {**os.environ, "TOOLDOCK_TLS_DIR": str(gateway_dir), "TOOLDOCK_STATE_DIR": str(tmp / "state")}
             gateways = {}
             for name, where, log in (("unix socket", f"unix:{sock}", ulog), ("TCP + TLS", address, tlog)):
-                proc, url = start_gateway(log, ["--backend", "network"], {**env, "TOOLDOCK_WORKERS": f"{NAMESPACE}={where}"},
-                                          tools=tmp)
+                listed = {**env, "TOOLDOCK_WORKERS": f"{NAMESPACE}={where}"}
+                proc, url = start_gateway(log, ["--backend", "network"], listed, tools=tmp)
                 procs.append(proc)
                 gateways[name] = url
             rest = {name: rest_caller(url) for name, url in gateways.items()}

@@ -158,7 +158,7 @@ def test_rest_calls_reach_the_worker_over_tls(gateway, worker):
     assert failed.status_code == 500 and "kaput" in failed.text
     assert "gateway 'gateway' connected from 127.0.0.1:" in worker.logs
     listed = gateway.namespace("testing")
-    assert listed["state"] == "ready" and listed.get("address", worker.address) == worker.address
+    assert listed["state"] == "ready" and listed["address"] == worker.address
 
 
 def test_requests_are_multiplexed_on_the_one_connection(gateway, worker):
