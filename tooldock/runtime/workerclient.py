@@ -93,9 +93,10 @@ async def _connect(address: Path | str, tls: TLSFiles | None) -> _Stream:
         raise ToolDockError(f"{address}: a worker on the network needs this gateway's TLS directory (TOOLDOCK_TLS_DIR)")
     host, port = parse_address(str(address))
     # Names are not checked (worker/tls.py): server_hostname only names the peer to the TLS library.
-    _, stream = await loop.create_connection(
-        _Stream, host, port, ssl=tls.client(), server_hostname=host, ssl_handshake_timeout=HANDSHAKE_TIMEOUT
-    )
+    async with asyncio.timeout(HANDSHAKE_TIMEOUT * 2):  # a host that drops packets: not the OS's minutes
+        _, stream = await loop.create_connection(
+            _Stream, host, port, ssl=tls.client(), server_hostname=host, ssl_handshake_timeout=HANDSHAKE_TIMEOUT
+        )
     return stream
 
 
@@ -124,7 +125,9 @@ class WorkerConnection:
         try:
             handshake = protocol.decode(await stream.first)
         except ConnectionError as exc:
-            raise ProtocolMismatch(f"worker for {namespace!r} closed the connection before its handshake") from exc
+            # Over TLS 1.3 a worker refuses a client certificate after the client's side of the handshake.
+            why = " (did it refuse this gateway's certificate? its log says)" if is_network(socket_path) else ""
+            raise ProtocolMismatch(f"worker for {namespace!r} closed the connection before its handshake{why}") from exc
         except ValueError as exc:
             stream.close()
             raise ProtocolMismatch(f"worker for {namespace!r} sent an invalid handshake: {exc}") from exc
