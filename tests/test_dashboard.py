@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import sys
 import time
@@ -128,6 +129,19 @@ def wipe() -> str:
 '''
 
 
+DEMO = f"{shlex.quote(sys.executable)} {shlex.quote(str(FIXTURES / 'upstreams' / 'demo_server.py'))}"
+UPSTREAM = f'''active_toolsets = ["demo_add"]
+
+[[servers]]
+namespace = "demo"
+command = "{DEMO}"
+
+[[servers]]
+namespace = "gone"
+command = "/nonexistent/upstream-server"
+'''
+
+
 class Dash:
     """The gateway, its key store and audit log folder."""
 
@@ -147,6 +161,8 @@ def dash(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dash]:
         (tools / name).mkdir(parents=True)
         (tools / name / "tools.py").write_text(text)
     (tools / "ok" / "tooldock.yaml").write_text("secrets: [API_TOKEN]\n")
+    (tools / "up").mkdir()  # an upstream namespace: one server that runs, one that cannot start
+    (tools / "up" / "tools.toml").write_text(UPSTREAM)
     shutil.copytree(FIXTURES / "crashy" / "crashy", tools / "crashy")
     SecretStore(tmp / "secrets", tmp / "age.key").init()
     env = {"TOOLDOCK_KEYS_DIR": str(tmp / "keys"), "TOOLDOCK_LOG_DIR": str(tmp / "audit"),
@@ -154,6 +170,7 @@ def dash(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dash]:
            "TOOLDOCK_AGE_KEY_FILE": str(tmp / "age.key")}
     gateway = Gateway(tools, tmp / "gateway.log", env).start()
     gateway.wait_for(lambda: gateway.namespace("crashy")["state"] == "crash_loop", 60, "the crash loop")
+    gateway.wait_for(lambda: gateway.namespace("up")["servers"][0]["state"] == "ready", 60, "the upstream server")
     yield Dash(gateway, KeyStore(tmp / "keys"), tmp / "audit", SecretStore(tmp / "secrets", tmp / "age.key"))
     gateway.stop()
 
@@ -312,17 +329,17 @@ def test_the_overview_shows_each_state_and_the_reason_of_the_failing_one(admin: 
     assert shapes.get_attribute("data-status") == "ready" and shapes.locator(".reason").inner_text() == ""
     pid = dash.gateway.namespace("shapes")["pid"]
     assert f"pid {pid}" in shapes.inner_text() and "10 tools" in shapes.inner_text()
-    assert re.search(r"3 namespaces, 2 ready; generation \d+", page.inner_text("main"))
+    assert re.search(r"4 namespaces, 2 ready; generation \d+", page.inner_text("main"))
 
 
 def test_tools_are_searched_by_text_and_regex_and_filtered_by_namespace(admin: Tab) -> None:
     page = admin.open("/tools")
     count = page.locator("#tool-count")
     count.wait_for()
-    assert count.inner_text() == "12 of 12 tools in 2 namespaces"
+    assert count.inner_text() == "13 of 13 tools in 3 namespaces"
     visible = lambda: [r.get_attribute("data-tool") for r in page.locator("tbody tr:visible").all()]  # noqa: E731
     page.get_by_label("Search tools").fill("GREET")
-    assert visible() == ["greet"] and count.inner_text() == "1 of 12 tools in 2 namespaces"
+    assert visible() == ["greet"] and count.inner_text() == "1 of 13 tools in 3 namespaces"
     page.get_by_label("Regular expression").check()
     page.get_by_label("Search tools").fill(r"^shapes/(pick|ship)\b")
     assert visible() == ["pick", "ship"]
@@ -330,7 +347,7 @@ def test_tools_are_searched_by_text_and_regex_and_filtered_by_namespace(admin: T
     assert "Not a valid regular expression" in page.get_by_role("alert").inner_text()
     page.get_by_label("Search tools").fill("")
     page.get_by_label("Namespace").select_option("ok")
-    assert visible() == ["ping", "wipe"] and count.inner_text() == "2 of 12 tools in 2 namespaces"
+    assert visible() == ["ping", "wipe"] and count.inner_text() == "2 of 13 tools in 3 namespaces"
     page.get_by_role("link", name="ping").click()
     page.get_by_role("heading", name="ping", exact=True).wait_for()
     assert page.url.endswith("/ui/namespaces/ok/tools/ping")
@@ -646,9 +663,12 @@ def test_the_audit_endpoint_keeps_to_the_keys_scope_and_to_the_audit_folder(dash
 
 
 def test_metrics_draw_calls_errors_and_latency_per_tool(admin: Tab, dash: Dash) -> None:
+    failures = lambda: sum(line.get("tool") == "fail" for line in dash.audit_lines())  # noqa: E731
+    time.sleep(0.3)  # the audit writer's lines of earlier calls are out
+    before = failures()
     for _ in range(3):
         dash.gateway.post("/tools/fail", "shapes", {"reason": "metrics"})
-    dash.gateway.wait_for(lambda: sum(line.get("tool") == "fail" for line in dash.audit_lines()) >= 3, 10, "3 lines")
+    dash.gateway.wait_for(lambda: failures() == before + 3, 10, "3 more lines")
     stats = dash.gateway.get("/audit/stats?minutes=15&step=30").json()
     (fail,) = [s for s in stats["series"] if s["tool"] == "fail"]
     assert fail["calls"] >= 3 and fail["errors"] == fail["calls"]
@@ -759,6 +779,7 @@ PAGES = {  # page -> (its address, what shows it has loaded)
     "secrets": ("/secrets", "#secrets-summary:not(:empty)"),
     "connect": ("/connect/shapes", 'pre[data-client="curl"]'),
     "keys": ("/keys", "form.new-key"),
+    "upstream": ("/upstream", "ul.switches"),
 }
 
 
@@ -795,3 +816,43 @@ def test_every_page_has_no_serious_accessibility_violation(browser: Any, admin: 
     finally:
         if signed_out is not None:
             signed_out.close()
+
+
+def test_upstream_servers_state_and_error_and_the_catalog_as_switches(admin: Tab, dash: Dash, tab: Tab) -> None:
+    page = admin.open("/upstream")
+    section = page.locator('section[data-namespace="up"]')
+    section.locator("ul.switches").wait_for()
+    assert section.locator('tr[data-server="demo"]').get_attribute("data-status") == "ready"
+    gone = section.locator('tr[data-server="gone"]')
+    assert gone.get_attribute("data-status") in ("failed", "starting")
+    dash.gateway.wait_for(lambda: dash.gateway.namespace("up")["servers"][1]["last_error"], 30, "the server's error")
+    page.locator('tr[data-server="gone"] td.reason:not(:empty)').wait_for()
+    assert "command not found" in page.locator('tr[data-server="gone"] td.reason').inner_text()
+    add, wordy = page.get_by_role("switch", name="demo_add", exact=True), page.get_by_role("switch", name="demo_wordy")
+    assert add.is_checked() and not wordy.is_checked()
+    wordy.check()
+    page.get_by_role("status").filter(has_text="demo_wordy is on").wait_for()
+    listed = lambda: {t["name"] for t in mcp_list(dash, "up")}  # noqa: E731
+    assert "demo_wordy" in listed()  # what a stateless client now sees
+    page.reload()
+    page.get_by_role("switch", name="demo_wordy").wait_for()
+    assert page.get_by_role("switch", name="demo_wordy").is_checked()
+    page.get_by_role("switch", name="demo_wordy").uncheck()
+    page.get_by_role("status").filter(has_text="demo_wordy is off").wait_for()
+    assert "demo_wordy" not in listed()
+    _, secret = dash.keys.create("upstream-viewer", "read")
+    page = tab.open("/upstream", secret)
+    page.get_by_text("takes a key that may call toolman_activate").wait_for()
+    assert page.get_by_role("switch").count() == 0 and page.locator('tr[data-server="demo"]').count() == 1
+
+
+def mcp_list(dash: Dash, namespace: str) -> list[dict[str, Any]]:
+    """tools/list as a stateless (2026-07-28) client sends it."""
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    reply = httpx.post(f"{dash.url}/ns/{namespace}/mcp", timeout=30, json={
+        "jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}},
+        headers={**dash.gateway.headers(), "Accept": "application/json, text/event-stream",
+                 "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"})
+    text = reply.text
+    data = json.loads(text[text.index("{"):].splitlines()[0]) if text.startswith("event") or text.startswith("data") else reply.json()
+    return data["result"]["tools"]

@@ -11,6 +11,7 @@ import overview from "./overview.js";
 import runner from "./runner.js";
 import secrets from "./secrets.js";
 import tools from "./tools.js";
+import upstream from "./upstream.js";
 
 const BASE = `${root}/ui`;
 const ROUTES = [
@@ -22,6 +23,7 @@ const ROUTES = [
   [/^\/metrics\/?$/, metrics],
   [/^\/secrets\/?$/, secrets],
   [/^\/connect(?:\/([^/]+))?\/?$/, connect],
+  [/^\/upstream\/?$/, upstream],
 ];
 const main = document.getElementById("main");
 let me = null; // GET /whoami: who the token is
@@ -73,7 +75,7 @@ function signIn(message) {
 
 function showNav() {
   const links = [["/", "Overview"], ["/tools", "Tools"], ["/activity", "Activity"], ["/metrics", "Metrics"],
-    ["/secrets", "Secrets"], ["/connect", "Connect"]];
+    ["/upstream", "Upstream"], ["/secrets", "Secrets"], ["/connect", "Connect"]];
   if (me.admin) links.push(["/keys", "Keys"]);
   const here = path();
   const nav = document.getElementById("nav");

@@ -38,6 +38,26 @@ function answer(message) {
  *  tool's result; rejects with TransportError, or an AbortError when `signal` aborts. */
 export async function callTool(namespace, name, args, { signal, onProgress, onLog, requestId }) {
   const { body, headers } = request(name, args, `ui-${Date.now()}-${next + 1}`);
+  return exchange(namespace, body, headers, { signal, onProgress, onLog, requestId });
+}
+
+/** tools/list (every page of it): the tools this caller sees in the namespace. */
+export async function listTools(namespace) {
+  const found = [];
+  let cursor;
+  do {
+    const { body, headers } = request("", {});
+    delete headers["Mcp-Name"];
+    headers["Mcp-Method"] = "tools/list";
+    const params = { _meta: body.params._meta, ...(cursor ? { cursor } : {}) };
+    const page = await exchange(namespace, { ...body, method: "tools/list", params }, headers, {});
+    found.push(...(page.tools || []));
+    cursor = page.nextCursor;
+  } while (cursor);
+  return found;
+}
+
+async function exchange(namespace, body, headers, { signal, onProgress = () => {}, onLog = () => {}, requestId }) {
   let reply;
   try {
     const extra = requestId ? { "X-Request-Id": requestId } : {};
