@@ -9,6 +9,7 @@ image digest and the timestamp is SOURCE_DATE_EPOCH's, as the image's `created`.
 from __future__ import annotations
 
 import datetime
+import re
 import uuid
 from email.parser import HeaderParser
 from pathlib import Path
@@ -27,7 +28,6 @@ from tooldock.builder.lock import locked
 from tooldock.builder.materials import Materials, file_hashes
 from tooldock.builder.tarball import source_date_epoch
 
-MEDIA_TYPE = "application/vnd.cyclonedx+json"
 _licences = LicenseFactory()
 
 
@@ -47,7 +47,7 @@ def declared_licences(tree: Path | None) -> dict[str, list[LicenseExpression | D
         return found
     for meta in sorted(tree.glob("*.dist-info/METADATA")):
         headers = HeaderParser().parsestr(meta.read_text(errors="replace"))
-        name = "-".join((headers.get("Name") or "").replace("_", "-").replace(".", "-").lower().split("-"))
+        name = re.sub(r"[-_.]+", "-", headers.get("Name") or "").lower()
         expression = (headers.get("License-Expression") or "").strip()
         short = (headers.get("License") or "").strip()
         if expression:

@@ -278,10 +278,8 @@ def inspect(image: str, show: str | None, as_json: bool) -> None:
     """
     import json
 
-    from tooldock.builder.attach import LayoutReader
-    from tooldock.builder.provenance import MEDIA_TYPE as PROVENANCE
+    from tooldock.builder.attach import PROVENANCE, SBOM, LayoutReader
     from tooldock.builder.registryrefs import remote_image
-    from tooldock.builder.sbom import MEDIA_TYPE as SBOM
 
     try:
         reader = LayoutReader(Path(image)) if Path(image).is_dir() else remote_image(image)
