@@ -30,6 +30,7 @@ from tooldock.errors import ReloadFailed, ToolDockError
 from tooldock.namespace.models import NamespaceSource, ScanResult
 from tooldock.namespace.scanner import scan_tools_dir
 from tooldock.runtime.backend import WorkerState
+from tooldock.runtime.backends.connected import ConnectedWorker
 from tooldock.runtime.backends.shared import (
     MANIFEST,
     POLL,
@@ -40,16 +41,14 @@ from tooldock.runtime.backends.shared import (
     source_from_json,
     write_using,
 )
-from tooldock.runtime.backends.supervisor import SupervisedWorker
 from tooldock.runtime.settings import Settings
 from tooldock.runtime.workerclient import SecretEnv, SecretsDelivered, WorkerConnection
-from tooldock.worker import protocol
 
 OWNER_DOWN = ("failed", "crash_loop", "stopped")
 MANIFEST_WAIT = 900.0  # seconds a replica waits for the owner's first manifest (it may build virtualenvs)
 
 
-class AttachedWorker(SupervisedWorker):
+class AttachedWorker(ConnectedWorker):
     """One replica's connection to a worker the owner runs."""
 
     def __init__(self, backend: AttachedBackend, source: NamespaceSource, socket: Path, secrets: SecretEnv) -> None:
@@ -84,21 +83,7 @@ class AttachedWorker(SupervisedWorker):
                 delay = min(0.25, delay * 2)
                 continue
             delay = 0.02
-            handshake = conn.handshake
-            self.tools, self.inlined_tools, self.tool_versions = protocol.tools_of(handshake)
-            self.surface = {key: list(handshake.get(key) or []) for key in protocol.SURFACE_KINDS}
-            self.failed_files = list(handshake.get("failed_files") or [])
-            self.plain_tools, self.asking_tools = protocol.tool_kinds(handshake)
-            self.pid = handshake.get("pid")
-            self._conn, self.state = conn, "ready"
-            self._ready.set()
-            self._settled.set()
-            try:
-                await conn.closed.wait()
-            finally:
-                self._ready.clear()
-                self._conn = None
-                await conn.close()
+            await self._serve(conn)
             if not self._stopping:
                 self.state = "restarting"
 
@@ -110,21 +95,8 @@ class AttachedWorker(SupervisedWorker):
 
     async def stop(self, drain_timeout: float) -> None:
         """Let this replica's calls on it finish (bounded), then let go: the worker is the owner's to stop."""
-        self._stopping = self._retiring = True
-        self._stuck.cancel()
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(drain_timeout):
-                await self._idle.wait()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-        await self._disconnect()
-        self.state = "stopped"
+        await super().stop(drain_timeout)
         self.backend.forget(self)
-
-    async def release(self) -> None:
-        await self.stop(min(5.0, self.settings.drain_timeout))
 
     def status(self) -> dict[str, Any]:
         owner = self.backend.status_of(self.socket_path)

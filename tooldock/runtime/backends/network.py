@@ -15,24 +15,22 @@ module's static list is the simplest source of addresses; one address per namesp
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 from pathlib import Path
 from typing import Any
 
 from tooldock.errors import ToolDockError
 from tooldock.namespace.models import NamespaceConfig, NamespaceSource, ScanResult, ToolFile
-from tooldock.runtime.backends.supervisor import SupervisedWorker
+from tooldock.runtime.backends.connected import ConnectedWorker
 from tooldock.runtime.settings import Settings, SettingsError
 from tooldock.runtime.workerclient import SecretEnv, SecretsDelivered, WorkerConnection
-from tooldock.worker import protocol
 from tooldock.worker.tls import UNIX, TLSError, TLSFiles, parse_workers
 
 RETRY_MAX = 2.0  # seconds between attempts to reach a worker that is not answering, at most
 SETTLE_AFTER = 3  # failed attempts after which start() returns (the worker is not ready; calls get a 503)
 
 
-class NetworkWorker(SupervisedWorker):
+class NetworkWorker(ConnectedWorker):
     """One gateway's connection to a worker on the network."""
 
     kind = "network worker"
@@ -60,22 +58,8 @@ class NetworkWorker(SupervisedWorker):
                 await asyncio.sleep(delay)
                 delay = min(RETRY_MAX, delay * 2)
                 continue
-            delay, failures, said = 0.05, 0, None
-            handshake = conn.handshake
-            self.tools, self.inlined_tools, self.tool_versions = protocol.tools_of(handshake)
-            self.surface = {key: list(handshake.get(key) or []) for key in protocol.SURFACE_KINDS}
-            self.failed_files = list(handshake.get("failed_files") or [])
-            self.plain_tools, self.asking_tools = protocol.tool_kinds(handshake)
-            self.pid = handshake.get("pid")
-            self._conn, self.state, self.last_error = conn, "ready", None
-            self._ready.set()
-            self._settled.set()
-            try:
-                await conn.closed.wait()
-            finally:
-                self._ready.clear()
-                self._conn = None
-                await conn.close()
+            delay, failures, said, self.last_error = 0.05, 0, None, None
+            await self._serve(conn)
             if not self._stopping:
                 self.state = "restarting"
                 self.restarts += 1
@@ -84,23 +68,6 @@ class NetworkWorker(SupervisedWorker):
     async def stuck(self, reason: str) -> None:
         """Not ours to restart: the worker's own orchestrator replaces it (its health check pings it)."""
         self._log_line(f"[{self.namespace}] the worker at {self.address} is stuck: {reason}")
-
-    async def stop(self, drain_timeout: float) -> None:
-        """Let this gateway's calls on it finish (bounded), then disconnect: the worker runs on."""
-        self._stopping = self._retiring = True
-        self._stuck.cancel()
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(drain_timeout):
-                await self._idle.wait()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-        await self._disconnect()
-        self.state = "stopped"
-
-    def _owns_socket(self) -> bool:
-        return False
 
     def status(self) -> dict[str, Any]:
         return {**super().status(), "address": self.address}
