@@ -28,6 +28,7 @@ KNOWN_KEYS = {
     "audit",
     "tools",
     "tasks",
+    "replicas",
 }
 
 
@@ -165,6 +166,18 @@ def _audit(raw: Any) -> bool:
     return bool(audit.get("arguments", False))
 
 
+MAX_REPLICAS = 100
+
+
+def _replicas(raw: Any) -> int:
+    """`replicas: N`: how many tasks run the namespace's worker on a cluster (`tooldock swarm`); default 1."""
+    if raw is None:
+        return 1
+    if isinstance(raw, bool) or not isinstance(raw, int) or not 1 <= raw <= MAX_REPLICAS:
+        raise ConfigError(f"'replicas' must be a whole number from 1 to {MAX_REPLICAS}")
+    return raw
+
+
 def parse_config(data: Any) -> NamespaceConfig:
     """Every key checked; all that is wrong is said at once (`; ` between), so a person or an LLM fixing
     the file does not find its mistakes one reload at a time."""
@@ -197,6 +210,7 @@ def parse_config(data: Any) -> NamespaceConfig:
         "python": read(_python, "python", None),
         "idle_timeout": read(_idle, "idle_timeout", None),
         "audit_arguments": read(_audit, "audit", False),
+        "replicas": read(_replicas, "replicas", 1),
     }
     fields["tools_allow"], fields["tools_deny"] = read(_globs, "tools", ((), ()))
     fields["tasks_optional"], fields["tasks_required"] = read(_tasks, "tasks", ((), ()))

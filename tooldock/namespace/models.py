@@ -67,6 +67,7 @@ class NamespaceConfig:
     # `tasks: {optional: [globs], required: [globs]}`: tools run as MCP tasks (besides fastmcp's `@tool(task=...)`)
     tasks_optional: tuple[str, ...] = ()
     tasks_required: tuple[str, ...] = ()
+    replicas: int = 1  # tasks of its worker service on a cluster (`tooldock swarm`); not in the image's label
 
 
 def exposes(config: NamespaceConfig, tool: str) -> bool:
