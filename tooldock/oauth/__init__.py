@@ -80,6 +80,19 @@ SETTINGS: tuple[EnvVar, ...] = (
         "unset",
         "that client's secret (or `TOOLDOCK_OAUTH_CLIENT_SECRET_FILE`: a file holding it)",
     ),
+    EnvVar(
+        "TOOLDOCK_OAUTH_DASHBOARD_CLIENT_ID",
+        "unset (no single sign-on on the dashboard)",
+        "a public client (no secret) registered at the issuer for the web dashboard, with the redirect URI "
+        "`<gateway URL>/ui/callback` and the token endpoint open to the gateway's origin (CORS): the sign-in "
+        'page then offers "Sign in with" the issuer (authorization code with PKCE, in the browser)',
+    ),
+    EnvVar(
+        "TOOLDOCK_MANAGER_OAUTH_RESOURCE",
+        "the manager's URL + `/mcp`",
+        "the manager's own resource identifier, when it accepts the issuer's tokens (scope `tooldock:admin`): "
+        "the URL MCP clients use for the manager, e.g. `https://manager.example.com/mcp`",
+    ),
 )
 ENV_VARS = names(SETTINGS)
 

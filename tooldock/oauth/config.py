@@ -31,6 +31,7 @@ class OAuthConfig:
     keys_max_age: float = 300.0  # seconds the issuer's keys are used before they are fetched again
     client_id: str | None = None  # the gateway's own client, for token introspection (RFC 7662)
     client_secret: str | None = None
+    dashboard_client_id: str | None = None  # the dashboard's public client (sign-in with PKCE in the browser)
 
     @classmethod
     def from_env(cls, env: dict[str, str]) -> OAuthConfig | None:
@@ -72,6 +73,7 @@ class OAuthConfig:
             keys_max_age=_seconds(env, "TOOLDOCK_OAUTH_KEYS_MAX_AGE", 300.0, 86400.0),
             client_id=client_id,
             client_secret=secret,
+            dashboard_client_id=_client_id(env, "TOOLDOCK_OAUTH_DASHBOARD_CLIENT_ID"),
         )
 
     def for_gateway(self, url: str) -> OAuthConfig:
@@ -92,6 +94,13 @@ class OAuthConfig:
 
     def __repr__(self) -> str:  # never the client secret
         return f"OAuthConfig(issuer={self.issuer!r}, resource={self.resource!r}, claim={self.claim!r})"
+
+
+def _client_id(env: dict[str, str], name: str) -> str | None:
+    value = env.get(name, "").strip()
+    if len(value) > 200 or any(not 0x21 <= ord(c) < 0x7F for c in value):
+        raise OAuthConfigError(f"{name}: a client id is up to 200 printable ASCII characters without spaces")
+    return value or None
 
 
 def check_url(name: str, value: str, example: str) -> str:

@@ -285,7 +285,7 @@ def create_app(
     if swagger is not None:
         print(f"tooldock: /docs serves Swagger UI {swagger.version} from {settings.swagger_ui_dir}", file=sys.stderr)
     front = DocsPages(front, swagger)
-    front = DashboardPages(front)  # /ui/: the web dashboard (tooldock.dashboard), which asks for the token itself
+    front = DashboardPages(front, oauth=oauth.config if oauth is not None else None)  # /ui/: the web dashboard
     front = with_cors(front, origins=settings.cors_origins)  # preflights are answered before auth
     front = MetricsEndpoint(front, metrics=metrics, token=settings.bearer_token, metrics_token=settings.metrics_token)
     front = (drain or Drain()).wrap(front, registry.calls_in_flight, replica_name())  # SIGTERM: drain, then stop

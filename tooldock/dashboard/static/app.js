@@ -3,6 +3,7 @@
 
 import { api, clearToken, onUnauthorized, root, setToken, token } from "./api.js";
 import { alertBox, h, uid } from "./dom.js";
+import * as sso from "./sso.js";
 import activity from "./activity.js";
 import connect from "./connect.js";
 import keys from "./keys.js";
@@ -53,6 +54,14 @@ function signIn(message) {
       "or an API key (tdk_..., from tooldock keys create). It is kept in this tab only and sent as a header."),
     h("label", { for: id }, "Bearer token or API key"), " ", input, " ",
     h("button", { type: "submit" }, "Sign in"), note);
+  if (sso.ssoConfig) {
+    const issuer = sso.ssoConfig.issuer;
+    const button = h("button", { type: "button", class: "sso" }, `Sign in with ${issuer}`);
+    button.addEventListener("click", () => sso.start(root, path()).catch((error) => {
+      note.replaceChildren(alertBox(`Signing in with ${issuer} failed: ${error.message}`));
+    }));
+    form.insertBefore(h("p", {}, "People: ", button), form.children[1]);
+  }
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     const presented = input.value.trim();
@@ -84,7 +93,8 @@ function showNav() {
     return h("li", {}, h("a", { href: href(to), "data-internal": true, "aria-current": current ? "page" : null }, text));
   })));
   nav.hidden = false;
-  const who = me.kind === "token" ? "bearer token (admin)" : `API key ${me.name} (${me.scope})`;
+  const who = me.kind === "token" ? "bearer token (admin)"
+    : me.kind === "oauth" ? `account ${me.name} (${me.scope})` : `API key ${me.name} (${me.scope})`;
   document.getElementById("who").replaceChildren(`Signed in with the ${who} `,
     h("button", { type: "button", onclick: signOut }, "Sign out"));
 }
@@ -95,9 +105,22 @@ function signOut() {
   render();
 }
 
+async function ssoCallback() {
+  try {
+    const done = await sso.finish(root);
+    setToken(done.token);
+    window.history.replaceState(null, "", href(done.back));
+  } catch (error) {
+    window.history.replaceState(null, "", href("/"));
+    return signIn(error instanceof sso.SsoError ? error.message : `Signing in failed: ${error.message}`);
+  }
+  return render();
+}
+
 export async function render() {
   if (stop) stop();
   stop = null;
+  if (path() === "/callback" && sso.ssoConfig) return ssoCallback();
   if (!token()) return signIn();
   if (!me) {
     try {
