@@ -23,62 +23,17 @@ import anyio
 import httpx2
 import mcp_types as types
 import pytest
-from conftest import FIXTURES, TOOLDOCK, Gateway
+from conftest import TOOLDOCK, Gateway
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from netkit import TESTING, NetWorker
+from netkit import free_port as _free_port
 
 from tooldock import cluster
 from tooldock.runtime.workerclient import ProtocolMismatch, WorkerConnection
 from tooldock.worker.tls import TLSFiles
 
 pytestmark = pytest.mark.slow
-TESTING = FIXTURES / "tools" / "testing"
-
-
-class NetWorker:
-    """`python -m tooldock.worker --listen 127.0.0.1:PORT --tls-dir DIR` (and a unix socket beside it)."""
-
-    def __init__(self, tls_dir: Path, log: Path, port: int = 0, socket_path: Path | None = None) -> None:
-        self.log = log
-        args = [sys.executable, "-m", "tooldock.worker", "--namespace", "testing", "--dir", str(TESTING),
-                "--listen", f"127.0.0.1:{port}", "--tls-dir", str(tls_dir)]
-        if socket_path is not None:
-            args += ["--socket", str(socket_path)]
-        self._out = open(log, "wb")
-        self.proc = subprocess.Popen(args, stderr=self._out, stdout=self._out)
-        deadline = time.monotonic() + 60
-        while not (found := re.search(r"worker ready on .*?(tls://[\d.]+:\d+)", self.logs)):
-            assert self.proc.poll() is None, self.logs
-            assert time.monotonic() < deadline, f"the worker did not start:\n{self.logs}"
-            time.sleep(0.05)
-        self.address = found.group(1)
-        self.host, self.port = self.address.removeprefix("tls://").rsplit(":", 1)
-
-    @property
-    def logs(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def refusals(self) -> list[str]:
-        return [line for line in self.logs.splitlines() if "refused a connection" in line]
-
-    def wait_for_refusal(self, count: int) -> list[str]:
-        deadline = time.monotonic() + 15
-        while len(self.refusals()) < count:
-            assert time.monotonic() < deadline, f"no refusal logged:\n{self.logs}"
-            time.sleep(0.05)
-        return self.refusals()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(15)
-        self._out.close()
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,9 @@ standard library here: the worker imports it, in every image.
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 import ssl
 from pathlib import Path
 
@@ -25,6 +27,10 @@ CERT, KEY, TRUST = "cert.pem", "key.pem", "trust.pem"
 SCHEME = "tls://"
 UNIX = "unix:"  # a worker on this host's unix socket, as a worker list may name it too
 HANDSHAKE_TIMEOUT = 10.0  # seconds a peer has to complete the TLS handshake before it is dropped
+DISCOVERY_INTERVAL = "TOOLDOCK_DISCOVERY_INTERVAL"
+_NAME = re.compile(
+    r"(?=.{1,253}\.?$)[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?(\.[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*\.?"
+)
 
 SETTINGS_TITLE = "Workers over the network (mutual TLS)"
 SETTINGS_INTRO = (
@@ -48,8 +54,17 @@ SETTINGS: tuple[EnvVar, ...] = (
     EnvVar(
         "TOOLDOCK_WORKERS",
         "unset",
-        "`--backend network`: the workers to call, `NAMESPACE=tls://HOST:PORT` separated by commas or spaces "
-        "(one address per namespace; `NAMESPACE=unix:PATH` for a worker's socket on this host)",
+        "`--backend network`: each namespace's workers, `NAMESPACE=tls://HOST:PORT` separated by commas or "
+        "spaces. An IP address is one worker; a DNS name stands for every address it resolves to (Swarm's "
+        "`tasks.SERVICE`, a Kubernetes headless Service), looked up again every `TOOLDOCK_DISCOVERY_INTERVAL` "
+        "seconds, and calls are spread over them (see [Discovery by DNS](../howto/cluster-ca.md#discovery-by-dns)). "
+        "`NAMESPACE=unix:PATH` for a worker's socket on this host",
+    ),
+    EnvVar(
+        DISCOVERY_INTERVAL,
+        "`2`",
+        "`--backend network`: seconds between two DNS lookups of the names in `TOOLDOCK_WORKERS` (0.1 to 3600); "
+        "new addresses become workers, a worker whose address is gone is drained",
     ),
 )
 ENV_VARS = names(SETTINGS)
@@ -65,6 +80,11 @@ def parse_host_port(text: str) -> tuple[str, int]:
     host = host.removeprefix("[").removesuffix("]")
     if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise TLSError(f"{text!r} is not HOST:PORT")
+    if not _NAME.fullmatch(host):
+        try:
+            ipaddress.ip_address(host.split("%", 1)[0])
+        except ValueError:
+            raise TLSError(f"{text!r}: {host!r} is neither an IP address nor a DNS name") from None
     return host, int(port)
 
 
@@ -81,7 +101,8 @@ def is_network(address: object) -> bool:
 
 def parse_workers(text: str) -> dict[str, str]:
     """`TOOLDOCK_WORKERS`: `NS=tls://HOST:PORT` (or `NS=unix:PATH`, a worker's socket on this host) entries
-    separated by commas or whitespace, by namespace."""
+    separated by commas or whitespace, by namespace. HOST is an IP address (one worker) or a DNS name (the
+    workers are the addresses it resolves to: runtime/backends/discovery.py)."""
     found: dict[str, str] = {}
     for entry in text.replace(",", " ").split():
         namespace, sep, address = entry.partition("=")

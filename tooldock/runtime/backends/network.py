@@ -1,20 +1,21 @@
 """The `network` backend: workers on other hosts, reached over mutual TLS at addresses given to the gateway.
 
-`TOOLDOCK_WORKERS` names each namespace's worker, `NAMESPACE=tls://HOST:PORT` (worker/tls.py; or
+`TOOLDOCK_WORKERS` names each namespace's workers, `NAMESPACE=tls://HOST:PORT` (worker/tls.py; or
 `NAMESPACE=unix:PATH`, a worker's socket on this host, which the benchmark compares with TLS); the gateway
-presents the certificate in `TOOLDOCK_TLS_DIR` and checks the worker's against the same trust bundle. The
-gateway starts, stops and restarts nothing: a worker here is a connection, made again (with backoff) when
-it ends, as an attached replica's is (`attached.py`); its tools come from the worker's handshake. Stopping
-or releasing one lets the gateway's calls on it finish and lets go, never `shutdown`: other gateways may
-use the same worker.
-
-The building block of discovery by DNS (a namespace's workers as the addresses a name resolves to): this
-module's static list is the simplest source of addresses; one address per namespace for now.
+presents the certificate in `TOOLDOCK_TLS_DIR` and checks the worker's against the same trust bundle. When
+HOST is a name, the namespace's workers are all the addresses it resolves to, resolved again every
+`TOOLDOCK_DISCOVERY_INTERVAL` seconds (discovery.py), and calls are spread over them (pool.py); an IP literal
+is one worker. The gateway starts, stops and restarts nothing: a worker here is a connection, made again
+(with backoff) when it ends, as an attached replica's is (`attached.py`); its tools come from the worker's
+handshake. Stopping or releasing one lets the gateway's calls on it finish and lets go, never `shutdown`:
+other gateways may use the same worker.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -22,16 +23,18 @@ from typing import Any
 from tooldock.errors import ToolDockError
 from tooldock.namespace.models import NamespaceConfig, NamespaceSource, ScanResult, ToolFile
 from tooldock.runtime.backends.connected import ConnectedWorker
+from tooldock.runtime.backends.discovery import Lookup, Resolver, SystemResolver, Target
+from tooldock.runtime.backends.pool import WorkerPool, log
 from tooldock.runtime.settings import Settings, SettingsError
 from tooldock.runtime.workerclient import SecretEnv, SecretsDelivered, WorkerConnection
-from tooldock.worker.tls import UNIX, TLSError, TLSFiles, parse_workers
+from tooldock.worker.tls import DISCOVERY_INTERVAL, UNIX, TLSError, TLSFiles, parse_workers
 
 RETRY_MAX = 2.0  # seconds between attempts to reach a worker that is not answering, at most
 SETTLE_AFTER = 3  # failed attempts after which start() returns (the worker is not ready; calls get a 503)
 
 
 class NetworkWorker(ConnectedWorker):
-    """One gateway's connection to a worker on the network."""
+    """One gateway's connection to one worker on the network (a member of its namespace's pool)."""
 
     kind = "network worker"
 
@@ -40,6 +43,8 @@ class NetworkWorker(ConnectedWorker):
         self.backend, self.address = backend, address
         # `unix:PATH`: a worker run by hand on this host, on its socket (the same client, another transport)
         self._target: Path | str = Path(address.removeprefix(UNIX)) if address.startswith(UNIX) else address
+        self._names: tuple[int, frozenset[str]] = (0, frozenset())  # tool names, by the id of the tools list
+        self._digest: tuple[int, str] = (0, "")
 
     async def _supervise(self) -> None:
         """Connect, serve until the connection ends, connect again (the worker's orchestrator restarts it)."""
@@ -69,6 +74,26 @@ class NetworkWorker(ConnectedWorker):
         """Not ours to restart: the worker's own orchestrator replaces it (its health check pings it)."""
         self._log_line(f"[{self.namespace}] the worker at {self.address} is stuck: {reason}")
 
+    @property
+    def inflight(self) -> int:
+        return self._inflight
+
+    @property
+    def connected(self) -> bool:
+        return self._conn is not None and not self._conn.closed.is_set()
+
+    def has_tool(self, name: str) -> bool:
+        if self._names[0] != id(self.tools):
+            self._names = (id(self.tools), frozenset(str(t.get("name")) for t in self.tools))
+        return name in self._names[1]
+
+    def listing(self) -> str:
+        """A short digest of what the last handshake listed: workers of the same image list the same."""
+        if self._digest[0] != id(self.tools):
+            text = json.dumps([self.tools, self.surface], sort_keys=True, default=str)
+            self._digest = (id(self.tools), hashlib.sha256(text.encode()).hexdigest()[:12])
+        return self._digest[1]
+
     def status(self) -> dict[str, Any]:
         return {**super().status(), "address": self.address}
 
@@ -76,12 +101,21 @@ class NetworkWorker(ConnectedWorker):
 class NetworkBackend:
     name = "network"
 
-    def __init__(self, settings: Settings, workers: dict[str, str], tls: TLSFiles | None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        workers: dict[str, str],
+        tls: TLSFiles | None,
+        interval: float = 2.0,
+        resolver: Resolver | None = None,
+    ) -> None:
         self.settings, self.workers, self.tls = settings, dict(workers), tls
+        self.interval, self.resolver = interval, resolver or SystemResolver()
 
     @classmethod
     def from_env(cls, settings: Settings, env: dict[str, str] | None = None) -> NetworkBackend:
-        """`TOOLDOCK_WORKERS` and `TOOLDOCK_TLS_DIR`; raises SettingsError naming what is wrong."""
+        """`TOOLDOCK_WORKERS`, `TOOLDOCK_TLS_DIR` and `TOOLDOCK_DISCOVERY_INTERVAL`; raises SettingsError naming
+        what is wrong."""
         env = dict(os.environ if env is None else env)
         try:
             workers = parse_workers(env.get("TOOLDOCK_WORKERS", ""))
@@ -90,12 +124,13 @@ class NetworkBackend:
             folder = env.get("TOOLDOCK_TLS_DIR", "")
             if not folder and any(not a.startswith(UNIX) for a in workers.values()):
                 raise TLSError("--backend network needs TOOLDOCK_TLS_DIR: this gateway's cert.pem, key.pem, trust.pem")
-            return cls(settings, workers, TLSFiles(Path(folder)) if folder else None)
+            interval = _interval(env.get(DISCOVERY_INTERVAL, ""))
+            return cls(settings, workers, TLSFiles(Path(folder)) if folder else None, interval)
         except TLSError as exc:
             raise SettingsError(str(exc)) from None
 
     async def discover(self) -> ScanResult:
-        """One source per listed namespace; its fingerprint is its address (another address: another worker)."""
+        """One source per listed namespace; its fingerprint is its address or name (another one: other workers)."""
         sources = tuple(
             NamespaceSource(
                 name=namespace,
@@ -110,11 +145,27 @@ class NetworkBackend:
         )
         return ScanResult(sources, ())
 
-    def create(self, source: NamespaceSource, secrets: SecretEnv) -> NetworkWorker:
-        return NetworkWorker(self, source, self.workers[source.name], secrets)
+    def create(self, source: NamespaceSource, secrets: SecretEnv) -> WorkerPool:
+        """The namespace's pool: one worker for an address, all those its name resolves to for a name."""
+        lookup = Lookup(source.name, Target.parse(self.workers[source.name]), self.resolver, log)
+        return WorkerPool(
+            source.name, self.settings, lookup, lambda a: NetworkWorker(self, source, a, secrets), self.interval
+        )
 
     async def close(self) -> None:
         pass
+
+
+def _interval(text: str) -> float:
+    if not text.strip():
+        return 2.0
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.1 <= value <= 3600:
+        raise TLSError(f"{DISCOVERY_INTERVAL}={text!r}: give the seconds between DNS lookups, from 0.1 to 3600")
+    return value
 
 
 def _why(exc: BaseException) -> str:
