@@ -1,6 +1,7 @@
 // A form drawn from a tool's input schema (schema.js says what it can draw). Each field is
 // {el, get(errors)}: get returns the value to send, or undefined to leave the key out, and pushes what is
-// wrong into `errors`. A field starts from `value` (the JSON view's, to round-trip) or the schema's default.
+// wrong into `errors` as {path, message}. Each field's element carries its JSON pointer in data-path, where
+// the runner puts the schema check's messages (validate.js). A field starts from `value` (the JSON view's, to round-trip) or the schema's default.
 
 import { h, uid } from "./dom.js";
 import { shape } from "./schema.js";
@@ -19,6 +20,8 @@ function help(id, schema) {
 
 function scalar(found, opts) {
   const { name, required, value } = opts;
+  const path = opts.path || "";
+  const wrong = (errors, message) => errors.push({ path, message });
   const { kind, schema } = found;
   const id = uid("arg");
   const described = schema.description ? `${id}-help` : null;
@@ -34,17 +37,17 @@ function scalar(found, opts) {
       required && at >= 0 ? null : h("option", { value: "" }, "(not set)"),
       values.map((v, i) => h("option", { value: String(i), selected: i === at }, typeof v === "string" ? v : JSON.stringify(v))));
     get = (errors) => {
-      if (input.value === "") { if (required) errors.push(`${name} is required`); return undefined; }
+      if (input.value === "") { if (required) wrong(errors, `${name} is required`); return undefined; }
       return values[Number(input.value)];
     };
   } else if (kind === "number" || kind === "integer") {
     input = h("input", { id, type: "number", step: kind === "integer" ? "1" : "any", required,
       value: typeof value === "number" ? String(value) : "", "aria-describedby": described });
     get = (errors) => {
-      if (input.validity.badInput) { errors.push(`${name} is not a number`); return undefined; }
-      if (input.value === "") { if (required) errors.push(`${name} is required`); return undefined; }
+      if (input.validity.badInput) { wrong(errors, `${name} is not a number`); return undefined; }
+      if (input.value === "") { if (required) wrong(errors, `${name} is required`); return undefined; }
       const number = Number(input.value);
-      if (kind === "integer" && !Number.isInteger(number)) errors.push(`${name} must be a whole number`);
+      if (kind === "integer" && !Number.isInteger(number)) wrong(errors, `${name} must be a whole number`);
       return number;
     };
   } else {
@@ -52,7 +55,7 @@ function scalar(found, opts) {
     input = h(long ? "textarea" : "input", { id, required, value: typeof value === "string" ? value : "",
       "aria-describedby": described, ...(long ? {} : { type: "text" }) });
     get = (errors) => {
-      if (input.value === "") { if (required) errors.push(`${name} is required`); return undefined; }
+      if (input.value === "") { if (required) wrong(errors, `${name} is required`); return undefined; }
       return input.value;
     };
   }
@@ -66,7 +69,7 @@ function object(found, opts) {
   const needed = new Set(schema.required || []);
   const given = value && typeof value === "object" && !Array.isArray(value) ? value : undefined;
   const fields = Object.entries(schema.properties || {}).map(([key, child]) => [key, field(child, {
-    name: key, root, required: needed.has(key),
+    name: key, root, required: needed.has(key), path: `${opts.path || ""}/${key}`,
     value: given !== undefined ? given[key] : resolveDefault(child, root),
   })]);
   const body = fields.map(([, f]) => f.el);
@@ -93,7 +96,7 @@ function array(found, opts) {
   const add = h("button", { type: "button", class: "add" }, `Add to ${name}`);
   function draw(values) {
     items = values.map((v, i) => {
-      const f = field(schema.items, { name: `${name} ${i + 1}`, root, required: true, value: v });
+      const f = field(schema.items, { name: `${name} ${i + 1}`, root, required: true, value: v, path: `${opts.path || ""}/${i}` });
       const remove = h("button", { type: "button", class: "remove", "aria-label": `Remove ${name} ${i + 1}` }, "Remove");
       remove.addEventListener("click", () => {
         const kept = items.map((item) => item.get([])).filter((_, j) => j !== i);
@@ -130,18 +133,22 @@ export function field(schema, opts) {
   const found = shape(schema, opts.root);
   const value = opts.value;
   const build = found.kind === "object" ? object : found.kind === "array" ? array : scalar;
-  if (!found.nullable) return build(found, opts);
+  if (!found.nullable) {
+    const built = build(found, opts);
+    built.el.dataset.path = opts.path || "";
+    return built;
+  }
   const inner = build(found, { ...opts, value: value === null ? undefined : value });
   const id = uid("null");
   const none = h("input", { id, type: "checkbox", checked: value === null });
   const toggle = () => inner.el.classList.toggle("off", none.checked);
   none.addEventListener("change", toggle);
   toggle();
-  const el = h("div", { class: "nullable" }, inner.el, h("div", { class: "null" }, none, h("label", { for: id }, `${opts.name} is null`)));
+  const el = h("div", { class: "nullable", "data-path": opts.path || "" }, inner.el, h("div", { class: "null" }, none, h("label", { for: id }, `${opts.name} is null`)));
   return { el, get: (errors) => (none.checked ? null : inner.get(errors)) };
 }
 
 /** The whole form of a tool's input schema, from `value` (an arguments object) or the defaults. */
 export function buildForm(schema, value) {
-  return object({ kind: "object", schema: shape(schema, schema).schema }, { name: "arguments", root: schema, value, top: true, required: true });
+  return object({ kind: "object", schema: shape(schema, schema).schema }, { name: "arguments", root: schema, value, top: true, required: true, path: "" });
 }

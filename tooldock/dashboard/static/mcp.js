@@ -1,20 +1,29 @@
 // One tool call over MCP 2026-07-28: a stateless POST to the namespace's endpoint that asks for progress and
 // log lines, read as they come (an event stream); aborting the request (closing the stream) cancels the
 // call. A JSON-RPC error or an HTTP failure is a TransportError; a tool's own failure is a result with isError.
+// The dashboard declares elicitation and sampling: a tool's questions come back as an `input_required` answer
+// (2026-07-28 has no session to ask over), the person answers them (`onAsk`), and the same call is sent again
+// with the answers and the server's requestState; the tool runs again from the start with them recorded.
 
 import { authHeaders, errorOf, root, seg } from "./api.js";
 
 export const VERSION = "2026-07-28";
 let next = 0;
 
+export const CAPABILITIES = { elicitation: { form: {} }, sampling: {} };
+const MAX_ROUNDS = 20;
+
 export class TransportError extends Error {}
 
+/** The person turned a question down (a sampling request rejected): the call ends without an answer. */
+export class Refused extends Error {}
+
 /** The JSON-RPC request and headers of a call (also what "copy as curl" shows). */
-export function request(name, args, progressToken) {
+export function request(name, args, progressToken, capabilities = {}) {
   next += 1;
   const meta = {
     "io.modelcontextprotocol/protocolVersion": VERSION,
-    "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientCapabilities": capabilities,
     "io.modelcontextprotocol/clientInfo": { name: "tooldock-dashboard", version: "1" },
     "io.modelcontextprotocol/logLevel": "info",
   };
@@ -34,11 +43,21 @@ function answer(message) {
   return message.result;
 }
 
-/** Calls the tool; `onProgress(params)` and `onLog(params)` hear the notifications. Resolves to the
- *  tool's result; rejects with TransportError, or an AbortError when `signal` aborts. */
-export async function callTool(namespace, name, args, { signal, onProgress, onLog, requestId }) {
-  const { body, headers } = request(name, args, `ui-${Date.now()}-${next + 1}`);
-  return exchange(namespace, body, headers, { signal, onProgress, onLog, requestId });
+/** Calls the tool; `onProgress(params)` and `onLog(params)` hear the notifications; `onAsk(inputRequests)`
+ *  resolves to the answers ({key: result}) or rejects with Refused. Resolves to the tool's result; rejects
+ *  with TransportError, Refused, or an AbortError when `signal` aborts. */
+export async function callTool(namespace, name, args, { signal, onProgress, onLog, onAsk, requestId }) {
+  let extra = {};
+  for (let round = 0; round < MAX_ROUNDS; round += 1) {
+    const { body, headers } = request(name, args, `ui-${Date.now()}-${next + 1}`, onAsk ? CAPABILITIES : {});
+    Object.assign(body.params, extra);
+    const result = await exchange(namespace, body, headers, { signal, onProgress, onLog, requestId });
+    if (!result || result.resultType !== "input_required" || !onAsk) return result;
+    const inputResponses = await onAsk(result.inputRequests || {});
+    if (signal && signal.aborted) throw new DOMException("The call was cancelled", "AbortError");
+    extra = { inputResponses, ...(result.requestState !== undefined ? { requestState: result.requestState } : {}) };
+  }
+  throw new TransportError(`The tool still asked for input after ${MAX_ROUNDS} rounds`);
 }
 
 /** tools/list (every page of it): the tools this caller sees in the namespace. */

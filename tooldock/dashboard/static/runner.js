@@ -1,13 +1,17 @@
 // Run a tool: its form (or the JSON view, which round-trips with it), Run and Cancel, progress and log
-// lines as they come, the result, and the same call as a curl command without the token.
+// lines as they come, the tool's questions answered in dialogs (dialog.js), the arguments checked against
+// the input schema before sending (validate.js), the result, and the same call as curl without the token.
 
 import { api, seg, toolPath } from "./api.js";
+import { askPerson } from "./dialog.js";
 import { alertBox, h, pretty, uid } from "./dom.js";
 import { buildForm } from "./form.js";
 import { find, newRequestId, remember } from "./history.js";
-import { TransportError, callTool, endpoint, request } from "./mcp.js";
-import { showCancelled, showResult, showTransportError } from "./result.js";
+import { Refused, TransportError, callTool, endpoint, request } from "./mcp.js";
+import { clear, distinct, show } from "./problems.js";
+import { showCancelled, showRefused, showResult, showTransportError } from "./result.js";
 import { Unsupported, check } from "./schema.js";
+import { validate } from "./validate.js";
 
 const quote = (text) => `'${text.replace(/'/g, "'\\''")}'`;
 
@@ -66,21 +70,26 @@ export default async function runner(main, { params: [namespace, name], href }) 
   }
   if (initial) messages.append(h("p", { class: "note", role: "status" }, `The arguments of the call made at ${new Date(replay.time).toLocaleTimeString()}: press Run to replay it.`));
 
-  function args() {
-    messages.querySelectorAll("[role=alert]").forEach((node) => node.remove());
+  /** The arguments to send, checked against the input schema; null (and the problems shown) when wrong.
+   *  `checked: false` (switching to the JSON view) takes the form's value as it is. */
+  function args(checked = true) {
+    clear(form && form.el, messages);
+    let value;
+    const errors = [];
     if (inJson()) {
       try {
-        const value = JSON.parse(json.value || "{}");
+        value = JSON.parse(json.value || "{}");
         if (value === null || typeof value !== "object" || Array.isArray(value)) throw new Error("the arguments must be a JSON object");
-        return value;
       } catch (error) {
         messages.append(alertBox(`The arguments are not valid JSON: ${error.message}`));
         return null;
       }
+    } else {
+      value = form.get(errors);
     }
-    const errors = [];
-    const value = form.get(errors);
-    if (errors.length) { messages.append(alertBox(`Check the arguments: ${errors.join("; ")}.`)); return null; }
+    if (!checked) return value;
+    const found = distinct([...errors, ...validate(value, schema)]);
+    if (found.length) { show(inJson() ? null : form.el, messages, found); return null; }
     return value;
   }
 
@@ -94,7 +103,7 @@ export default async function runner(main, { params: [namespace, name], href }) 
       json.focus();
       return;
     }
-    const value = args();
+    const value = args(false);
     if (value === null) return;
     form = buildForm(schema, value);
     formHolder.replaceChildren(form.el);
@@ -129,14 +138,16 @@ export default async function runner(main, { params: [namespace, name], href }) 
           if (p.total) { progress.max = p.total; progress.value = p.progress; } else { progress.removeAttribute("value"); }
           progressText.textContent = `${p.progress}${p.total ? ` of ${p.total}` : ""}${p.message ? `: ${p.message}` : ""}`;
         },
+        onAsk: (requests) => askPerson(requests, running.signal),
         onLog: (m) => {
           const text = typeof m.data === "string" ? m.data : (m.data && m.data.msg) || JSON.stringify(m.data);
           log.append(h("li", { "data-level": m.level }, `${m.level}: ${text}`));
         },
       });
-      showResult(region, result, performance.now() - started);
+      showResult(region, result, performance.now() - started, tool.outputSchema);
     } catch (error) {
       if (error.name === "AbortError") showCancelled(region, performance.now() - started);
+      else if (error instanceof Refused) showRefused(region, error.message, performance.now() - started);
       else showTransportError(region, error instanceof TransportError ? error.message : String(error), performance.now() - started);
     } finally {
       remember({ namespace, tool: name, args: value, status: region.dataset.status, ms: performance.now() - started, request_id: requestId });
@@ -144,6 +155,8 @@ export default async function runner(main, { params: [namespace, name], href }) 
       running = null;
       run.disabled = false;
       cancel.disabled = true;
+      // Run was disabled during the call, so focus fell to the page: give it back to the keyboard user
+      if (!document.activeElement || document.activeElement === document.body) run.focus();
     }
   }
 

@@ -1,0 +1,248 @@
+"""The dashboard's runner beyond the form (issue 60): a tool's questions answered in dialogs (elicitation
+accepted and declined, sampling approved and rejected), the full input-schema check before sending with
+messages next to the fields, and the output-schema check of results; the tools page's filters; the
+overview's upstream health, last swap and secrets. Same set-up as tests/test_dashboard.py (Debian's
+Chromium driven by Playwright, every request beyond loopback refused), with a gateway of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from conftest import FIXTURES, Gateway
+from test_dashboard import Tab, browser, run  # noqa: F401 (browser: the module's Chromium fixture)
+
+from tooldock.secrets import SecretStore
+
+ASKS = '''"""Tools that ask the person running them, and tools whose schemas the runner checks."""
+
+from typing import Annotated, Literal
+
+from fastmcp import Context
+from fastmcp.tools import tool
+from mcp.types import SamplingMessage, TextContent
+from pydantic import Field
+
+
+@tool
+async def book(city: str, ctx: Context) -> str:
+    """Ask who travels (elicitation)."""
+    answer = await ctx.elicit(f"Who is travelling to {city}?", str)
+    if answer.action != "accept":
+        return f"no booking ({answer.action})"
+    return f"{answer.data} goes to {city}"
+
+
+@tool
+async def suggest(city: str, ctx: Context) -> str:
+    """Ask the model for a sight (sampling)."""
+    sampled = await ctx.session.create_message(
+        messages=[SamplingMessage(role="user", content=TextContent(type="text", text=f"One sight in {city}?"))],
+        max_tokens=20, related_request_id=ctx.request_id)
+    return f"sight: {sampled.content.text}"
+
+
+@tool(annotations={"idempotentHint": True})
+def bounded(
+    count: Annotated[int, Field(ge=1, le=10, multiple_of=2)],
+    code: Annotated[str, Field(pattern="^[A-Z]{3}$", description="Three capitals")],
+    ratio: Annotated[float, Field(gt=0, lt=1)] = 0.5,
+    name: Annotated[str, Field(min_length=2, max_length=5)] = "abc",
+    tags: Annotated[list[str], Field(min_length=1, max_length=3, json_schema_extra={"uniqueItems": True})] = ["a"],
+    level: Literal["low", "high"] = "low",
+) -> str:
+    """Every bound the form can check."""
+    return f"{count} {code} {ratio} {name} {tags} {level}"
+
+
+@tool(output_schema={"type": "object", "properties": {"count": {"type": "integer"}}, "required": ["count"]})
+def liar(honest: bool = False) -> dict:
+    """Structured content that breaks its own output schema unless honest."""
+    return {"count": 3} if honest else {"count": "many"}
+
+
+@tool(annotations={"destructiveHint": True, "openWorldHint": True})
+def purge() -> str:
+    """Destructive and open-world."""
+    return "purged"
+'''
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    tmp = tmp_path_factory.mktemp("dashboard-runner")
+    tools = tmp / "tools"
+    (tools / "asks").mkdir(parents=True)
+    (tools / "asks" / "tools.py").write_text(ASKS)
+    (tools / "asks" / "tooldock.yaml").write_text("secrets: [ASKS_TOKEN]\n")
+    demo = f"{shlex.quote(sys.executable)} {shlex.quote(str(FIXTURES / 'upstreams' / 'demo_server.py'))}"
+    (tools / "up").mkdir()
+    (tools / "up" / "tools.toml").write_text(f'active_toolsets = ["demo_add"]\n\n[[servers]]\nnamespace = "demo"\n'
+                                              f'command = "{demo}"\n')
+    SecretStore(tmp / "secrets", tmp / "age.key").init()
+    env = {"TOOLDOCK_KEYS_DIR": str(tmp / "keys"), "TOOLDOCK_SECRETS_DIR": str(tmp / "secrets"),
+           "TOOLDOCK_AGE_KEY_FILE": str(tmp / "age.key")}
+    gw = Gateway(tools, tmp / "gateway.log", env).start()
+    gw.wait_for(lambda: gw.namespace("up")["servers"][0]["state"] == "ready", 60, "the upstream server")
+    yield gw
+    gw.stop()
+
+
+@pytest.fixture(scope="module")
+def admin(browser: Any, gateway: Gateway) -> Iterator[Tab]:  # noqa: F811
+    opened = Tab(browser, gateway.url)
+    opened.open("/", gateway.token)
+    yield opened
+    opened.close()
+
+
+def dialog(page: Any, kind: str) -> Any:
+    found = page.locator(f"dialog[data-kind={kind}]")
+    found.wait_for()
+    return found
+
+
+# -- elicitation and sampling -------------------------------------------------------------------------------
+
+def test_an_elicitation_is_answered_in_its_dialog(admin: Tab) -> None:
+    page = admin.open("/namespaces/asks/tools/book")
+    page.get_by_label("city", exact=True).fill("Lisbon")
+    page.get_by_role("button", name="Run").click()
+    asked = page.get_by_role("dialog", name="The tool asks for input")
+    asked.wait_for()
+    assert "Who is travelling to Lisbon?" in asked.inner_text()
+    assert page.evaluate("document.activeElement.closest('dialog') !== null")  # focus is in the dialog
+    asked.get_by_role("button", name="Accept").click()  # the requested field is required
+    assert "value is required" in asked.get_by_role("alert").inner_text()
+    asked.get_by_label("value", exact=True).fill("Ada")
+    asked.get_by_role("button", name="Accept").click()
+    result = page.locator("section.result[data-status=ok]")
+    result.wait_for()
+    assert "Ada goes to Lisbon" in result.inner_text()
+    assert page.locator("dialog").count() == 0
+    assert page.evaluate("document.activeElement.textContent") == "Run"  # focus back where it was
+
+
+def test_an_elicitation_declined_with_escape_and_one_cancelled(admin: Tab) -> None:
+    page = admin.open("/namespaces/asks/tools/book")
+    page.get_by_label("city", exact=True).fill("Porto")
+    page.get_by_role("button", name="Run").click()
+    dialog(page, "elicitation")
+    page.keyboard.press("Escape")
+    page.locator("section.result[data-status=ok]").wait_for()
+    assert "no booking (decline)" in page.get_by_role("region", name="Result").inner_text()
+    page.get_by_role("button", name="Run").click()
+    dialog(page, "elicitation").get_by_role("button", name="Cancel").click()
+    page.get_by_role("region", name="Result").get_by_text("no booking (cancel)", exact=True).wait_for()
+
+
+def test_sampling_is_approved_with_a_reply_or_rejected(admin: Tab) -> None:
+    page = admin.open("/namespaces/asks/tools/suggest")
+    page.get_by_label("city", exact=True).fill("Rome")
+    page.get_by_role("button", name="Run").click()
+    asked = page.get_by_role("dialog", name="The tool asks for a model's reply (sampling)")
+    asked.wait_for()
+    assert "user: One sight in Rome?" in asked.get_by_role("list", name="Messages").inner_text()
+    asked.get_by_role("button", name="Approve").click()  # an empty reply is not sent
+    assert "Write the reply" in asked.get_by_role("alert").inner_text()
+    asked.get_by_label("Reply", exact=True).fill("the Pantheon")
+    asked.get_by_role("button", name="Approve").click()
+    page.locator("section.result[data-status=ok]").wait_for()
+    assert "sight: the Pantheon" in page.get_by_role("region", name="Result").inner_text()
+    page.get_by_role("button", name="Run").click()
+    dialog(page, "sampling").get_by_role("button", name="Reject").click()
+    page.locator("section.result[data-status=refused]").wait_for()
+    assert "rejected the tool's sampling request" in page.get_by_role("region", name="Result").inner_text()
+    assert not page.get_by_role("button", name="Run").is_disabled()
+
+
+# -- the schema checks -------------------------------------------------------------------------------------
+
+def test_the_arguments_are_checked_against_the_input_schema_before_sending(admin: Tab) -> None:
+    page = admin.open("/namespaces/asks/tools/bounded")
+    page.get_by_label("count", exact=True).fill("3")
+    page.get_by_label("code", exact=True).fill("abc")
+    page.get_by_label("ratio", exact=True).fill("1")
+    page.get_by_label("name", exact=True).fill("toolong")
+    page.get_by_role("button", name="Run").click()
+    summary = page.get_by_role("alert").inner_text()
+    for expected in ("count must be a multiple of 2", "code must match the pattern ^[A-Z]{3}$",
+                     "ratio must be less than 1", "name must be at most 5 characters long"):
+        assert expected in summary
+    assert page.locator("section.result").get_attribute("data-status") == "idle"  # nothing was sent
+    code = page.get_by_label("code", exact=True)
+    assert code.get_attribute("aria-invalid") == "true"
+    described = code.get_attribute("aria-describedby").split()
+    assert any("must match the pattern" in page.locator(f"#{i}").inner_text() for i in described)
+    page.get_by_label("count", exact=True).fill("12")
+    page.get_by_label("code", exact=True).fill("ABC")
+    page.get_by_label("ratio", exact=True).fill("0.25")
+    page.get_by_label("name", exact=True).fill("ok")
+    page.get_by_role("button", name="Run").click()
+    assert page.get_by_role("alert").inner_text() == "Check the arguments: count must be at most 10."
+    assert page.locator(".field-error").all_inner_texts() == ["count must be at most 10"]
+    page.get_by_label("count", exact=True).fill("4")
+    page.get_by_role("button", name="Add to tags").click()
+    page.get_by_label("tags 2", exact=True).fill("a")
+    page.get_by_role("button", name="Run").click()
+    assert "tags.1 repeats an earlier item" in page.get_by_role("alert").inner_text()
+    page.get_by_label("tags 2", exact=True).fill("b")
+    assert "4 ABC 0.25 ok ['a', 'b'] low" in run(page).inner_text()
+    assert page.locator(".field-error").count() == 0
+    page.get_by_role("button", name="Edit as JSON").click()  # the JSON view is checked too
+    page.get_by_label("Arguments (JSON)").fill(json.dumps({"count": 4, "code": "ABC", "level": "mid"}))
+    page.get_by_role("button", name="Run").click()
+    assert page.get_by_role("alert").inner_text() == 'Check the arguments: level must be one of "low", "high".'
+
+
+CASES = [  # (schema, value, the messages validate.js gives)
+    ({"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": False}, {"a": "x", "b": 1},
+     ["b is not a known field (no other fields are allowed)"]),
+    ({"type": "object", "required": ["a"], "properties": {"a": {"type": "integer"}}}, {}, ["a is required"]),
+    ({"type": "integer"}, 1.5, ["the value must be a whole number"]),
+    ({"type": ["string", "null"]}, None, []),
+    ({"type": "string", "nullable": True}, None, []),
+    ({"const": "x"}, "y", ['the value must be "x"']),
+    ({"enum": [1, {"a": [1, 2]}]}, {"a": [1, 2]}, []),
+    ({"type": "number", "minimum": 2, "exclusiveMaximum": 5}, 5, ["the value must be less than 5"]),
+    ({"type": "number", "minimum": 2}, 1, ["the value must be at least 2"]),
+    ({"type": "number", "maximum": 3, "exclusiveMaximum": True}, 3, ["the value must be less than 3"]),
+    ({"type": "number", "multipleOf": 0.1}, 0.3, []),
+    ({"type": "string", "minLength": 2}, "\U0001F600", ["the value must be at least 2 characters long"]),
+    ({"type": "array", "items": {"type": "integer"}, "minItems": 2, "uniqueItems": True}, [1, 1],
+     ["1 repeats an earlier item (the items must be unique)"]),
+    ({"type": "array", "maxItems": 1}, [1, 2], ["the value must have at most 1 items"]),
+    ({"anyOf": [{"type": "integer"}, {"type": "array", "items": {"type": "string"}}]}, ["a"], []),
+    ({"anyOf": [{"type": "integer"}, {"type": "array", "items": {"type": "string"}}]}, [1],
+     ["the value matches none of the 2 allowed shapes"]),
+    ({"oneOf": [{"type": "number"}, {"type": "integer"}]}, 2,
+     ["the value matches 2 of the allowed shapes (oneOf wants exactly one)"]),
+    ({"$defs": {"P": {"type": "object", "properties": {"z": {"type": "integer", "maximum": 9}}}},
+      "type": "object", "properties": {"p": {"$ref": "#/$defs/P"}}}, {"p": {"z": 10}}, ["p.z must be at most 9"]),
+]
+
+
+def test_the_validator_knows_each_keyword(admin: Tab) -> None:
+    page = admin.open("/tools")
+    got = page.evaluate("""async (cases) => {
+        const { validate } = await import("/ui/assets/validate.js");
+        return cases.map(([schema, value]) => validate(value, schema).map((p) => p.message));
+    }""", [[schema, value] for schema, value, _ in CASES])
+    assert got == [expected for _, _, expected in CASES]
+
+
+def test_structured_content_is_checked_against_the_output_schema(admin: Tab) -> None:
+    page = admin.open("/namespaces/asks/tools/liar")
+    result = run(page)
+    assert result.get_attribute("data-status") == "ok" and result.get_attribute("data-output-check") == "mismatch"
+    warning = result.locator(".warning")
+    assert "does not match the tool's output schema" in warning.inner_text()
+    assert "count must be a whole number" in warning.inner_text()
+    page.get_by_label("honest", exact=True).check()
+    result = run(page)
+    assert result.get_attribute("data-output-check") == "ok" and result.locator(".warning").count() == 0
