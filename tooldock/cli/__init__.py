@@ -4,12 +4,14 @@
     check       `check`                     a tools directory scanned as `serve` would, nothing started
     manager     `manager`                   the manager MCP server
     images      `build`, `base`, `inspect`  namespace folders -> OCI images; their SBOM and provenance
+    signing     `keygen`, `sign`, `verify`  cosign-format signatures of images and their attachments
     containers  `deploy`, `ps`, `stop`      worker containers on the Docker engine
     secrets     `secrets ...`               the encrypted secrets store (human-only)
     keys        `keys ...`                  API keys for the relay socket and HTTP (create, list, revoke)
     relay       `relay`                     the stdio MCP server a sandbox runs against the relay socket
     compose     `compose up|down|init`      the gateway and manager containers on one host (Docker Compose)
     cluster     `cluster ca ...`, `cert`    the cluster CA: certificates for workers and gateways on other hosts
+    k8s         `k8s render`                Kubernetes manifests for a tools directory
     new         `new`                       a namespace folder to start from (a tool, its test, its config)
     call        `call`                      one tool of a namespace folder called from a shell, no server
     runtests    `test`                      a namespace's own tests/ run in its environment against it
@@ -33,6 +35,7 @@ from tooldock.cli import (
     containers,
     images,
     install,
+    k8s,
     keys,
     manager,
     new,
@@ -40,6 +43,7 @@ from tooldock.cli import (
     runtests,
     secrets,
     serve,
+    signing,
 )
 
 
@@ -56,6 +60,9 @@ for _command in (
     images.build,
     images.base,
     images.inspect,
+    signing.keygen,
+    signing.sign,
+    signing.verify,
     containers.deploy,
     containers.ps,
     containers.stop,
@@ -68,5 +75,6 @@ for _command in (
     install.install,
     compose.compose,
     cluster.cluster,
+    k8s.k8s,
 ):
     main.add_command(_command)

@@ -84,6 +84,13 @@ if TYPE_CHECKING:
     "referrers: listed in the layout's index.json after the image (whose digest they do not change) and pushed "
     "with --push. Read them with `tooldock inspect`.",
 )
+@click.option(
+    "--sign-key",
+    default=None,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Sign each image and its attachments with this cosign key (PREFIX.key, `tooldock keygen`): in the OCI "
+    "layout, and in the registry with --push (passphrase: TOOLDOCK_SIGNING_PASSWORD, else a prompt).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per namespace on stdout.")
 def build(
     namespace_dirs: tuple[Path, ...],
@@ -96,6 +103,7 @@ def build(
     gateway: bool,
     manager: bool,
     attach: bool,
+    sign_key: Path | None,
     as_json: bool,
 ) -> None:
     """Build each NAMESPACE_DIR into its own reproducible OCI image, without a Docker daemon.
@@ -131,6 +139,11 @@ def build(
         )
     if tar_path is not None and len(namespace_dirs) > 1 and "{namespace}" not in str(tar_path):
         raise click.UsageError("with several namespaces, --tar needs {namespace} in the file name")
+    if sign_key is not None and engine == "docker":
+        raise click.UsageError("--sign-key needs --engine oci")
+    from tooldock.cli.signing import private_key
+
+    key = private_key(sign_key) if sign_key is not None else None  # asked once, before any build
     console = Console(stderr=True, highlight=False, soft_wrap=True)
     builder = Builder(
         BuildOptions(output=output, cache=_cache_dir(), base=base_ref, attach=attach),
@@ -182,6 +195,14 @@ def build(
                     f"{len(pushed.skipped)} already there)"
                     + (f"; SBOM and provenance as referrers ({how})" if how else "")
                 )
+            if key is not None:
+                from tooldock.builder.signing import sign_image
+
+                where = [str(result.layout)]
+                if push_to is not None:
+                    where.append(f"{pushed.reference.rsplit(':', 1)[0]}@{pushed.digest}")
+                extra["signed"] = [sign_image(w, key) for w in where]
+                console.print(f"  signed in {' and '.join(where)}")
         except BuilderError as exc:
             failures += 1
             console.print(f"[red]✗ {folder}[/red]: {exc}")
