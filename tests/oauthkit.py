@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -103,3 +104,63 @@ def provider_home(state: Path) -> Path:
     modules = npm_install(HERE, "oauth-provider", "oidc-provider")
     shutil.copy(HERE / "provider.mjs", modules.parent / "provider.mjs")
     return modules.parent
+
+
+class TokenMemory:
+    """The SDK's TokenStorage, in memory."""
+
+    def __init__(self) -> None:
+        self.tokens: Any = None
+        self.client: Any = None
+
+    async def get_tokens(self) -> Any:
+        return self.tokens
+
+    async def set_tokens(self, tokens: Any) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> Any:
+        return self.client
+
+    async def set_client_info(self, client_info: Any) -> None:
+        self.client = client_info
+
+
+class Person:
+    """Drives the provider's login and consent pages over HTTP as a browser would, from the authorization
+    URL the SDK hands its redirect handler to the redirect back with the code."""
+
+    def __init__(self, redirect_uri: str) -> None:
+        self.redirect_uri = redirect_uri
+        self.result: Any = None
+        self.prompts: list[str] = []
+
+    async def visit(self, url: str) -> None:
+        from urllib.parse import parse_qs, urljoin, urlsplit
+
+        from mcp.shared.auth import AuthorizationCodeResult
+
+        async with httpx.AsyncClient(follow_redirects=False, timeout=30) as browser:
+            answer = await browser.get(url)
+            for _ in range(20):
+                if answer.is_redirect:
+                    location = urljoin(str(answer.url), answer.headers["location"])
+                    if location.startswith(self.redirect_uri):
+                        query = {k: v[0] for k, v in parse_qs(urlsplit(location).query).items()}
+                        assert "code" in query, query
+                        self.result = AuthorizationCodeResult(code=query["code"], state=query.get("state"),
+                                                              iss=query.get("iss"))
+                        return
+                    answer = await browser.get(location)
+                    continue
+                assert answer.status_code == 200, answer.text[:2000]
+                prompt = re.search(r'name="prompt" value="(\w+)"', answer.text)
+                assert prompt is not None, answer.text[:2000]
+                self.prompts.append(prompt.group(1))
+                form = {"prompt": prompt.group(1), "login": "alice", "password": "anything"}
+                answer = await browser.post(str(answer.url), data=form)
+        raise AssertionError("the provider's pages never redirected back with a code")
+
+    async def callback(self) -> Any:
+        assert self.result is not None
+        return self.result

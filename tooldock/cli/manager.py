@@ -81,6 +81,9 @@ def manager(
     if settings.runtime.manager_token is None:
         click.echo("tooldock manager: MANAGER_INTERNAL_TOKEN is not set; reload_core will not work", err=True)
     sock, url = listen(host, port)
-    app = create_manager_app(settings, cache_dir(), host, sock.getsockname()[1])
+    try:
+        app = create_manager_app(settings, cache_dir(), host, sock.getsockname()[1])
+    except SettingsError as exc:  # TOOLDOCK_MANAGER_OAUTH_RESOURCE needed
+        raise click.ClickException(str(exc)) from None
     click.echo(f"tooldock manager: ready on {url} (MCP at {url}/mcp)", err=True)
     run_app(app, sock, log_level, settings.runtime)

@@ -41,6 +41,7 @@ from tooldock.namespace.scanner import REQUIREMENTS_FILE, requirements_text
 from tooldock.runtime.backends.environments import Environments
 from tooldock.runtime.http.auth import BearerAuth
 from tooldock.runtime.http.edge import RequestEdge
+from tooldock.runtime.http.oauth import ProtectedResourceMetadata, manager_gate
 from tooldock.runtime.mcp.caller import with_request_id
 from tooldock.runtime.mcp.legacy import MESSAGES_PATH, LegacySse
 from tooldock.runtime.mcp.server import McpHub
@@ -160,7 +161,12 @@ def create_manager_app(settings: ManagerSettings, cache: Path, host: str = "127.
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.manager = manager
     # The bearer token, or an admin API key without globs: the manager can write any namespace.
-    app.add_middleware(BearerAuth, token=settings.runtime.bearer_token, keys=KeyStore.from_env(), admin_only=True)
+    # With TOOLDOCK_OAUTH_ISSUER, also an access token for the manager's own resource granting admin.
+    oauth = manager_gate(settings.runtime, f"http://{host}:{port}")
+    keys = KeyStore.from_env()
+    app.add_middleware(BearerAuth, token=settings.runtime.bearer_token, keys=keys, admin_only=True, oauth=oauth)
+    if oauth is not None:  # its protected resource metadata, as the gateway's (RFC 9728)
+        app.add_middleware(ProtectedResourceMetadata, config=oauth.config)
     app.add_middleware(RequestEdge)  # outermost: a request id on every answer, 401s included; no traceback out
     print(
         f"tooldock manager: tools in {settings.tools_dir}, gateway at {settings.gateway_url} "

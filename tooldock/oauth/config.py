@@ -32,6 +32,7 @@ class OAuthConfig:
     client_id: str | None = None  # the gateway's own client, for token introspection (RFC 7662)
     client_secret: str | None = None
     dashboard_client_id: str | None = None  # the dashboard's public client (sign-in with PKCE in the browser)
+    manager_resource: str | None = None  # the manager's own resource (None: its URL + /mcp)
 
     @classmethod
     def from_env(cls, env: dict[str, str]) -> OAuthConfig | None:
@@ -55,6 +56,9 @@ class OAuthConfig:
                     "the grants file names the scopes itself; keep one"
                 )
             claim, grants = load_grants_file(Path(grants_file).expanduser())
+        manager_resource = env.get("TOOLDOCK_MANAGER_OAUTH_RESOURCE", "").strip() or None
+        if manager_resource is not None:
+            check_url("TOOLDOCK_MANAGER_OAUTH_RESOURCE", manager_resource, "https://manager.example.com/mcp")
         client_id = env.get("TOOLDOCK_OAUTH_CLIENT_ID", "").strip() or None
         secret = _secret(env)
         if (client_id is None) != (secret is None):
@@ -74,6 +78,7 @@ class OAuthConfig:
             client_id=client_id,
             client_secret=secret,
             dashboard_client_id=_client_id(env, "TOOLDOCK_OAUTH_DASHBOARD_CLIENT_ID"),
+            manager_resource=manager_resource,
         )
 
     def for_gateway(self, url: str) -> OAuthConfig:
@@ -91,6 +96,20 @@ class OAuthConfig:
                 "reaches it by; set it to the URL clients use for MCP, e.g. https://tools.example.com/mcp"
             )
         return replace(self, resource=url.rstrip("/") + "/mcp")
+
+    def for_manager(self, url: str) -> OAuthConfig:
+        """The manager's settings: its own resource (TOOLDOCK_MANAGER_OAUTH_RESOURCE, or `url` + /mcp), none of
+        the gateway's other audiences: a token for the gateway is not one for the manager."""
+        if self.manager_resource is not None:
+            return replace(self, resource=self.manager_resource, audiences=())
+        try:
+            return replace(self, resource=None, audiences=()).for_gateway(url)
+        except OAuthConfigError:
+            raise OAuthConfigError(
+                f"TOOLDOCK_MANAGER_OAUTH_RESOURCE is needed: the manager listens on {url or 'no URL'}, which no "
+                "client reaches it by; set it to the URL clients use for the manager's MCP endpoint, e.g. "
+                "https://manager.example.com/mcp"
+            ) from None
 
     def __repr__(self) -> str:  # never the client secret
         return f"OAuthConfig(issuer={self.issuer!r}, resource={self.resource!r}, claim={self.claim!r})"

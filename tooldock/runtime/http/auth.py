@@ -117,6 +117,10 @@ class BearerAuth:
         """Serve the request as `key` (an API key, or an OAuth token's principal)."""
         if self.admin_only and not key.unrestricted:
             audit_refused(key.id, f"http {scope.get('method', '')} {scope['path'][:200]}", "not unrestricted admin")
+            if isinstance(key, TokenPrincipal) and self.oauth is not None:  # 403 insufficient_scope: which scope
+                err, headers = self.oauth.admin_refusal(key, scope)
+                await error_response(err, headers)(scope, receive, send)
+                return
             await error_response(Forbidden(f"{key.who()} may not use the manager"))(scope, receive, send)
             return
         scope[ASGI_KEY] = key

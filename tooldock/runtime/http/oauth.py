@@ -48,6 +48,17 @@ def token_gate(settings: Settings, url: str) -> TokenGate | None:
         raise SettingsError(str(exc)) from None
 
 
+def manager_gate(settings: Settings, url: str) -> TokenGate | None:
+    """The manager's gate: the same issuer, its own resource (`url` + /mcp unless TOOLDOCK_MANAGER_OAUTH_RESOURCE
+    says otherwise); only a token granting unrestricted admin gets in (`admin_refusal`)."""
+    if settings.oauth is None:
+        return None
+    try:
+        return TokenGate(TokenVerifier(settings.oauth.for_manager(url)))
+    except OAuthConfigError as exc:
+        raise SettingsError(str(exc)) from None
+
+
 class TokenGate:
     def __init__(self, verifier: TokenVerifier) -> None:
         self.verifier = verifier
@@ -81,6 +92,16 @@ class TokenGate:
             await error_response(err)(scope, receive, send)
             return None
         return principal
+
+    def admin_refusal(self, principal: TokenPrincipal, scope: Scope) -> tuple[InsufficientScope, dict[str, str]]:
+        """The 403 of a token that does not grant unrestricted admin where that is needed (the manager)."""
+        needed = next((g.value for g in self.config.grants if g.scope == "admin" and not g.namespaces), None)
+        err = InsufficientScope(
+            f"{principal.who()} may not use the manager: that takes a token granting admin on every namespace"
+            + (f" (scope {needed})" if needed else ""),
+            {"scope": needed} if needed else {},
+        )
+        return err, {"WWW-Authenticate": challenge(self.resource(scope), "insufficient_scope", err.message, needed)}
 
     def missing(self, scope: Scope) -> Unauthorized:
         return Unauthorized(
