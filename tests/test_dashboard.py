@@ -336,10 +336,10 @@ def test_tools_are_searched_by_text_and_regex_and_filtered_by_namespace(admin: T
     page = admin.open("/tools")
     count = page.locator("#tool-count")
     count.wait_for()
-    assert count.inner_text() == "13 of 13 tools in 3 namespaces"
+    assert count.inner_text() == "19 of 19 tools in 3 namespaces"
     visible = lambda: [r.get_attribute("data-tool") for r in page.locator("tbody tr:visible").all()]  # noqa: E731
     page.get_by_label("Search tools").fill("GREET")
-    assert visible() == ["greet"] and count.inner_text() == "1 of 13 tools in 3 namespaces"
+    assert visible() == ["greet"] and count.inner_text() == "1 of 19 tools in 3 namespaces"
     page.get_by_label("Regular expression").check()
     page.get_by_label("Search tools").fill(r"^shapes/(pick|ship)\b")
     assert visible() == ["pick", "ship"]
@@ -347,7 +347,7 @@ def test_tools_are_searched_by_text_and_regex_and_filtered_by_namespace(admin: T
     assert "Not a valid regular expression" in page.get_by_role("alert").inner_text()
     page.get_by_label("Search tools").fill("")
     page.get_by_label("Namespace").select_option("ok")
-    assert visible() == ["ping", "wipe"] and count.inner_text() == "2 of 13 tools in 3 namespaces"
+    assert visible() == ["ping", "wipe"] and count.inner_text() == "2 of 19 tools in 3 namespaces"
     page.get_by_role("link", name="ping").click()
     page.get_by_role("heading", name="ping", exact=True).wait_for()
     assert page.url.endswith("/ui/namespaces/ok/tools/ping")

@@ -246,3 +246,35 @@ def test_structured_content_is_checked_against_the_output_schema(admin: Tab) -> 
     page.get_by_label("honest", exact=True).check()
     result = run(page)
     assert result.get_attribute("data-output-check") == "ok" and result.locator(".warning").count() == 0
+
+
+# -- the tools page's filters ------------------------------------------------------------------------------
+
+def test_tools_are_filtered_by_annotation_source_and_activity_and_the_filters_are_in_the_url(admin: Tab) -> None:
+    page = admin.open("/tools?annotation=destructive")
+    count = page.locator("#tool-count")
+    count.wait_for()
+    visible = lambda: sorted(r.get_attribute("data-tool") for r in page.locator("tbody tr:visible").all())  # noqa: E731
+    assert visible() == ["purge"] and count.inner_text() == "1 of 12 tools in 2 namespaces"
+    annotation = page.get_by_label("Annotation", exact=True)
+    assert annotation.input_value() == "destructive"
+    options = annotation.locator("option").all_inner_texts()
+    assert "idempotent (1)" in options and "open world (1)" in options
+    annotation.select_option("")
+    page.get_by_label("Source", exact=True).select_option("upstream")
+    page.get_by_label("Active", exact=True).select_option("no")
+    inactive = ["demo_fail", "demo_favourite", "demo_getenv", "demo_muse", "demo_slow", "demo_wordy"]
+    assert visible() == inactive and count.inner_text() == "6 of 12 tools in 2 namespaces"
+    assert page.url.endswith("/ui/tools?source=upstream&active=no")
+    assert "not active (6)" in page.get_by_label("Active", exact=True).locator("option").all_inner_texts()
+    page.reload()  # bookmarkable: the same view again
+    count.wait_for()
+    assert visible() == inactive and page.get_by_label("Source", exact=True).input_value() == "upstream"
+    page.get_by_label("Active", exact=True).select_option("yes")
+    assert visible() == ["demo_add"]
+    page.get_by_label("Source", exact=True).select_option("local")
+    page.get_by_label("Active", exact=True).select_option("")
+    page.get_by_label("Search tools").fill("^asks/b")
+    page.get_by_label("Regular expression").check()
+    assert visible() == ["book", "bounded"]
+    assert page.url.endswith("/ui/tools?q=%5Easks%2Fb&re=1&source=local")
