@@ -16,7 +16,8 @@ TESTING = FIXTURES / "tools" / "testing"
 
 
 class NetWorker:
-    """One worker process; `wait=False` returns at once (call `ready()`), so that several start together."""
+    """One worker process; `wait=False` returns at once (call `ready()`), so that several start together.
+    `host`: any of 127.0.0.0/8, so that several workers share a port as a DNS name's addresses do."""
 
     def __init__(
         self,
@@ -26,10 +27,11 @@ class NetWorker:
         socket_path: Path | None = None,
         folder: Path = TESTING,
         wait: bool = True,
+        host: str = "127.0.0.1",
     ) -> None:
         self.log = log
         args = [sys.executable, "-m", "tooldock.worker", "--namespace", "testing", "--dir", str(folder),
-                "--listen", f"127.0.0.1:{port}", "--tls-dir", str(tls_dir)]
+                "--listen", f"{host}:{port}", "--tls-dir", str(tls_dir)]
         if socket_path is not None:
             args += ["--socket", str(socket_path)]
         self._out = open(log, "wb")
