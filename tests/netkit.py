@@ -30,8 +30,19 @@ class NetWorker:
         host: str = "127.0.0.1",
     ) -> None:
         self.log = log
-        args = [sys.executable, "-m", "tooldock.worker", "--namespace", "testing", "--dir", str(folder),
-                "--listen", f"{host}:{port}", "--tls-dir", str(tls_dir)]
+        args = [
+            sys.executable,
+            "-m",
+            "tooldock.worker",
+            "--namespace",
+            "testing",
+            "--dir",
+            str(folder),
+            "--listen",
+            f"{host}:{port}",
+            "--tls-dir",
+            str(tls_dir),
+        ]
         if socket_path is not None:
             args += ["--socket", str(socket_path)]
         self._out = open(log, "wb")

@@ -72,8 +72,14 @@ def workers(ca, port, tmp_path_factory):
         host: NetWorker(ca / "certs" / "worker", tmp / f"{host}.log", port, host=host, wait=False)
         for host in ("127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5")
     }
-    started["127.0.0.6"] = NetWorker(ca / "certs" / "worker", tmp / "other.log", port, host="127.0.0.6",
-                                     folder=FIXTURES / "tools" / "limited", wait=False)
+    started["127.0.0.6"] = NetWorker(
+        ca / "certs" / "worker",
+        tmp / "other.log",
+        port,
+        host="127.0.0.6",
+        folder=FIXTURES / "tools" / "limited",
+        wait=False,
+    )
     try:
         yield {host: w.ready() for host, w in started.items()}
     finally:
@@ -126,8 +132,9 @@ def test_addresses_names_and_literals():
     with pytest.raises(TLSError, match="neither an IP address nor a DNS name"):
         parse_workers("a=tls://http://x:7")
     with pytest.raises(SettingsError, match="TOOLDOCK_DISCOVERY_INTERVAL='soon'"):
-        NetworkBackend.from_env(Settings(bearer_token="t" * 20),
-                                {"TOOLDOCK_WORKERS": "a=unix:/x", "TOOLDOCK_DISCOVERY_INTERVAL": "soon"})
+        NetworkBackend.from_env(
+            Settings(bearer_token="t" * 20), {"TOOLDOCK_WORKERS": "a=unix:/x", "TOOLDOCK_DISCOVERY_INTERVAL": "soon"}
+        )
 
 
 def test_the_default_resolver_reads_a_real_name():
@@ -160,7 +167,9 @@ def test_calls_spread_over_the_workers_of_a_name(ca, port, workers, tmp_path):
     assert results == ["slept 0.5"] * 6
     assert status["state"] == "ready" and status["discovery"] == {"name": NAME, "interval": INTERVAL}
     assert {w["address"]: w["state"] for w in status["workers"]} == {
-        _addr("127.0.0.2", port): "ready", _addr("127.0.0.3", port): "ready"}
+        _addr("127.0.0.2", port): "ready",
+        _addr("127.0.0.3", port): "ready",
+    }
     assert "tools_mismatch" not in status
 
 
@@ -302,8 +311,11 @@ def test_workers_serving_other_tools_are_shown(ca, port, workers, tmp_path, capf
 
 def test_a_gateway_finds_its_workers_by_a_real_name(ca, port, workers, tmp_path):
     (tmp_path / "tools").mkdir()
-    env = {"TOOLDOCK_WORKERS": f"testing=tls://localhost:{port}", "TOOLDOCK_TLS_DIR": str(ca / "certs" / "gateway"),
-           "TOOLDOCK_DISCOVERY_INTERVAL": "0.5"}
+    env = {
+        "TOOLDOCK_WORKERS": f"testing=tls://localhost:{port}",
+        "TOOLDOCK_TLS_DIR": str(ca / "certs" / "gateway"),
+        "TOOLDOCK_DISCOVERY_INTERVAL": "0.5",
+    }
     gw = Gateway(tmp_path / "tools", tmp_path / "gw.log", env, ("--backend", "network"))
     try:
         gw.start()
