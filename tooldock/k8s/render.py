@@ -1,0 +1,108 @@
+"""`tooldock k8s render`, put together: scan, images by digest, objects, files."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tooldock.k8s import K8sError, gateway, output, secrets, workers
+from tooldock.k8s.images import GATEWAY, Say, built, from_layouts
+from tooldock.k8s.plan import DIGEST_REF, Image, Plan, Worker, check_names, parse_registry, scan
+
+
+@dataclass(frozen=True)
+class Options:
+    tools_dir: Path
+    registry: str
+    output: Path
+    redis_image: str
+    namespace: str = "tooldock"
+    replicas: int = 2
+    max_replicas: int = 10
+    cluster_domain: str = "cluster.local"
+    layouts: Path | None = None  # digests from these OCI layouts; None: build and push now
+    cache: Path = Path("build/cache")  # the builder's cache (when building)
+    build_output: Path = Path("build/oci")  # where the builder writes its layouts (when building)
+
+
+@dataclass(frozen=True)
+class Rendered:
+    plan: Plan
+    objects: list[dict[str, Any]]
+    files: list[Path]
+
+
+def objects(plan: Plan) -> list[dict[str, Any]]:
+    found = gateway.objects(plan)
+    for worker in plan.workers:
+        found += workers.objects(plan, worker)
+    return found
+
+
+def make_plan(options: Options, say: Say) -> Plan:
+    check_names(options.namespace, options.replicas, options.max_replicas)
+    host, prefix = parse_registry(options.registry)
+    if not DIGEST_REF.match(options.redis_image):
+        raise K8sError(
+            f"--redis-image {options.redis_image!r}: give Redis's image pinned by digest, "
+            "REGISTRY/REPOSITORY@sha256:<64 hex digits> (`skopeo inspect docker://IMAGE` shows the digest)"
+        )
+    sources, notes = scan(options.tools_dir)
+    for note in notes:
+        say(f"note: {note}")
+    names = [s.name for s in sources]
+    if options.layouts is not None:
+        images = from_layouts(options.layouts, names, host, prefix)
+    else:
+        images = built(sources, host, prefix, options.cache, options.build_output, say)
+    return Plan(
+        options.namespace,
+        tuple(Worker(s, images[s.name]) for s in sources),
+        images[GATEWAY],
+        Image(options.redis_image),
+        options.replicas,
+        options.max_replicas,
+        options.cluster_domain,
+        notes,
+    )
+
+
+def render(options: Options, say: Say) -> Rendered:
+    plan = make_plan(options, say)
+    found = objects(plan)
+    files = output.write(options.output, output.by_kind(found), secrets.script(plan))
+    return Rendered(plan, found, files)
+
+
+def store_values(plan: Plan) -> dict[str, dict[str, str]]:
+    """Each namespace's declared secrets from the secrets store (TOOLDOCK_SECRETS_DIR), all of them set."""
+    from tooldock.errors import SecretsError
+    from tooldock.secrets.resolve import resolve_namespace
+    from tooldock.secrets.store import SecretStore
+
+    wanted = [w for w in plan.workers if w.source.config.secrets]
+    if not wanted:
+        return {}
+    try:
+        snapshot = SecretStore.from_env().snapshot()
+    except SecretsError as exc:
+        raise K8sError(f"the secrets store: {exc}") from None
+    values, unset = {}, []
+    for worker in wanted:
+        config = worker.source.config
+        resolved = resolve_namespace(*snapshot, worker.name, config.secrets, dict(config.env))
+        values[worker.name] = resolved.values
+        unset += [f"{worker.name}: {name}" for name in (*resolved.missing, *resolved.placeholders)]
+    if unset:
+        raise K8sError(
+            f"no value in the secrets store for {', '.join(unset)}: set each with `tooldock secrets set NAME "
+            "--namespace NS` (or leave out --with-secrets and use create-secrets.sh)"
+        )
+    return values
+
+
+def write_secrets(plan: Plan, path: Path, ca_dir: Path, bearer_token: str) -> list[dict[str, Any]]:
+    found = secrets.with_values(plan, ca_dir, bearer_token, store_values(plan))
+    output.write_private(path, found)
+    return found
