@@ -296,3 +296,33 @@ def test_a_read_waits_for_the_next_entry_when_asked(make_store):
         assert found == [(await appended, "two")]
 
     run(go())
+
+
+def test_several_streams_are_read_at_once_from_where_each_was_read_last(make_store):
+    """`read_new` (how a replica follows the GET streams it holds): entries after each position, whether or
+    not that entry is still there, waiting for the next one when asked; `last_entry` is where "from now on"
+    starts, also for a stream that is not there yet."""
+
+    async def go() -> None:
+        store, other = make_store(), make_store()
+        start = await other.last_entry("events:n1")  # no stream yet
+        first = await store.append("events:n1", "one", keep=2, ttl=30)
+        assert await other.read_new({"events:n1": start, "events:n2": await other.last_entry("events:n2")}) == {
+            "events:n1": [(first, "one")]}
+        assert await other.last_entry("events:n1") == first
+        later = [await store.append("events:n1", f"e{n}", keep=2, ttl=30) for n in range(3)]
+        found = await other.read_new({"events:n1": first})  # "one" dropped: about the newest 2 kept
+        assert found["events:n1"][-2:] == [(later[1], "e1"), (later[2], "e2")] and len(found["events:n1"]) <= 3
+        started = asyncio.get_running_loop().time()
+        assert await other.read_new({"events:n1": later[2]}, wait=0.3) == {}
+        assert asyncio.get_running_loop().time() - started >= 0.25
+
+        async def append_soon() -> str:
+            await asyncio.sleep(0.1)
+            return await store.append("events:n2", "two", keep=10, ttl=30)
+
+        appended = asyncio.ensure_future(append_soon())
+        found = await other.read_new({"events:n1": later[2], "events:n2": await other.last_entry("events:n2")}, 0.5)
+        assert found == {"events:n2": [(await appended, "two")]}
+
+    run(go())

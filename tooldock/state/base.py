@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 
 RESYNC = ""  # what `subscribe` yields after its subscription was lost and is back
 
@@ -58,6 +58,17 @@ class Store(abc.ABC):
         """The entries (id, value) of `stream` after the entry `after`, oldest first; None when `after` is not
         in it (never was, or dropped since). With `wait` (at most 0.5 s), when there is none yet, wait that
         long for one."""
+
+    @abc.abstractmethod
+    async def last_entry(self, stream: str) -> str:
+        """The id of `stream`'s newest entry, or one before any entry when it has none (or is gone): what
+        `read_new` reads after to get only what is appended from now on."""
+
+    @abc.abstractmethod
+    async def read_new(self, positions: Mapping[str, str], wait: float = 0.0) -> dict[str, list[tuple[str, str]]]:
+        """Several streams at once (`positions`: stream -> the id read last): the entries (id, value) of each
+        after that id, oldest first, whether or not that entry is still there; streams with none are left out.
+        With `wait` (at most 0.5 s), when there is none yet, wait that long for one."""
 
     @abc.abstractmethod
     async def publish(self, channel: str, message: str) -> None:

@@ -6,7 +6,7 @@ import asyncio
 import itertools
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 
 from tooldock.state.base import Store
@@ -85,7 +85,10 @@ class MemoryStore(Store):
             self._streams = {k: v for k, v in self._streams.items() if v.expires > now}
         held = self._streams.get(stream)
         if held is None or held.expires <= now:
-            held = self._streams[stream] = _Stream()
+            gone, held = held, _Stream()
+            self._streams[stream] = held
+            if gone is not None:  # who waits on it (read_new) looks again
+                gone.grew.set()
         entry = f"{next(self._ids)}"
         held.entries.append((entry, value))
         while len(held.entries) > max(1, keep):
@@ -112,6 +115,32 @@ class MemoryStore(Store):
             if after not in ids:
                 return None
         return list(held.entries)[ids.index(after) + 1 :]
+
+    async def last_entry(self, stream: str) -> str:
+        held = self._streams.get(stream)
+        return held.entries[-1][0] if held is not None and held.entries and held.expires > time.monotonic() else "0"
+
+    def _newer(self, positions: Mapping[str, str]) -> dict[str, list[tuple[str, str]]]:
+        found = {}
+        for stream, after in positions.items():
+            held = self._streams.get(stream)
+            since = int(after) if after.isdigit() else 0
+            later = [e for e in held.entries if int(e[0]) > since] if held is not None else []
+            if later:
+                found[stream] = later
+        return found
+
+    async def read_new(self, positions: Mapping[str, str], wait: float = 0.0) -> dict[str, list[tuple[str, str]]]:
+        found = self._newer(positions)
+        if found or wait <= 0:
+            return found
+        waits = [asyncio.ensure_future(self._streams.setdefault(s, _Stream()).grew.wait()) for s in positions]
+        try:
+            await asyncio.wait(waits, timeout=min(wait, 0.5), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for each in waits:
+                each.cancel()
+        return self._newer(positions)
 
     async def publish(self, channel: str, message: str) -> None:
         for queue in self._subscribers.get(channel, ()):

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import redis.asyncio as redis
@@ -125,6 +125,23 @@ class RedisStore(Store):
             found = await self._run(self.client.xread({key: after}, count=100, block=int(min(wait, 0.5) * 1000)))
             later = found[0][1] if found else []
         return [(str(entry), str(fields.get("v", ""))) for entry, fields in later]
+
+    async def last_entry(self, stream: str) -> str:
+        found = await self._run(self.client.xrevrange(f"{self.prefix}stream:{stream}", "+", "-", count=1))
+        return str(found[0][0]) if found else "0-0"
+
+    async def read_new(self, positions: Mapping[str, str], wait: float = 0.0) -> dict[str, list[tuple[str, str]]]:
+        asked = {f"{self.prefix}stream:{s}": a if ENTRY_ID.fullmatch(a) else "0-0" for s, a in positions.items()}
+        if not asked:
+            return {}
+        block = int(min(wait, 0.5) * 1000) if wait > 0 else None  # within the socket's time limit
+        found = await self._run(self.client.xread(asked, count=100, block=block))
+        cut = len(self.prefix) + len("stream:")
+        return {
+            str(key)[cut:]: [(str(entry), str(fields.get("v", ""))) for entry, fields in entries]
+            for key, entries in found or ()
+            if entries
+        }
 
     async def publish(self, channel: str, message: str) -> None:
         await self._run(self.client.publish(f"{self.prefix}{channel}", message))

@@ -352,10 +352,10 @@ class McpHub:
                 entry = self.engine.registry.snapshot.entries.get(namespace) if self.engine else None
                 for resource in entry.surface("resources") if entry is not None else ():
                     await bus.publish(ResourceUpdated(uri=resource["uri"]))
-            sessions = self._sessions.get(namespace)
-            if sessions is None:
-                continue
-            for session, state in list(sessions.items()):
+            if self.replication is not None:  # shared sessions: told by the replica holding their GET stream
+                await self.replication.reloaded(namespace)
+            sessions = self._sessions.get(namespace) or weakref.WeakKeyDictionary()
+            for session, state in [(c, s) for c, s in list(sessions.items()) if not (s.sid and self.replication)]:
                 try:
                     await session.send_tool_list_changed()
                     await session.send_resource_list_changed()

@@ -58,6 +58,19 @@ class SessionSharing:
         if (found := await self._read(sid)) is not None:
             self._loaded[sid] = found
 
+    async def subscriptions(self, sid: str) -> list[str]:
+        """The resources the session subscribed to: as held here, else as the store has them (none when it
+        cannot be reached)."""
+        state = self._states.get(sid)
+        if state is not None:
+            return sorted(state.subscriptions)
+        try:
+            found = await self._read(sid)
+        except StateUnavailable:
+            return []
+        listed = found.get("subscriptions") if isinstance(found, dict) else None
+        return [str(u) for u in listed] if isinstance(listed, list) else []
+
     def changed(self, state: SessionState) -> None:
         assert state.sid is not None
         task = asyncio.ensure_future(self._send(state.sid, state.snapshot()))

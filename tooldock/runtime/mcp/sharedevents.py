@@ -11,7 +11,12 @@ its SSE id names the stream and the entry. A `GET` with `Last-Event-ID` on any r
   sends them as they come, up to the call's response, and ends the stream: the client gets every event it
   missed, then the rest, then the result, whichever replica runs the call. A call whose replica died sends
   nothing more; the stream then ends once nothing came for the call's time limit (plus a margin);
-- for the session's standalone stream, goes on live on this replica (what is raised here).
+- for the session's standalone stream, goes on live on this replica: what is raised here, and what other
+  replicas raise for the session, which this replica reads from the stream as they store it
+  (sharednotices.py).
+
+Each stored message names the replica that stored it (`replica\n` before the JSON), so the replica that
+holds a standalone stream sends what others raised and not again what it sent itself.
 
 The store key is the session's (a hash of the namespace and session id), never the client's input alone: an
 event id of another session names a stream this session does not have, and replays nothing. Event ids are
@@ -56,6 +61,22 @@ def _decode(encoded: str) -> StreamId | None:
         return None
 
 
+def event_id(stream: StreamId, entry: str) -> EventId:
+    """The SSE id of a stored event: its stream and entry."""
+    return f"{_encode(stream)}{_SEPARATOR}{entry}"
+
+
+def stream_key(key: str, stream: StreamId) -> str:
+    """The store's name for one stream of a session (`key`: session_events_key)."""
+    return f"events:{key}:{_encode(stream)}"
+
+
+def split_entry(value: str) -> tuple[str, str]:
+    """A stored entry's (replica that stored it, message JSON); the JSON is "" for a priming event."""
+    origin, newline, data = value.partition("\n")
+    return (origin, data) if newline else ("", value)
+
+
 def session_events_key(namespace: str, sid: str) -> str:
     """The store's name for a session's event streams: the same on every replica, not guessable from outside."""
     return hashlib.sha256(f"{namespace}\0{sid}".encode()).hexdigest()[:32]
@@ -64,11 +85,23 @@ def session_events_key(namespace: str, sid: str) -> str:
 class SharedEvents(EventStore):
     """One session's events in the shared store, with `local` (this replica's bounded buffer) as fallback."""
 
-    def __init__(self, store: Store, key: str, keep: int, local: SessionEvents, tail_for: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        store: Store,
+        key: str,
+        keep: int,
+        local: SessionEvents,
+        tail_for: Callable[[], float],
+        origin: str = "",
+        follow: Callable[[str], None] | None = None,
+    ) -> None:
+        """`origin`: this replica's name, stored with each event; `follow`: told the standalone stream's entry
+        a replay ended at (the stream goes on live here from it: sharednotices.py)."""
         self.store, self.key, self.keep, self.local, self.tail_for = store, key, keep, local, tail_for
+        self.origin, self.follow = origin, follow
 
     def _stream_key(self, stream: StreamId) -> str:
-        return f"events:{self.key}:{_encode(stream)}"
+        return stream_key(self.key, stream)
 
     async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
         data = None if message is None else message.model_dump_json(by_alias=True, exclude_unset=True).encode()
@@ -77,13 +110,12 @@ class SharedEvents(EventStore):
     async def store_raw(self, stream_id: StreamId, data: bytes | None) -> EventId:
         """Store a message serialized as JSON (None: a priming event); its SSE id."""
         try:
-            entry = await self.store.append(
-                self._stream_key(stream_id), "" if data is None else data.decode(), self.keep, KEPT_SECONDS
-            )
+            value = "" if data is None else f"{self.origin}\n{data.decode()}"
+            entry = await self.store.append(self._stream_key(stream_id), value, self.keep, KEPT_SECONDS)
         except StateUnavailable as err:
             log.warning("an MCP stream's event is kept on this replica only (%s)", err)
             return await self.local.store_raw(stream_id, data)
-        return f"{_encode(stream_id)}{_SEPARATOR}{entry}"
+        return event_id(stream_id, entry)
 
     async def replay_events_after(self, last_event_id: EventId, send_callback: EventCallback) -> StreamId | None:
         encoded, dot, entry = last_event_id.rpartition(_SEPARATOR)
@@ -96,8 +128,10 @@ class SharedEvents(EventStore):
             if found is None:
                 return None
             done = await self._send(found, encoded, send_callback)
-            if stream == GET_STREAM:
-                return stream  # live from here: what this replica raises for the session
+            if stream == GET_STREAM:  # live from here: what any replica raises for the session
+                if self.follow is not None:
+                    self.follow(found[-1][0] if found else entry)
+                return stream
             await self._tail(key, found[-1][0] if found else entry, encoded, send_callback, done)
         except StateUnavailable as err:
             log.warning("an MCP stream could not be resumed: %s", err)
@@ -120,6 +154,7 @@ class SharedEvents(EventStore):
         """Send the entries' messages (not priming events); True once one was a response (the call's end)."""
         done = False
         for entry, value in entries:
+            value = split_entry(value)[1]
             if not value:
                 continue
             message = jsonrpc_message_adapter.validate_json(value, by_name=False)

@@ -15,8 +15,9 @@ What changes during a session (its log level, subscriptions, visibility rules, `
 ones that hold the session take it at once (no store round trip on a request); a replica adopting a session
 reads it with the facts. The last change wins.
 
-A session's SSE events are in the store too (sharedevents.py): a stream resumes on any replica. Not shared
-yet: the standalone GET stream (what one replica raises goes out only there). A session's idle countdown
+A session's SSE events are in the store too (sharedevents.py): a stream resumes on any replica, and what
+any replica raises for the session reaches its standalone GET stream wherever it is held (sharednotices.py).
+A session's idle countdown
 runs on each replica that holds it; its facts expire MCP_SESSION_TTL_HOURS after it opened (or after the
 last adoption), after which other replicas no longer adopt it.
 """
@@ -37,7 +38,13 @@ from anyio.abc import TaskStatus
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, authorization_context
 from mcp.server.connection import Connection
 from mcp.server.runner import serve_connection
-from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, EventStore, StreamableHTTPServerTransport
+from mcp.server.streamable_http import (
+    GET_STREAM_KEY,
+    LAST_EVENT_ID_HEADER,
+    MCP_SESSION_ID_HEADER,
+    EventStore,
+    StreamableHTTPServerTransport,
+)
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp_types import ClientCapabilities, Implementation, InitializeRequestParams
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
@@ -51,7 +58,8 @@ from tooldock.runtime.mcp.compat import Body
 from tooldock.runtime.mcp.events import ScopedSessionManager, SessionEvents
 from tooldock.runtime.mcp.results import error_object, state_error
 from tooldock.runtime.mcp.sessionsharing import SessionSharing, follow_changes
-from tooldock.runtime.mcp.sharedevents import TAIL_MARGIN, SharedEvents, session_events_key
+from tooldock.runtime.mcp.sharedevents import TAIL_MARGIN, SharedEvents, session_events_key, stream_key
+from tooldock.runtime.mcp.sharednotices import GetStreams
 from tooldock.state import RESYNC, Store, replica_name
 
 log = logging.getLogger("tooldock.mcp")
@@ -126,10 +134,17 @@ class SharedSessionManager(ScopedSessionManager):
     and sharedevents.py)."""
 
     def __init__(
-        self, app: Any, *, sharing: SessionSharing, tail_for: Callable[[], float], keep: int, **kwargs: Any
+        self,
+        app: Any,
+        *,
+        sharing: SessionSharing,
+        tail_for: Callable[[], float],
+        keep: int,
+        get_streams: GetStreams,
+        **kwargs: Any,
     ) -> None:
         super().__init__(app, **kwargs)
-        self.sharing, self.tail_for, self.keep = sharing, tail_for, keep
+        self.sharing, self.tail_for, self.keep, self.get_streams = sharing, tail_for, keep, get_streams
         self.store, self.namespace, self.ttl = sharing.store, sharing.namespace, sharing.ttl
 
     def events_of(self, sid: str) -> EventStore | None:
@@ -137,7 +152,23 @@ class SharedSessionManager(ScopedSessionManager):
         local = super().event_store
         if not isinstance(local, SessionEvents):  # no event store at all: not resumable
             return local
-        return SharedEvents(self.store, session_events_key(self.namespace, sid), self.keep, local, self.tail_for)
+        key = session_events_key(self.namespace, sid)
+
+        def follow(after: str) -> None:  # a replay of its GET stream ended there: live from here on
+            self.get_streams.follow(self, sid, stream_key(key, GET_STREAM_KEY), after, replay=True)
+
+        replica = self.get_streams.replica
+        return SharedEvents(self.store, key, self.keep, local, self.tail_for, replica, follow)
+
+    async def _follow_get(self, sid: str) -> None:
+        """A fresh GET stream of a session held here: what other replicas raise for it from now on is sent on it."""
+        stream = stream_key(session_events_key(self.namespace, sid), GET_STREAM_KEY)
+        try:
+            after = await self.store.last_entry(stream)
+        except StateUnavailable as err:
+            log.warning("MCP session %s: its GET stream hears this replica only (%s)", sid[:12], err)
+            return
+        self.get_streams.follow(self, sid, stream, after, replay=False)
 
     @property
     def event_store(self) -> EventStore | None:
@@ -159,6 +190,9 @@ class SharedSessionManager(ScopedSessionManager):
                 return
             if sid is not None and sid not in self._server_instances:
                 await self._adopt_if_shared(sid, scope)
+            headers = Request(scope).headers
+            if sid in self._server_instances and scope.get("method") == "GET" and LAST_EVENT_ID_HEADER not in headers:
+                await self._follow_get(sid)
         except StateUnavailable as err:
             await _unavailable(err)(scope, receive, send)
             return
@@ -302,6 +336,8 @@ class Replication:
     def __init__(self, store: Store, ttl: float, replica: str, engine: Any = None, keep: int = 100) -> None:
         self.store, self.ttl, self.replica, self.engine, self.keep = store, ttl, replica, engine, keep
         self._sharing: dict[str, SessionSharing] = {}
+        self.get_streams = GetStreams(store, replica)
+        self._managers: Mapping[str, Any] = {}
 
     @classmethod
     def of(cls, engine: Any, settings: Any) -> Replication | None:
@@ -318,9 +354,21 @@ class Replication:
         def tail_for() -> float:  # the longest a call of the namespace may run, and a margin
             return float(self.engine.call_timeout(namespace) if self.engine is not None else 30.0) + TAIL_MARGIN
 
-        return SharedSessionManager(sharing=self.sharing_of(namespace), tail_for=tail_for, keep=self.keep, **options)
+        sharing = self.sharing_of(namespace)
+        return SharedSessionManager(
+            sharing=sharing, tail_for=tail_for, keep=self.keep, get_streams=self.get_streams, **options
+        )
+
+    async def reloaded(self, namespace: str) -> None:
+        """A reload changed `namespace`: its sessions whose GET stream this replica holds hear it (the hub
+        tells no other shared session: the replica holding its stream does)."""
+        manager = self._managers.get(namespace)
+        if isinstance(manager, SharedSessionManager):
+            await self.get_streams.reloaded(manager, self.sharing_of(namespace).subscriptions)
 
     async def follow(self, managers: dict[str, Any]) -> None:
+        self._managers = managers
         async with anyio.create_task_group() as tg:
             tg.start_soon(follow_ended, self.store, managers)
             tg.start_soon(follow_changes, self.store, self._sharing)
+            tg.start_soon(self.get_streams.run)

@@ -1,0 +1,222 @@
+"""Notifications reach a session's GET stream on any replica (issue 56): three gateway replicas on one real
+Redis, a 2025-11-25 session whose standalone `GET /mcp` stream is held by one replica while a change is made
+through another (`toolman_activate` in an upstream namespace: its tool and resource lists change); the
+notification arrives on the stream, under an event id a client resumes from with `Last-Event-ID` on a third
+replica, which replays what was raised while the client was away and then goes on live. A reload (which
+every replica does) is heard once on the stream, not once a replica. The official SDK client behind haproxy
+round robin hears a list change whichever replicas its stream and its call land on."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import EXAMPLES, Gateway
+from rediskit import RedisServer
+from test_mcp_lean import ACCEPT
+from test_mcp_lean_stream import events
+from test_upstream import DEMO, EMPTY
+
+pytestmark = pytest.mark.slow
+NS = "agg"
+INTERNAL = "notices-reload-token-0123"
+TOOLS_CHANGED = "notifications/tools/list_changed"
+
+
+@pytest.fixture(scope="module")
+def three(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[Gateway], Path]]:
+    """Three replicas on one Redis, serving an upstream namespace (the SDK's demo server on stdio) and a
+    plain one."""
+    tmp = tmp_path_factory.mktemp("notices")
+    redis = RedisServer(tmp / "redis").start()
+    tools = tmp / "tools"
+    (tools / NS).mkdir(parents=True)
+    (tools / NS / "tools.toml").write_text(
+        f'active_toolsets = ["demo_add"]\n[[servers]]\nnamespace = "demo"\ncommand = "{DEMO}"\n')
+    shutil.copytree(EXAMPLES / "multi-tool", tools / "sums")
+    env = {"TOOLDOCK_STATE_URL": redis.url, "MANAGER_INTERNAL_TOKEN": INTERNAL}
+    gateways = [Gateway(tools, tmp / f"{name}.log", env).start() for name in "abc"]
+    for gw in gateways:
+        gw.wait_for(lambda gw=gw: all(s["state"] != "starting" for s in gw.namespace(NS)["servers"]),
+                    what="the upstream server")
+    yield gateways, tools
+    for gw in gateways:
+        gw.stop()
+    redis.cleanup()
+
+
+class Raw:
+    """A raw 2025-11-25 session whose requests go to the replica each names."""
+
+    def __init__(self, opener: Gateway, namespace: str = NS) -> None:
+        self.namespace = namespace
+        self.http = httpx.Client(headers={**opener.headers(), "Accept": ACCEPT}, timeout=60)
+        init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
+        first = self.post(opener, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init})
+        self.http.headers.update({"Mcp-Session-Id": first.headers["mcp-session-id"],
+                                  "MCP-Protocol-Version": "2025-11-25"})
+        assert self.post(opener, {"jsonrpc": "2.0", "method": "notifications/initialized"}).status_code == 202
+
+    def url(self, gw: Gateway) -> str:
+        return f"{gw.url}/ns/{self.namespace}/mcp"
+
+    def post(self, gw: Gateway, message: dict) -> httpx.Response:
+        answer = self.http.post(self.url(gw), content=json.dumps(message), headers={"Content-Type": "application/json"})
+        assert answer.status_code in (200, 202), answer.text
+        return answer
+
+    def activate(self, gw: Gateway, rid: int, **lists: list[str]) -> None:
+        answer = self.post(gw, {"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+                                "params": {"name": "toolman_activate", "arguments": {**EMPTY, **lists}}})
+        assert '"isError":true' not in answer.text.replace(" ", ""), answer.text
+
+    def listen(self, gw: Gateway, last_id: str | None = None) -> Listener:
+        return Listener(self, gw, last_id)
+
+
+class Listener:
+    """The session's standalone GET stream on one replica, read in a thread: its events (id, message)."""
+
+    def __init__(self, session: Raw, gw: Gateway, last_id: str | None) -> None:
+        self.found: list[tuple[str | None, dict]] = []
+        self.status: int | None = None
+        self._stop = threading.Event()
+        headers = {"Accept": "text/event-stream", **({"Last-Event-ID": last_id} if last_id else {})}
+        self._thread = threading.Thread(target=self._read, args=(session, gw, headers), daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while self.status is None:
+            assert time.monotonic() < deadline, "the GET stream did not open"
+            time.sleep(0.02)
+        assert self.status == 200
+        time.sleep(0.3)  # the replica has registered the stream (and its follower has it)
+
+    def _read(self, session: Raw, gw: Gateway, headers: dict) -> None:
+        text = ""
+        try:
+            with session.http.stream("GET", session.url(gw), headers=headers, timeout=60) as stream:
+                self.status = stream.status_code
+                for line in stream.iter_lines():
+                    if self._stop.is_set():
+                        return
+                    text += line + "\n"
+                    if not line:
+                        self.found = [(i, d) for i, d in events(text) if d is not None]
+        except httpx.HTTPError:
+            self.status = self.status or -1
+
+    def methods(self) -> list[str]:
+        return [d.get("method", "") for _, d in self.found]
+
+    def wait_for(self, method: str, count: int = 1, timeout: float = 10) -> None:
+        deadline = time.monotonic() + timeout
+        while self.methods().count(method) < count:
+            assert time.monotonic() < deadline, f"no {method} on the stream: {self.methods()}"
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        self._stop.set()
+
+
+def test_a_change_through_one_replica_reaches_the_get_stream_on_another_and_resumes_on_a_third(three):
+    (a, b, c), _ = three
+    session = Raw(a)
+    held = session.listen(c)  # the GET stream on C
+    session.activate(b, 1, tools_on=["demo_wordy"])  # the change through B
+    held.wait_for(TOOLS_CHANGED)
+    held.wait_for("notifications/resources/list_changed")
+    first_id = held.found[held.methods().index(TOOLS_CHANGED)][0]
+    assert first_id, held.found  # an id to resume from
+    held.close()
+    time.sleep(0.3)
+    session.activate(b, 2, tools_off=["demo_wordy"])  # while the client has no stream: kept in Redis
+    session.activate(a, 3, tools_on=["demo_slow"])
+    again = session.listen(a, last_id=first_id)  # resumed on A, the third replica
+    again.wait_for(TOOLS_CHANGED, count=2)  # what was raised meanwhile (after the resumed-from event)...
+    session.activate(c, 4, tools_off=["demo_slow"])
+    again.wait_for(TOOLS_CHANGED, count=3)  # ...then live, raised on C
+    assert [i for i, _ in again.found].count(first_id) == 0  # not the event it resumed from
+    time.sleep(0.5)
+    assert again.methods().count(TOOLS_CHANGED) == 3, again.methods()  # each once
+    again.close()
+
+
+def test_a_reload_is_heard_once_on_the_stream_not_once_a_replica(three):
+    (a, b, c), tools = three
+    session = Raw(a, "sums")
+    for gw in (a, b, c):  # every replica holds the session (each reloads and knows it)
+        session.post(gw, {"jsonrpc": "2.0", "id": 5, "method": "tools/list"})
+    held = session.listen(b)
+    (tools / "sums" / "extra.py").write_text(EXTRA)
+    try:
+        answer = c.post("/reload", headers={"X-Manager-Token": INTERNAL})
+        assert answer.status_code == 200, answer.text
+        held.wait_for(TOOLS_CHANGED, timeout=30)
+        for gw in (a, b):  # the other replicas reload too (announced on Redis) and list the new tool
+            gw.wait_for(lambda gw=gw: "triple" in {t["name"] for t in _listed(session, gw)}, timeout=30,
+                        what="the reload on every replica")
+        time.sleep(1)
+        assert held.methods().count(TOOLS_CHANGED) == 1, held.methods()
+    finally:
+        held.close()
+        (tools / "sums" / "extra.py").unlink()
+        c.post("/reload", headers={"X-Manager-Token": INTERNAL})
+
+
+EXTRA = 'from fastmcp.tools import tool\n\n\n@tool\ndef triple(x: int) -> int:\n    """Three x."""\n    return 3 * x\n'
+
+
+def _listed(session: Raw, gw: Gateway) -> list[dict]:
+    answer = session.post(gw, {"jsonrpc": "2.0", "id": 6, "method": "tools/list"})
+    text = answer.text
+    data = json.loads(text) if text.startswith("{") else json.loads(
+        next(line[5:] for line in text.splitlines() if line.startswith("data:") and len(line) > 6))
+    return list(data["result"]["tools"])
+
+
+def test_the_sdk_client_behind_round_robin_hears_a_list_change(three, tmp_path):
+    """The official SDK 2.x client on a 2025-11-25 session through haproxy round robin over the three
+    replicas (its GET stream on one, its requests spread over all): `toolman_activate` changes its lists and
+    it hears `tools/list_changed` on its stream."""
+    import asyncio
+
+    import httpx2
+    from balancer import Haproxy
+    from mcp.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    (a, b, c), _ = three
+    proxy = Haproxy(tmp_path / "haproxy", [a.url, b.url, c.url])
+    heard: list[str] = []
+
+    async def on_message(message) -> None:
+        method = getattr(getattr(message, "root", message), "method", None)
+        if method is not None:
+            heard.append(method)
+
+    async def main() -> list:
+        async with httpx2.AsyncClient(headers=a.headers(), timeout=60) as http:
+            transport = streamable_http_client(f"{proxy.url}/ns/{NS}/mcp", http_client=http)
+            async with Client(transport, mode="legacy", message_handler=on_message) as client:
+                sums = [(await client.call_tool("demo_add", {"a": n, "b": 1})).structured_content for n in range(3)]
+                await client.call_tool("toolman_activate", {**EMPTY, "tools_on": ["demo_wordy"]})
+                deadline = time.monotonic() + 10
+                while TOOLS_CHANGED not in heard and time.monotonic() < deadline:
+                    await asyncio.sleep(0.05)
+                return sums
+
+    try:
+        before = proxy.requests_per_server()
+        sums = asyncio.run(main())
+        after = proxy.requests_per_server()
+        assert sums == [{"result": n + 1} for n in range(3)]
+        assert TOOLS_CHANGED in heard, heard
+        assert all(after[s] - before[s] >= 2 for s in after), (before, after)  # on every replica
+    finally:
+        proxy.stop()
