@@ -38,7 +38,8 @@ from mcp_http import ENVELOPE, call_headers
 from run import HERE, TOKEN, start_gateway
 
 TOOL = "echo_number"
-SENT = ("evalsha", "eval", "script", "publish", "subscribe", "unsubscribe", "ping", "hello", "client", "select")
+SENT = ("evalsha", "eval", "script", "publish", "subscribe", "unsubscribe", "ping", "hello", "client", "select",
+        "get", "set", "del", "xadd", "xrange", "xrevrange", "xread", "pexpire")  # every command the store sends
 LIMITED = "limits: {rate: 1000000, burst: 1000000}\n"  # every call takes a token; none is refused
 
 
