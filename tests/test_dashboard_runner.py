@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 from conftest import FIXTURES, Gateway
 from test_dashboard import Tab, browser, run  # noqa: F401 (browser: the module's Chromium fixture)
@@ -80,6 +81,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     (tools / "asks").mkdir(parents=True)
     (tools / "asks" / "tools.py").write_text(ASKS)
     (tools / "asks" / "tooldock.yaml").write_text("secrets: [ASKS_TOKEN]\n")
+    (tools / "asks" / "broken.py").write_text("import not_a_module_anywhere\n")  # a problem the scan reports
     demo = f"{shlex.quote(sys.executable)} {shlex.quote(str(FIXTURES / 'upstreams' / 'demo_server.py'))}"
     (tools / "up").mkdir()
     (tools / "up" / "tools.toml").write_text(f'active_toolsets = ["demo_add"]\n\n[[servers]]\nnamespace = "demo"\n'
@@ -278,3 +280,44 @@ def test_tools_are_filtered_by_annotation_source_and_activity_and_the_filters_ar
     page.get_by_label("Regular expression").check()
     assert visible() == ["book", "bounded"]
     assert page.url.endswith("/ui/tools?q=%5Easks%2Fb&re=1&source=local")
+
+
+# -- the overview ------------------------------------------------------------------------------------------
+
+def test_the_overview_shows_workers_secrets_servers_problems_and_follows_a_change_live(admin: Tab, gateway: Gateway) -> None:
+    page = admin.open("/")
+    asks = page.locator('tr[data-namespace="asks"]')
+    asks.wait_for()
+    assert asks.get_attribute("data-status") == "ready"
+    assert f"pid {gateway.namespace('asks')['pid']}" in asks.locator("td.worker").inner_text()
+    assert asks.locator("td.secrets").inner_text() == "missing: ASKS_TOKEN"
+    assert "broken.py" in asks.inner_text() and "no @tool function" in asks.inner_text()
+    first = gateway.namespace("asks")["pid"]
+    generation = int(httpx.get(gateway.url + "/health", timeout=30).json()["generation"])
+    assert f"generation {generation}" in asks.locator("td.since").inner_text()
+    up = page.locator('tr[data-namespace="up"]')
+    assert up.locator('li[data-server="demo"]').get_attribute("data-status") == "ready"
+    assert "demo: ready" in up.locator("td.servers").inner_text()
+    page.locator("#live[data-live=stream]").wait_for()
+    summary = page.locator("main > p.muted").first
+    assert f"last reload or swap: generation {generation} at" in summary.inner_text()
+    reply = httpx.put(f"{gateway.url}/secrets/ASKS_TOKEN", json={"value": "s3cret-value"}, headers=gateway.headers(), timeout=60)
+    assert reply.status_code < 300, reply.text
+    # no reload of the page: the stream brings the new state
+    page.locator('tr[data-namespace="asks"] td.secrets span[data-secrets="ok"]').wait_for(timeout=30_000)
+    gateway.wait_for(lambda: gateway.namespace("asks")["pid"] not in (None, first), 30, "the restarted worker")
+    page.locator('tr[data-namespace="asks"][data-status="ready"]').wait_for()
+    page.get_by_text(f"pid {gateway.namespace('asks')['pid']}").wait_for(timeout=10_000)
+    assert "s3cret-value" not in page.content()
+
+
+def test_the_overview_endpoint_keeps_to_the_keys_scope(gateway: Gateway) -> None:
+    reply = httpx.get(gateway.url + "/overview", headers=gateway.headers(), timeout=30).json()
+    assert {ns["name"] for ns in reply["namespaces"]} == {"asks", "up"} and reply["changed"]["generation"] >= 1
+    assert "worker_id" not in reply["namespaces"][0]
+    with httpx.stream("GET", gateway.url + "/overview/live", headers=gateway.headers(), timeout=30) as live:
+        assert live.headers["content-type"].startswith("text/event-stream")
+        lines = live.iter_lines()
+        event = next(line for line in lines if line.startswith("data:"))
+        assert {ns["name"] for ns in json.loads(event[5:])["namespaces"]} == {"asks", "up"}
+    assert httpx.get(gateway.url + "/overview", timeout=30).status_code == 401

@@ -8,13 +8,15 @@ Modules, one job each: `pages` (serves the files: every `/ui/...` path answers t
 included), `keysapi` (`GET /whoami`; `GET /keys`, `POST /keys`, `DELETE /keys/{key_id}` for admins, over
 `tooldock.keys`, audited), `auditapi` (`GET /audit`, `GET /audit/stats`: the audit log read back by
 `auditread`, within the caller's scope), `secretsapi` (`GET /secrets`, `PUT /secrets/{name}`: status, and a
-write-only value for admins). The browser side is in `static/`. This package sits below the gateway
+write-only value for admins), `overviewapi` (`GET /overview`, `GET /overview/live`: the overview's state,
+once or as an event stream). The browser side is in `static/`. This package sits below the gateway
 (`tooldock.runtime` wires it in and hands it what it needs), so it imports nothing of the gateway.
 """
 
 from tooldock.dashboard.auditapi import audit_router
 from tooldock.dashboard.keysapi import keys_router
+from tooldock.dashboard.overviewapi import overview_router
 from tooldock.dashboard.pages import CSP, DashboardPages
 from tooldock.dashboard.secretsapi import secrets_router
 
-__all__ = ["CSP", "DashboardPages", "audit_router", "keys_router", "secrets_router"]
+__all__ = ["CSP", "DashboardPages", "audit_router", "keys_router", "overview_router", "secrets_router"]

@@ -115,6 +115,8 @@ class Snapshot:
     entries: Mapping[str, NamespaceEntry] = field(default_factory=lambda: MappingProxyType({}))
     problems: tuple[Problem, ...] = ()
     generation: int = 0
+    # when this generation began (a reload, a swap): not copied by `replace`, so every new generation gets its own
+    at: float = field(default_factory=time.time, init=False, compare=False)
 
 
 class Registry:
