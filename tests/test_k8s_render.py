@@ -141,6 +141,10 @@ def test_output_is_the_expected_files(rendered):
             f"{name} differs from tests/expected/k8s/{name}: regenerate it if the change is meant (see the docstring)"
         )
     assert stat.S_IMODE((out / "create-secrets.sh").stat().st_mode) == 0o755
+    import subprocess
+
+    check = subprocess.run(["sh", "-n", str(out / "create-secrets.sh")], capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr  # the script parses (it is run against a cluster only)
 
 
 def test_the_same_sources_render_the_same_bytes_from_layouts(rendered, tmp_path):
@@ -326,3 +330,64 @@ def test_a_namespace_that_does_not_load_stops_the_render(tmp_path):
                          "--layouts", str(tmp_path), "--output", str(tmp_path / "out"))
     assert result.exit_code == 1 and "broken/tooldock.yaml" in result.output and "replicas" in result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_the_gateway_pods_settings_and_arguments_are_what_tooldock_reads(rendered, tmp_path):
+    """The gateway container's environment through the gateway's own settings (its Secret's files put where
+    it would mount them), its arguments through `tooldock serve`'s parser, its worker list through the
+    network backend's."""
+    from tooldock.cli.serve import serve
+    from tooldock.runtime.settings import Settings
+    from tooldock.worker.tls import parse_workers
+
+    pod = of_kind(rendered["objects"], "Deployment")["tooldock-gateway"]["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    secret = {k: base64.b64decode(v).decode()
+              for k, v in of_kind(rendered["secrets"], "Secret")["tooldock-gateway"]["data"].items()}
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    for key, value in secret.items():
+        (tmp_path / key).write_text(value)
+    env = {e["name"]: e["value"].replace(mounts["gateway"], str(tmp_path)) for e in container["env"]}
+    settings = Settings.from_env(env)
+    assert settings.bearer_token == BEARER and not settings.token_generated
+    assert settings.state_url is not None
+    assert settings.state_url.shown == "redis://:***@tooldock-redis.tooldock.svc.cluster.local:6379/0"
+    assert settings.state_url.url == secret["state-url"]
+    assert sorted(parse_workers(env["TOOLDOCK_WORKERS"])) == ["async-tool", "basic-tool", "multi-tool", "secretive"]
+    assert container["args"][0] == "serve"
+    with serve.make_context("serve", container["args"][1:]) as context:
+        assert (context.params["backend"], context.params["port"]) == ("network", 8000)
+    assert mounts["tls"] == env["TOOLDOCK_TLS_DIR"]
+
+
+def test_the_workers_probe_passes_on_a_serving_worker_and_fails_otherwise(rendered, tmp_path):
+    """The exec probe, as rendered, run against a real worker on loopback (mutual TLS with a certificate of
+    the CA), against one of another CA, and against nothing; a passing probe is not logged as a refusal."""
+    import subprocess
+    import sys
+
+    from netkit import NetWorker
+
+    container = of_kind(rendered["objects"], "Deployment")["worker-basic-tool"]["spec"]["template"]["spec"][
+        "containers"][0]
+    command = container["livenessProbe"]["exec"]["command"]
+    assert command[:3] == ["/usr/bin/python3.11", "-s", "-c"] and container["startupProbe"]["exec"]["command"] == command
+    ours = rendered["tmp"] / "ca"
+    worker_dir = ca.issue(ours, "worker-basic-tool")[0]
+    ca.init(tmp_path / "other-ca")
+    stranger = ca.issue(tmp_path / "other-ca", "stranger")[0]
+    worker = NetWorker(worker_dir, tmp_path / "worker.log")
+
+    def probe(tls_dir: Path, port: str) -> int:
+        code = command[3].replace("/etc/tooldock/tls", str(tls_dir)).replace("7700", port)
+        return subprocess.run([sys.executable, "-s", "-c", code], capture_output=True, timeout=60).returncode
+
+    try:
+        assert probe(worker_dir, worker.port) == 0
+        assert worker.refusals() == []
+        assert probe(stranger, worker.port) != 0  # the worker refuses it: another CA
+        worker.wait_for_refusal(1)
+    finally:
+        worker.proc.terminate()
+        worker.proc.wait(10)
+    assert probe(worker_dir, worker.port) != 0  # nothing listening
