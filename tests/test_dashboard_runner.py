@@ -16,8 +16,9 @@ from typing import Any
 import httpx
 import pytest
 from conftest import FIXTURES, Gateway
-from test_dashboard import Tab, browser, run  # noqa: F401 (browser: the module's Chromium fixture)
+from test_dashboard import AXE, Tab, browser, run  # noqa: F401 (browser: the module's Chromium fixture)
 
+from tooldock.keys import KeyStore
 from tooldock.secrets import SecretStore
 
 ASKS = '''"""Tools that ask the person running them, and tools whose schemas the runner checks."""
@@ -90,6 +91,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     env = {"TOOLDOCK_KEYS_DIR": str(tmp / "keys"), "TOOLDOCK_SECRETS_DIR": str(tmp / "secrets"),
            "TOOLDOCK_AGE_KEY_FILE": str(tmp / "age.key")}
     gw = Gateway(tools, tmp / "gateway.log", env).start()
+    gw.keys_dir = tmp / "keys"  # type: ignore[attr-defined]
     gw.wait_for(lambda: gw.namespace("up")["servers"][0]["state"] == "ready", 60, "the upstream server")
     yield gw
     gw.stop()
@@ -284,7 +286,9 @@ def test_tools_are_filtered_by_annotation_source_and_activity_and_the_filters_ar
 
 # -- the overview ------------------------------------------------------------------------------------------
 
-def test_the_overview_shows_workers_secrets_servers_problems_and_follows_a_change_live(admin: Tab, gateway: Gateway) -> None:
+def test_the_overview_shows_workers_secrets_servers_problems_and_follows_a_change_live(
+    admin: Tab, gateway: Gateway
+) -> None:
     page = admin.open("/")
     asks = page.locator('tr[data-namespace="asks"]')
     asks.wait_for()
@@ -301,7 +305,8 @@ def test_the_overview_shows_workers_secrets_servers_problems_and_follows_a_chang
     page.locator("#live[data-live=stream]").wait_for()
     summary = page.locator("main > p.muted").first
     assert f"last reload or swap: generation {generation} at" in summary.inner_text()
-    reply = httpx.put(f"{gateway.url}/secrets/ASKS_TOKEN", json={"value": "s3cret-value"}, headers=gateway.headers(), timeout=60)
+    reply = httpx.put(f"{gateway.url}/secrets/ASKS_TOKEN", json={"value": "s3cret-value"},
+                      headers=gateway.headers(), timeout=60)
     assert reply.status_code < 300, reply.text
     # no reload of the page: the stream brings the new state
     page.locator('tr[data-namespace="asks"] td.secrets span[data-secrets="ok"]').wait_for(timeout=30_000)
@@ -309,6 +314,37 @@ def test_the_overview_shows_workers_secrets_servers_problems_and_follows_a_chang
     page.locator('tr[data-namespace="asks"][data-status="ready"]').wait_for()
     page.get_by_text(f"pid {gateway.namespace('asks')['pid']}").wait_for(timeout=10_000)
     assert "s3cret-value" not in page.content()
+
+
+def serious(page: Any) -> list[Any]:
+    """axe-core's serious or critical violations on the page as it is (the test injects it: the CSP stays)."""
+    page.evaluate(AXE.read_text())
+    found = page.evaluate("axe.run(document, {resultTypes: ['violations']}).then(r => r.violations.map(v => ("
+                          "{id: v.id, impact: v.impact, nodes: v.nodes.slice(0, 3).map(n => n.target.join(' '))})))")
+    return [v for v in found if v["impact"] in ("serious", "critical")]
+
+
+def test_the_dialogs_and_the_checked_form_have_no_serious_accessibility_violation(admin: Tab) -> None:
+    page = admin.open("/namespaces/asks/tools/book")
+    page.get_by_label("city", exact=True).fill("Oslo")
+    page.get_by_role("button", name="Run").click()
+    asked = dialog(page, "elicitation")
+    asked.get_by_role("button", name="Accept").click()  # with its alert showing
+    assert not serious(page)
+    asked.get_by_role("button", name="Decline").click()
+    page.locator("section.result[data-status=ok]").wait_for()
+    page = admin.open("/namespaces/asks/tools/suggest")
+    page.get_by_label("city", exact=True).fill("Oslo")
+    page.get_by_role("button", name="Run").click()
+    dialog(page, "sampling")
+    assert not serious(page)
+    page.keyboard.press("Escape")  # rejects
+    page.locator("section.result[data-status=refused]").wait_for()
+    page = admin.open("/namespaces/asks/tools/bounded")
+    page.get_by_label("count", exact=True).fill("3")
+    page.get_by_role("button", name="Run").click()
+    page.locator(".field-error").first.wait_for()
+    assert not serious(page)
 
 
 def test_the_overview_endpoint_keeps_to_the_keys_scope(gateway: Gateway) -> None:
@@ -321,3 +357,6 @@ def test_the_overview_endpoint_keeps_to_the_keys_scope(gateway: Gateway) -> None
         event = next(line for line in lines if line.startswith("data:"))
         assert {ns["name"] for ns in json.loads(event[5:])["namespaces"]} == {"asks", "up"}
     assert httpx.get(gateway.url + "/overview", timeout=30).status_code == 401
+    _, secret = KeyStore(gateway.keys_dir).create("overview-reader", "read", namespaces=("up",))  # type: ignore[attr-defined]
+    scoped = httpx.get(gateway.url + "/overview", headers={"Authorization": f"Bearer {secret}"}, timeout=30).json()
+    assert [ns["name"] for ns in scoped["namespaces"]] == ["up"]
