@@ -63,5 +63,19 @@ SETTINGS: tuple[EnvVar, ...] = (
         "the default socket",
         "the engine for `--load`, `--engine docker` and engine `--base` references",
     ),
+    EnvVar(
+        "TOOLDOCK_SIGNING_PASSWORD",
+        "—",
+        "the passphrase of the signing key for `tooldock keygen`, `sign` and `build --sign-key`; unset: a prompt "
+        "(none without a terminal: the command fails and says so)",
+    ),
+    EnvVar(
+        "TOOLDOCK_REQUIRE_SIGNED_BY",
+        "unset",
+        "signed-only mode: comma-separated public key files (`PREFIX.pub`); `tooldock deploy`, the manager's "
+        "deploys and anything calling `require_signed` refuse an image without a valid cosign signature by one of "
+        "them, looked up in the registry the image was pulled from "
+        "([supply chain](../howto/supply-chain.md#signed-only-mode))",
+    ),
 )
 ENV_VARS = names(SETTINGS)

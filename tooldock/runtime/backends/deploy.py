@@ -60,12 +60,15 @@ def deploy_image(
 ) -> dict[str, Any]:
     from docker.errors import DockerException, ImageNotFound
 
+    from tooldock.runtime.backends.signedonly import check_engine_image
+
     try:
         image = client.images.get(ref)
     except ImageNotFound:
         raise DeployError(f"no image {ref!r} in the Docker engine; build it with `tooldock build --load`") from None
     namespace, config, tools = image_contract(image.labels, f"image {ref!r}")
     refuse_secret_env(namespace, config.secrets, env or {})
+    check_engine_image(image, ref)  # signed-only mode (TOOLDOCK_REQUIRE_SIGNED_BY); nothing when unset
     old = worker_containers(client, namespace)
     gen = max((generation(c) for c in old), default=0) + 1
     name = container_name(namespace, gen)
