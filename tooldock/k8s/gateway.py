@@ -154,7 +154,9 @@ def redis_objects(plan: Plan) -> list[dict[str, Any]]:
         "name": "redis",
         "image": plan.redis.reference,
         "imagePullPolicy": "IfNotPresent",
-        "command": ["redis-server", f"/etc/redis/{secrets.REDIS_CONF}"],
+        # the image's own entrypoint runs redis-server with this file (ToolDock's Redis image, and the official
+        # one's docker-entrypoint.sh, which puts redis-server before a first argument ending in .conf)
+        "args": [f"/etc/redis/{secrets.REDIS_CONF}"],
         "ports": [{"name": "redis", "containerPort": REDIS_PORT, "protocol": "TCP"}],
         "readinessProbe": {**tcp, "periodSeconds": 5, "failureThreshold": 2},
         "livenessProbe": {**tcp, "periodSeconds": 10, "failureThreshold": 3},
