@@ -43,8 +43,9 @@ class NetworkWorker(ConnectedWorker):
         self.backend, self.address = backend, address
         # `unix:PATH`: a worker run by hand on this host, on its socket (the same client, another transport)
         self._target: Path | str = Path(address.removeprefix(UNIX)) if address.startswith(UNIX) else address
-        self._names: tuple[int, frozenset[str]] = (0, frozenset())  # tool names, by the id of the tools list
-        self._digest: tuple[int, str] = (0, "")
+        # Worked out once per handshake: for the tools list they were made from (compared by identity)
+        self._names: tuple[object, frozenset[str]] = (None, frozenset())
+        self._digest: tuple[object, str] = (None, "")
 
     async def _supervise(self) -> None:
         """Connect, serve until the connection ends, connect again (the worker's orchestrator restarts it)."""
@@ -83,15 +84,15 @@ class NetworkWorker(ConnectedWorker):
         return self._conn is not None and not self._conn.closed.is_set()
 
     def has_tool(self, name: str) -> bool:
-        if self._names[0] != id(self.tools):
-            self._names = (id(self.tools), frozenset(str(t.get("name")) for t in self.tools))
+        if self._names[0] is not self.tools:
+            self._names = (self.tools, frozenset(str(t.get("name")) for t in self.tools))
         return name in self._names[1]
 
     def listing(self) -> str:
         """A short digest of what the last handshake listed: workers of the same image list the same."""
-        if self._digest[0] != id(self.tools):
+        if self._digest[0] is not self.tools:
             text = json.dumps([self.tools, self.surface], sort_keys=True, default=str)
-            self._digest = (id(self.tools), hashlib.sha256(text.encode()).hexdigest()[:12])
+            self._digest = (self.tools, hashlib.sha256(text.encode()).hexdigest()[:12])
         return self._digest[1]
 
     def status(self) -> dict[str, Any]:

@@ -110,44 +110,19 @@ class WorkerPool:
                 self._lead = lead = ready
         return lead  # the last lead's lists are kept while no member is ready
 
-    @property
-    def tools(self) -> list[dict[str, Any]]:
+    def _of_lead(self, name: str, default: Any) -> Any:
         lead = self._source()
-        return lead.tools if lead is not None else []
+        return getattr(lead, name) if lead is not None else default
 
-    @property
-    def inlined_tools(self) -> dict[str, dict[str, Any]]:
-        lead = self._source()
-        return lead.inlined_tools if lead is not None else {}
-
-    @property
-    def tool_versions(self) -> Any:
-        lead = self._source()
-        return lead.tool_versions if lead is not None else None
-
-    @property
-    def surface(self) -> dict[str, list[dict[str, Any]]]:
-        lead = self._source()
-        return lead.surface if lead is not None else {}
-
-    @property
-    def failed_files(self) -> list[dict[str, Any]]:
-        lead = self._source()
-        return lead.failed_files if lead is not None else []
-
-    @failed_files.setter
-    def failed_files(self, value: list[dict[str, Any]]) -> None:
-        """The members' own (the Worker protocol declares the attribute; nothing sets it on a pool)."""
-
-    @property
-    def plain_tools(self) -> frozenset[str]:
-        lead = self._source()
-        return lead.plain_tools if lead is not None else frozenset()
-
-    @property
-    def asking_tools(self) -> frozenset[str] | None:
-        lead = self._source()
-        return lead.asking_tools if lead is not None else None
+    # What the namespace lists and how its tools are called: the lead's handshake's
+    tools = property(lambda self: self._of_lead("tools", []))
+    inlined_tools = property(lambda self: self._of_lead("inlined_tools", {}))
+    tool_versions = property(lambda self: self._of_lead("tool_versions", None))
+    surface = property(lambda self: self._of_lead("surface", {}))
+    plain_tools = property(lambda self: self._of_lead("plain_tools", frozenset()))
+    asking_tools = property(lambda self: self._of_lead("asking_tools", None))
+    # (settable for the Worker protocol; nothing sets it on a pool)
+    failed_files = property(lambda self: self._of_lead("failed_files", []), lambda self, value: None)
 
     def _ready(self) -> list[Member]:
         return [m for m in self._members.values() if m.state == "ready" and m.connected]
