@@ -47,7 +47,10 @@ REGISTRY_NAME_RE = re.compile(r"[A-Za-z0-9._-]+/[A-Za-z0-9._/-]+")
 MAX_SERVERS = 64
 DEFAULT_STARTUP_TIMEOUT = 30.0
 TOP_KEYS = ("active_toolsets", "servers", "restart", "startup_timeout")
-SERVER_KEYS = ("namespace", "command", "url", "transport", "headers", "env", "cwd", "registry", "version")
+SERVER_KEYS = ("namespace", "command", "url", "transport", "headers", "env", "cwd", "registry", "version", "oauth")
+# `oauth = { token_url | issuer, client_id, client_secret = "${secret:NAME}", scope, resource }`: the gateway's own
+# client-credentials token for this url server (upstream/clientcreds.py), never the caller's.
+OAUTH_KEYS = ("issuer", "token_url", "client_id", "client_secret", "scope", "resource")
 
 Transport = Literal["stdio", "streamable-http", "sse"]
 
@@ -69,6 +72,7 @@ class UpstreamServer:
     cwd: str = ""  # relative to the namespace folder ("" = the folder itself)
     registry: str = ""  # an MCP Registry server name
     version: str = ""  # its version ("" = the latest)
+    oauth: tuple[tuple[str, str], ...] = ()  # OAUTH_KEYS; client_id and client_secret may hold ${secret:NAME}
 
     @property
     def label(self) -> str:
@@ -81,7 +85,7 @@ class UpstreamServer:
         return shlex.split(self.command)
 
     def secret_names(self) -> tuple[str, ...]:
-        values = [v for _, v in self.env] + [v for _, v in self.headers]
+        values = [v for _, v in self.env] + [v for _, v in self.headers] + [v for _, v in self.oauth]
         return tuple(dict.fromkeys(m for v in values for m in SECRET_REF_RE.findall(v)))
 
 
@@ -118,6 +122,25 @@ def _strings(raw: Any, where: str, check: re.Pattern[str], what: str, secrets: b
                 raise ToolsFileError(f"{where}.{key}: ${{secret:{name}}} must name a secret like GITHUB_TOKEN")
         pairs.append((key, text))
     return tuple(pairs)
+
+
+def _oauth(raw: Any, where: str, kind: str) -> tuple[tuple[str, str], ...]:
+    if kind != "url":
+        raise ToolsFileError(f"{where} only applies to a url server (its own OAuth client credentials)")
+    pairs = _strings(raw, where, re.compile("|".join(OAUTH_KEYS)), f"key (one of {', '.join(OAUTH_KEYS)})", True)
+    given = dict(pairs)
+    if ("issuer" in given) == ("token_url" in given) or "client_id" not in given:
+        raise ToolsFileError(f"{where} needs client_id, client_secret and one of issuer or token_url")
+    if not re.fullmatch(r"\$\{secret:[A-Za-z_][A-Za-z0-9_]*\}", given.get("client_secret", "")):
+        raise ToolsFileError(
+            f'{where}.client_secret must be a secret reference such as "${{secret:DOCS_CLIENT_SECRET}}" (set it '
+            "with `tooldock secrets set`), never the secret itself"
+        )
+    for key in ("issuer", "token_url", "resource"):
+        url = given.get(key, "")
+        if url and (SECRET_REF_RE.search(url) or urlsplit(url).scheme not in ("http", "https")):
+            raise ToolsFileError(f"{where}.{key} must be an http:// or https:// URL, got {url[:200]!r}")
+    return pairs
 
 
 def _no_secret(value: str, where: str) -> None:
@@ -206,6 +229,8 @@ def _server(raw: Any, index: int) -> UpstreamServer:
         if kind == "url":
             raise ToolsFileError(f"{where}.env only applies to command and registry servers; use headers for a url")
         fields["env"] = _strings(raw["env"], f"{where}.env", ENV_NAME_RE, "environment variable name", True)
+    if "oauth" in raw:
+        fields["oauth"] = _oauth(raw["oauth"], f"{where}.oauth", kind)
     if raw.get("cwd"):
         if kind == "url":
             raise ToolsFileError(f"{where}.cwd only applies to command and registry servers")

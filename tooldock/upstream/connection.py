@@ -28,6 +28,7 @@ from pydantic import TypeAdapter, ValidationError
 import tooldock
 from tooldock.errors import RegistryError, UpstreamError, UpstreamUnavailable
 from tooldock.namespace.toolsfile import UpstreamServer
+from tooldock.upstream.clientcreds import ClientCredentials, client_credentials
 from tooldock.upstream.output import ServerOutput
 from tooldock.upstream.resolve import Resolver
 from tooldock.upstream.transports import http_status, open_transport, watched
@@ -116,6 +117,7 @@ class Connection:
         self.owner = owner  # the gateway namespace, for log lines
         self._output: ServerOutput | None = None
         self.target = spec  # what runs: `spec` itself, or what its registry entry resolved to
+        self._credentials: ClientCredentials | None = None  # its own OAuth token, with `oauth` (clientcreds.py)
         self.resolver = resolver or Resolver("", None)
         self.startup_timeout, self.restart = startup_timeout, restart
         self._on_up, self._on_down, self._on_notification = on_up, on_down, on_notification
@@ -163,7 +165,7 @@ class Connection:
                 reason = self.mask(describe(exc))
                 if self.target.transport != "stdio" and self.state != "ready":
                     with contextlib.suppress(Exception):
-                        refused = await http_status(self.target, self.secrets)
+                        refused = await http_status(self.target, self.secrets, self._auth())
                         reason += f" ({self.target.url} answered {refused})" if refused else ""
             said = await self._output.said() if self._output is not None and not self._stopping else ""
             self.last_error = f"{reason}; its last output: {said}" if said and reason else reason
@@ -231,12 +233,18 @@ class Connection:
     @contextlib.asynccontextmanager
     async def _transport(self) -> AsyncIterator[tuple[Any, Any]]:
         if self._output is None:
-            async with open_transport(self.target, self.folder, self.secrets) as streams:
+            async with open_transport(self.target, self.folder, self.secrets, auth=self._auth()) as streams:
                 yield streams
             return
         with self._output as errlog:
-            async with open_transport(self.target, self.folder, self.secrets, errlog) as streams:
+            async with open_transport(self.target, self.folder, self.secrets, errlog, self._auth()) as streams:
                 yield streams
+
+    def _auth(self) -> ClientCredentials | None:
+        """The server's own OAuth token source (its tools.toml `oauth`), kept across reconnections."""
+        if self._credentials is None and self.target.oauth:
+            self._credentials = client_credentials(self.target, self.secrets)
+        return self._credentials
 
     async def _list_all(self, client: Client) -> Listing:
         caps = client.server_capabilities

@@ -61,10 +61,15 @@ def stdio_parameters(spec: UpstreamServer, folder: Path, secrets: Mapping[str, s
 
 @contextlib.asynccontextmanager
 async def open_transport(
-    spec: UpstreamServer, folder: Path, secrets: Mapping[str, str], errlog: TextIO | None = None
+    spec: UpstreamServer,
+    folder: Path,
+    secrets: Mapping[str, str],
+    errlog: TextIO | None = None,
+    auth: httpx2.Auth | None = None,
 ) -> AsyncIterator[tuple[Any, Any]]:
     """The (read, write) streams of one upstream, for `mcp.Client`. Raises OSError when a command is missing.
-    `errlog`: where a stdio server's stderr goes (output.py masks it; the gateway's stderr when None)."""
+    `errlog`: where a stdio server's stderr goes (output.py masks it; the gateway's stderr when None); `auth`:
+    the server's own OAuth token (clientcreds.py), for a url server with `oauth`."""
     assert not spec.registry, "resolve a registry server first (upstream/resolve.py)"
     if spec.transport == "stdio":
         params = stdio_parameters(spec, folder, secrets)
@@ -73,10 +78,10 @@ async def open_transport(
         return
     headers = {k: expand_secrets(v, dict(secrets)) for k, v in spec.headers}
     if spec.transport == "sse":
-        async with sse_client(spec.url, headers=headers, timeout=HTTP_TIMEOUT.connect or 30.0) as streams:
+        async with sse_client(spec.url, headers=headers, timeout=HTTP_TIMEOUT.connect or 30.0, auth=auth) as streams:
             yield streams
         return
-    async with httpx2.AsyncClient(headers=headers, timeout=HTTP_TIMEOUT) as http:
+    async with httpx2.AsyncClient(headers=headers, timeout=HTTP_TIMEOUT, auth=auth) as http:
         async with streamable_http_client(spec.url, http_client=http) as streams:
             yield streams[0], streams[1]
 
@@ -107,14 +112,14 @@ async def watched(
                 tg.cancel_scope.cancel()
 
 
-async def http_status(spec: UpstreamServer, secrets: Mapping[str, str]) -> str:
+async def http_status(spec: UpstreamServer, secrets: Mapping[str, str], auth: httpx2.Auth | None = None) -> str:
     """Why an HTTP upstream refused us, as the status line says it: the SDK's transports only report
     "an error response" (a wrong token should read as 401, not as a server error)."""
     headers = {k: expand_secrets(v, dict(secrets)) for k, v in spec.headers}
     headers.setdefault("Accept", "application/json, text/event-stream")
     body = {"jsonrpc": "2.0", "id": 0, "method": "ping"}
     try:
-        async with httpx2.AsyncClient(headers=headers, timeout=10) as http:
+        async with httpx2.AsyncClient(headers=headers, timeout=10, auth=auth) as http:
             if spec.transport == "sse":
                 async with http.stream("GET", spec.url) as response:
                     status, reason = response.status_code, response.reason_phrase
