@@ -94,9 +94,9 @@ def rendered(tmp_path_factory, registry):
             "objects": documents(out), "secrets": documents(tmp / "private", "secrets.yaml")}
 
 
-def render_here(*args: str) -> Result:
+def render_here(*args: str, env: dict[str, str] | None = None) -> Result:
     """`tooldock k8s render` in this process (click's runner): for the checks that build nothing."""
-    return CliRunner().invoke(main, ["k8s", "render", *args], catch_exceptions=False)
+    return CliRunner().invoke(main, ["k8s", "render", *args], catch_exceptions=False, env=env)
 
 
 def of_kind(objects: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
@@ -391,3 +391,18 @@ def test_the_workers_probe_passes_on_a_serving_worker_and_fails_otherwise(render
         worker.proc.terminate()
         worker.proc.wait(10)
     assert probe(worker_dir, worker.port) != 0  # nothing listening
+
+
+def test_a_secret_missing_from_the_store_stops_the_render_before_any_file(rendered, tmp_path):
+    store = SecretStore(tmp_path / "store", tmp_path / "age.key")
+    store.init()
+    store.set("API_TOKEN", SECRET_VALUE, "secretive")  # WEATHER_API_KEY (async-tool) is not set
+    out = tmp_path / "out"
+    result = render_here(str(rendered["src"]), "--registry", rendered["registry"], "--redis-image", REDIS,
+                         "--layouts", str(rendered["tmp"] / "oci"), "--output", str(out),
+                         "--with-secrets", str(tmp_path / "private" / "s.yaml"), "--ca", str(rendered["tmp"] / "ca"),
+                         env={"TOOLDOCK_SECRETS_DIR": str(tmp_path / "store"),
+                              "TOOLDOCK_AGE_KEY_FILE": str(tmp_path / "age.key")})
+    assert result.exit_code == 1 and "async-tool: WEATHER_API_KEY" in result.output, result.output
+    assert "tooldock secrets set" in result.output and SECRET_VALUE not in result.output
+    assert not out.exists() and not (tmp_path / "private").exists()

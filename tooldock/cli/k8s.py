@@ -123,7 +123,7 @@ def render(
     the files written on stdout.
     """
     from tooldock.k8s import K8sError
-    from tooldock.k8s.render import Options, write_secrets
+    from tooldock.k8s.render import Options, WithSecrets
     from tooldock.k8s.render import render as render_manifests
 
     refuse_namespace_folder(tools_dir, "k8s render")
@@ -150,19 +150,20 @@ def render(
         cache_dir(),
         build_dir,
     )
-    try:
-        rendered = render_manifests(options, say)
-        if secrets_file is not None and ca_dir is not None:
-            token = os.environ.get("TOOLDOCK_BEARER_TOKEN", "")
-            if not token:
-                import secrets
+    token, generated = os.environ.get("TOOLDOCK_BEARER_TOKEN", ""), False
+    if secrets_file is not None and not token:
+        import secrets
 
-                token = secrets.token_urlsafe(32)
-                say(f"TOOLDOCK_BEARER_TOKEN is not set; the gateway's bearer token is:\n    {token}")
-            write_secrets(rendered.plan, secrets_file, ca_dir, token)
-            say(f"wrote the Secrets with their values to {secrets_file} (mode 0600)")
+        token, generated = secrets.token_urlsafe(32), True
+    try:
+        wanted = WithSecrets(secrets_file, ca_dir, token) if secrets_file is not None and ca_dir is not None else None
+        rendered = render_manifests(options, say, wanted)
     except K8sError as exc:
         raise click.ClickException(str(exc)) from None
+    if secrets_file is not None:
+        say(f"wrote the Secrets with their values to {secrets_file} (mode 0600)")
+        if generated:
+            say(f"TOOLDOCK_BEARER_TOKEN is not set; the gateway's bearer token is:\n    {token}")
     for path in rendered.files:
         click.echo(str(path))
     say(

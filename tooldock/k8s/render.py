@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -68,10 +68,28 @@ def make_plan(options: Options, say: Say) -> Plan:
     )
 
 
-def render(options: Options, say: Say) -> Rendered:
+@dataclass(frozen=True)
+class WithSecrets:
+    """`--with-secrets`: where the Secrets with their values go, the CA that issues the certificates, the
+    gateway's bearer token."""
+
+    path: Path
+    ca_dir: Path
+    bearer_token: str = field(repr=False)
+
+
+def render(options: Options, say: Say, with_secrets: WithSecrets | None = None) -> Rendered:
+    """Everything checked (and, with `with_secrets`, every value found) before the first file is written."""
     plan = make_plan(options, say)
     found = objects(plan)
+    private = (
+        secrets.with_values(plan, with_secrets.ca_dir, with_secrets.bearer_token, store_values(plan))
+        if with_secrets is not None
+        else []
+    )
     files = output.write(options.output, output.by_kind(found), secrets.script(plan))
+    if with_secrets is not None:
+        output.write_private(with_secrets.path, private)
     return Rendered(plan, found, files)
 
 
@@ -100,9 +118,3 @@ def store_values(plan: Plan) -> dict[str, dict[str, str]]:
             "--namespace NS` (or leave out --with-secrets and use create-secrets.sh)"
         )
     return values
-
-
-def write_secrets(plan: Plan, path: Path, ca_dir: Path, bearer_token: str) -> list[dict[str, Any]]:
-    found = secrets.with_values(plan, ca_dir, bearer_token, store_values(plan))
-    output.write_private(path, found)
-    return found

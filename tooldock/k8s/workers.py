@@ -51,6 +51,7 @@ def _env(worker: Worker) -> list[dict[str, Any]]:
 def deployment(plan: Plan, worker: Worker) -> dict[str, Any]:
     tls_volume, tls_mount = pods.secret_volume("tls", worker_tls(worker), pods.TLS_MOUNT)
     tmp_volume, tmp_mount = pods.scratch("tmp", "/tmp", "256Mi")
+    run_volume, run_mount = pods.scratch("run", "/run/tooldock", "1Mi")  # the image's socket directory (unused)
     probe = [worker.image.python or "python3", "-s", "-c", PROBE]
     container = {
         "name": "worker",
@@ -63,7 +64,7 @@ def deployment(plan: Plan, worker: Worker) -> dict[str, Any]:
         "livenessProbe": pods.exec_probe(probe, 30, 3),
         "resources": pods.resources(worker.source.config.limits),
         "securityContext": pods.container_security(),
-        "volumeMounts": [tls_mount, tmp_mount],
+        "volumeMounts": [tls_mount, tmp_mount, run_mount],
     }
     chosen = selector(worker)
     return {
@@ -77,7 +78,7 @@ def deployment(plan: Plan, worker: Worker) -> dict[str, Any]:
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
             "template": {
                 "metadata": {"labels": chosen},
-                "spec": pods.pod_spec([container], [tls_volume, tmp_volume]),
+                "spec": pods.pod_spec([container], [tls_volume, tmp_volume, run_volume]),
             },
         },
     }
