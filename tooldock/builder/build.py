@@ -129,6 +129,8 @@ def _worker_sources() -> list[Entry]:
     """The `tooldock` package files a worker needs (never the gateway or the builder)."""
     package = Path(tooldock.__file__).resolve().parent
     entries = [Entry(f"{FRAMEWORK_DIR}/tooldock/__init__.py", source=package / "__init__.py")]
+    # envvars.py: worker/tls.py declares its settings with it (a worker listening on TCP imports it)
+    entries.append(Entry(f"{FRAMEWORK_DIR}/tooldock/envvars.py", source=package / "envvars.py"))
     for sub in WORKER_PACKAGES:
         for path in sorted((package / sub).glob("*.py")):
             entries.append(Entry(f"{FRAMEWORK_DIR}/tooldock/{sub}/{path.name}", source=path))

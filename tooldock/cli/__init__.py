@@ -12,6 +12,7 @@
     compose     `compose up|down|init`      the gateway and manager containers on one host (Docker Compose)
     cluster     `cluster ca ...`, `cert`    the cluster CA: certificates for workers and gateways on other hosts
     k8s         `k8s render`                Kubernetes manifests for a tools directory
+    swarm       `swarm up|render|status|down` ToolDock on Docker Swarm: gateway replicas, Redis, a service per namespace
     new         `new`                       a namespace folder to start from (a tool, its test, its config)
     call        `call`                      one tool of a namespace folder called from a shell, no server
     runtests    `test`                      a namespace's own tests/ run in its environment against it
@@ -44,6 +45,7 @@ from tooldock.cli import (
     secrets,
     serve,
     signing,
+    swarm,
 )
 
 
@@ -76,5 +78,6 @@ for _command in (
     compose.compose,
     cluster.cluster,
     k8s.k8s,
+    swarm.swarm,
 ):
     main.add_command(_command)

@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("TOOLDOCK_SECRETS_VIA=socket needs the unix socket (--socket): secrets never travel over TCP")
         values, token = asyncio.run(secretenv.receive(namespace, socket_path, names))
         os.environ.update(values)
+    os.environ.update(secretenv.from_files())
     masker = secretenv.Masker([os.environ[n] for n in names if os.environ.get(n)])
     secretenv.mask_output(masker)
 

@@ -41,6 +41,23 @@ def via_socket() -> bool:
     return os.environ.get("TOOLDOCK_SECRETS_VIA") == "socket"
 
 
+def from_files() -> dict[str, str]:
+    """`TOOLDOCK_SECRETS_VIA=files:DIR` (a worker on Docker Swarm: its secrets mounted as files, one per
+    declared name, e.g. /run/secrets/ns/GITHUB_TOKEN): the values read from DIR; nothing for any other way."""
+    how = os.environ.get("TOOLDOCK_SECRETS_VIA", "")
+    if not how.startswith("files:"):
+        return {}
+    folder = Path(how.removeprefix("files:"))
+    found = {}
+    for name in declared_secrets():
+        path = folder / name
+        if path.is_file():
+            found[name] = path.read_text(encoding="utf-8").removesuffix("\n")
+        else:
+            print(f"secret {name}: no file {path}", file=sys.stderr, flush=True)
+    return found
+
+
 class Masker:
     """Replaces known secret values with `***` in text."""
 
