@@ -110,7 +110,7 @@ def _by_address(pool: WorkerPool) -> dict[str, dict[str, Any]]:
 async def _call(pool: WorkerPool, tool: str, **arguments: Any) -> Any:
     """A tool's value, as REST gives it (`structuredContent`'s `result` for a tool that returns no object)."""
     value = (await pool.call(tool, arguments))["structuredContent"]
-    return value["result"] if tool in ("pid", "aslow") else value
+    return value["result"] if tool in ("pid", "aslow", "x", "y") else value
 
 
 async def _until(condition, what: str, timeout: float = 10) -> None:
@@ -329,3 +329,66 @@ def test_a_gateway_finds_its_workers_by_a_real_name(ca, port, workers, tmp_path)
         assert listed["workers"][0]["pid"] == reply.json()["result"]
     finally:
         gw.stop()
+
+
+# -- the pool's choices, with members of our own (a fake of pool.Member) ---------------------------------------
+
+
+class FakeMember:
+    def __init__(self, address: str, tools: list[str]) -> None:
+        self.address, self.pid, self.state = address, address, "ready"
+        self.tools = [{"name": t} for t in tools]
+        self.inlined_tools: dict[str, Any] = {}
+        self.tool_versions = None
+        self.surface: dict[str, Any] = {}
+        self.failed_files: list[Any] = []
+        self.plain_tools, self.asking_tools = frozenset(tools), None
+        self.connected, self.inflight = True, 0
+
+    def has_tool(self, name: str) -> bool:
+        return any(t["name"] == name for t in self.tools)
+
+    def listing(self) -> str:
+        return ",".join(t["name"] for t in self.tools)
+
+    async def start(self, timeout: float) -> None:
+        pass
+
+    async def stop(self, drain_timeout: float) -> None:
+        self.state = "stopped"
+
+    async def call(self, tool: str, arguments: dict[str, Any], relay: Any = None) -> dict[str, Any]:
+        return {"structuredContent": {"result": self.address}}
+
+    def status(self) -> dict[str, Any]:
+        return {"address": self.address, "state": self.state, "inflight": self.inflight, "restarts": 0}
+
+
+def test_the_pool_takes_turns_follows_its_tools_and_its_lead(tmp_path):
+    members = {n: FakeMember(f"tls://{n}:1", tools) for n, tools in (("a", ["x"]), ("b", ["x"]), ("c", ["x", "y"]))}
+    resolver = FakeResolver("a", "b")
+    backend = NetworkBackend(
+        Settings(bearer_token="t" * 20, state_dir=tmp_path), {"ns": f"tls://{NAME}:1"}, None, INTERVAL, resolver
+    )
+    pool = backend.create(asyncio.run(backend.discover()).namespaces[0], SecretEnv())
+    pool._connect = lambda address: members[address.removeprefix("tls://").split(":")[0]]
+
+    async def main():
+        await pool.start(5)
+        turns = [await _call(pool, "x") for _ in range(4)]
+        members["a"].inflight = 2
+        fewest = {await _call(pool, "x") for _ in range(3)}
+        resolver.answer = ["a", "b", "c"]
+        await _until(lambda: "tls://c:1" in _by_address(pool), "c joined")
+        having = {await _call(pool, "y") for _ in range(3)}
+        lead_before = sorted(t["name"] for t in pool.tools)
+        members["a"].state = "restarting"
+        lead_after = pool._source().address
+        await pool.stop(1)
+        return turns, fewest, having, lead_before, lead_after
+
+    turns, fewest, having, lead_before, lead_after = asyncio.run(main())
+    assert sorted(turns) == ["tls://a:1", "tls://a:1", "tls://b:1", "tls://b:1"]  # ties taken in turn
+    assert fewest == {"tls://b:1"}  # a has two calls in flight
+    assert having == {"tls://c:1"}  # only c has tool y
+    assert lead_before == ["x"] and lead_after == "tls://b:1"  # a listed first; b when a is not ready
