@@ -71,7 +71,9 @@ def built(
     from tooldock.builder.registry import push
     from tooldock.errors import BuilderError
 
-    builder = Builder(BuildOptions(output=output, cache=cache), say=lambda m: say(f"  {m}"))
+    # No SBOM or provenance: `tooldock build --push` attaches them for a release; the cluster needs the images
+    # (which the attachments would not change), as `tooldock swarm` builds them.
+    builder = Builder(BuildOptions(output=output, cache=cache, attach=False), say=lambda m: say(f"  {m}"))
     found: dict[str, Image] = {}
     for source in [*sources, None]:
         name = source.name if source is not None else GATEWAY
