@@ -7,9 +7,10 @@ Two workers listen on one port at 127.0.0.1 and 127.0.0.2, as a name's addresses
 the namespace as a gateway does (runtime/backends/pool.py: the network backend's WorkerPool, given a
 resolver that answers one or both addresses) and sends calls through it from N concurrent tasks: `echo`,
 which does nothing (the path alone), and `spin`, which keeps a CPU busy for `--work-ms` milliseconds (a
-tool that works, which is where a second worker can help). The rows are the median of a few runs taken in turn. Everything runs on 127.0.0.x; every
-load loop is bounded by a call count and a time limit. On a machine with few cores the load generator and
-both workers share them: read the ratio with the core count the title gives.
+tool that works, which is where a second worker can help). The rows are the median of a few runs taken in
+turn. Everything runs on 127.0.0.x; every load loop is bounded by a call count and a time limit. On a
+machine with few cores the load generator and both workers share them: read the ratio with the core count
+the title gives.
 """
 
 from __future__ import annotations
