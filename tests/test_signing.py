@@ -226,3 +226,14 @@ def test_signed_only_mode_refuses_unsigned_and_runs_signed(signed, keys, registr
             if any(str(m.get("Source", "")).startswith(str(sockets)) for m in container.attrs.get("Mounts") or []):
                 container.remove(force=True)
         shutil.rmtree(sockets, ignore_errors=True)
+
+
+def test_verify_rebuild_reproduces_the_digest_from_a_fresh_cache(signed, tmp_path):
+    """The provenance's parameters and a build cache holding only the downloaded packages and resolved locks:
+    the same digest as the image built with the warm test cache."""
+    proc = cli("verify", str(signed["layout"]), "--rebuild", str(signed["tmp"] / "basic-tool"), "--json")
+    assert json.loads(proc.stdout) == {"rebuilt": signed["digest"]}
+    cli("build", str(signed["tmp"] / "basic-tool"), "-o", str(tmp_path / "bare"), "--no-attach")
+    bare = cli("verify", str(tmp_path / "bare" / "basic-tool"), "--rebuild", str(signed["tmp"] / "basic-tool"),
+               check=False)
+    assert bare.returncode == 1 and "no provenance attached" in bare.stderr

@@ -118,29 +118,70 @@ def public_keys(paths: tuple[Path, ...]) -> list[ec.EllipticCurvePublicKey]:
 )
 @click.option("--image-only", is_flag=True, help="Check the image's signature only, not its attachments'.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was verified as one JSON object.")
-def verify(image: str, key_paths: tuple[Path, ...], image_only: bool, as_json: bool) -> None:
+@click.option(
+    "--rebuild",
+    "rebuild_dir",
+    default=None,
+    metavar="NAMESPACE_DIR",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="Also rebuild NAMESPACE_DIR with the parameters IMAGE's provenance records, in a fresh build cache, and "
+    "check that the digest is IMAGE's (exit 6 when it differs, naming the inputs that differ).",
+)
+def verify(image: str, key_paths: tuple[Path, ...], image_only: bool, as_json: bool, rebuild_dir: Path | None) -> None:
     """Verify IMAGE's cosign signature with --key, and that its attached SBOM and provenance are signed and
     refer to it.
 
-    IMAGE: an OCI layout directory or a registry reference. Exit codes: 3 not signed, 4 no valid signature
-    by the given key(s) (another key, or altered), 1 other errors.
+    IMAGE: an OCI layout directory or a registry reference. With --rebuild NAMESPACE_DIR, also rebuild the
+    namespace from the provenance's parameters with a fresh cache and compare digests (--key then optional).
+    Exit codes: 3 not signed, 4 no valid signature by the given key(s) (another key, or altered), 6 the
+    rebuild's digest differs, 1 other errors.
     """
     import json
 
     from tooldock.builder.cosignkey import SigningError
     from tooldock.builder.signing import verify as verify_image
 
-    if not key_paths:
-        raise click.UsageError("give --key PREFIX.pub")
+    if not key_paths and rebuild_dir is None:
+        raise click.UsageError("give --key PREFIX.pub (or --rebuild NAMESPACE_DIR)")
+    report: dict[str, object] = {}
+    if rebuild_dir is not None:
+        report["rebuilt"] = _rebuild(image, rebuild_dir)
+        if not key_paths:
+            click.echo(json.dumps(report, sort_keys=True) if as_json else f"rebuilt {report['rebuilt']}: same digest")
+            return
     try:
         result = verify_image(image, public_keys(key_paths), attachments=not image_only)
     except SigningError as exc:
         raise signing_failed(exc) from None
     if as_json:
-        click.echo(
-            json.dumps({"digest": result.digest, "signer": result.signer, "attached": result.attached}, sort_keys=True)
-        )
+        report.update(digest=result.digest, signer=result.signer, attached=result.attached)
+        click.echo(json.dumps(report, sort_keys=True))
         return
     click.echo(f"verified {result.digest}: signed by {result.signer}")
     for a in result.attached:
         click.echo(f"  {a['artifactType']:34} {a['digest']} signed by {a['signer']}, refers to the image")
+
+
+def _rebuild(image: str, folder: Path) -> str:
+    """The digest a fresh rebuild of `folder` gives, when it is IMAGE's; exits 6 (or 1) otherwise."""
+    from rich.console import Console
+
+    from tooldock.builder.rebuild import rebuild
+    from tooldock.cli.common import cache_dir
+    from tooldock.errors import BuilderError
+
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    try:
+        with console.status(f"rebuilding {folder} with a fresh cache"):
+            rebuilt = rebuild(image, folder, cache_dir(), say=lambda m: console.print(f"  {m}"))
+    except BuilderError as exc:
+        raise click.ClickException(str(exc)) from None
+    if not rebuilt.same:
+        inputs = ", ".join(rebuilt.differing) or "none of the recorded inputs (the builder itself?)"
+        click.echo(
+            f"Error: the rebuild of {folder} is {rebuilt.got}, not {rebuilt.expected} (the image's); "
+            f"inputs that differ from the provenance's: {inputs}",
+            err=True,
+        )
+        raise click.exceptions.Exit(6)
+    return rebuilt.got
