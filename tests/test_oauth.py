@@ -106,3 +106,71 @@ def test_metadata_and_challenges():
     header = challenge("https://t.example/mcp", "invalid_token", 'bad "quoted"\\ text')
     assert header == ('Bearer resource_metadata="https://t.example/.well-known/oauth-protected-resource/mcp", '
                       'error="invalid_token", error_description="bad quoted text"')
+
+
+# the first sight of a JWT, checked by hand (tooldock/oauth/jws.py) --------------------------------------------
+
+
+def _signed(claims: dict, alg: str = "RS256", key: object = None, **header: object) -> tuple[str, object]:
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+    if key is None:
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048) if alg.startswith(("RS", "PS")) \
+            else ec.generate_private_key(ec.SECP256R1())
+    return jwt.encode(claims, key, algorithm=alg, headers={"kid": "k1", **header}), key
+
+
+def _jwk(key: object, alg: str | None) -> object:
+    import json
+
+    import jwt
+    from jwt.algorithms import ECAlgorithm, RSAAlgorithm
+
+    kind = RSAAlgorithm if hasattr(key, "private_numbers") and hasattr(key.private_numbers(), "p") else ECAlgorithm
+    data = json.loads(kind.to_jwk(key.public_key()))
+    return jwt.PyJWK.from_dict({**data, **({"alg": alg} if alg else {})})
+
+
+GOOD = {"iss": "https://id.example.com", "aud": "https://t/mcp", "sub": "a", "exp": 4102444800, "iat": 1700000000}
+
+
+def test_a_well_signed_token_passes_and_each_claim_is_checked():
+    from tooldock.errors import InvalidToken
+    from tooldock.oauth import jws
+
+    token, key = _signed(GOOD)
+    header, claims = jws.parse(token)
+    jws.check_signature(token, header["alg"], _jwk(key, "RS256"))
+    jws.check_claims(claims, "https://id.example.com", 30)
+    for bad, says in (({"exp": 1000}, "expired"), ({"nbf": 4102444800}, "not valid yet"),
+                      ({"iat": 4102444800}, "not valid yet"), ({"iss": "https://other"}, "not issued by"),
+                      ({"exp": True}, "not a number"), ({"exp": "soon"}, "not a number"), ({"aud": None}, "no 'aud'")):
+        with pytest.raises(InvalidToken, match=says):
+            jws.check_claims({**GOOD, **bad}, "https://id.example.com", 30)
+    forged, _ = _signed(GOOD)  # another key
+    with pytest.raises(InvalidToken, match="signature does not verify"):
+        jws.check_signature(forged, "RS256", _jwk(key, "RS256"))
+
+
+def test_a_key_of_another_type_or_algorithm_never_verifies():
+    from tooldock.errors import InvalidToken
+    from tooldock.oauth import jws
+
+    token, ec_key = _signed(GOOD, "ES256")
+    rsa_token, rsa_key = _signed(GOOD)
+    with pytest.raises(InvalidToken, match="which its key"):  # an ES256 header against an RSA key
+        jws.check_signature(token, "ES256", _jwk(rsa_key, None))
+    with pytest.raises(InvalidToken, match="which its key"):  # PS256 claimed, the issuer's key says RS256
+        jws.check_signature(rsa_token, "PS256", _jwk(rsa_key, "RS256"))
+    jws.check_signature(token, "ES256", _jwk(ec_key, "ES256"))  # the control
+
+
+@pytest.mark.parametrize("token", ["a.b", "a.b.c.d", "!!!.e30.sig", "e30.W10.sig", "bnVsbA.e30.x",
+                                   "eyJjcml0IjpbImV4cCJdLCJhbGciOiJSUzI1NiJ9.e30.x"])
+def test_a_malformed_token_is_refused_without_a_traceback(token):
+    from tooldock.errors import InvalidToken
+    from tooldock.oauth import jws
+
+    with pytest.raises(InvalidToken, match="well-formed|critical"):
+        jws.parse(token)
