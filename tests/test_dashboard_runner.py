@@ -8,6 +8,7 @@ Chromium driven by Playwright, every request beyond loopback refused), with a ga
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from conftest import FIXTURES, Gateway
-from test_dashboard import AXE, Tab, browser, run  # noqa: F401 (browser: the module's Chromium fixture)
+from test_dashboard import AXE, SHOTS, Tab, browser, run  # noqa: F401 (browser: the module's Chromium fixture)
 
 from tooldock.keys import KeyStore
 from tooldock.secrets import SecretStore
@@ -329,6 +330,12 @@ def test_the_dialogs_and_the_checked_form_have_no_serious_accessibility_violatio
     page.get_by_label("city", exact=True).fill("Oslo")
     page.get_by_role("button", name="Run").click()
     asked = dialog(page, "elicitation")
+    page.set_viewport_size({"width": 1280, "height": 800})
+    if os.environ.get("TOOLDOCK_DASHBOARD_SCREENSHOTS") == "1":  # for the docs, as tests/test_dashboard.py's
+        asked.get_by_label("value", exact=True).fill("Ada Lovelace")
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / "elicitation.png"), animations="disabled", caret="hide")
+        asked.get_by_label("value", exact=True).fill("")
     asked.get_by_role("button", name="Accept").click()  # with its alert showing
     assert not serious(page)
     asked.get_by_role("button", name="Decline").click()

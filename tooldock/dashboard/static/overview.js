@@ -109,12 +109,15 @@ export default async function overview(main, { href }) {
   }
 
   const stop = new AbortController();
+  /** Reads GET /overview once; false when the token was refused (api.js has signed out, with the reason). */
   async function poll() {
     try {
       show(await api("/overview"));
     } catch (error) {
-      if (error.status !== 401) failure.replaceChildren(alertBox(`Cannot read the namespaces: ${error.message}`));
+      if (error.status === 401) return false;
+      failure.replaceChildren(alertBox(`Cannot read the namespaces: ${error.message}`));
     }
+    return true;
   }
   const wait = (ms) => new Promise((resolve) => { window.setTimeout(resolve, ms); });
   async function run() {
@@ -131,7 +134,6 @@ export default async function overview(main, { href }) {
       }
     }
   }
-  await poll();
-  run();
+  if (await poll()) run();
   return () => stop.abort();
 }

@@ -89,7 +89,7 @@ export default async function tools(main, { href }) {
       h("label", { for: ids.note }, "Annotation"), noteSelect,
       h("label", { for: ids.source }, "Source"), sourceSelect,
       h("label", { for: ids.active }, "Active"), activeSelect),
-    counter, problem, failures.length ? alertBox(`Some namespaces could not be listed: ${failures.join("; ")}`) : null,
+    counter, problem, failures.length ? alertBox(`Some namespaces could not be listed: ${failures.join("; ")}`) : "",
     h("table", { class: "tools", "aria-label": "Tools" },
       h("thead", {}, h("tr", {}, ["Namespace", "Tool", "Description", "Annotations", "Source"].map((t) => h("th", { scope: "col" }, t)))),
       h("tbody", {}, rows.map((r) => r.tr))));
