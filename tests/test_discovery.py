@@ -250,6 +250,37 @@ def test_a_killed_worker_fails_over(ca, port, workers, tmp_path):
     assert gone["state"] == "restarting" and "cannot reach" in (gone["last_error"] or ""), gone
 
 
+def test_a_worker_that_stops_answering_is_dropped(ca, port, workers, tmp_path):
+    """A worker that goes silent with its connection open (SIGSTOP: as a host gone without a reset): the
+    pool pings its idle connections each round; no answer within the ping timeout drops the connection, and
+    calls go to the other worker."""
+    silent = workers["127.0.0.4"]
+    pool = _pool(ca, port, FakeResolver("127.0.0.2", "127.0.0.4"), tmp_path)
+    pool.ping_timeout = 0.5
+    address = _addr("127.0.0.4", port)
+
+    async def main():
+        await pool.start(30)
+        await _until(lambda: len(pool._ready()) == 2, "both workers")
+        os.kill(silent.proc.pid, signal.SIGSTOP)
+        try:
+            stopped = time.monotonic()
+            await _until(lambda: _by_address(pool)[address]["state"] != "ready", "the silent worker dropped")
+            took = time.monotonic() - stopped
+            results = [await _call(pool, "echo", value={"n": n}) for n in range(6)]
+            dropped = _by_address(pool)[address]
+        finally:
+            os.kill(silent.proc.pid, signal.SIGCONT)
+        await _until(lambda: _by_address(pool)[address]["state"] == "ready", "the worker back", 30)
+        await pool.stop(5)
+        return took, results, dropped
+
+    took, results, dropped = asyncio.run(main())
+    assert took < 5, took
+    assert results == [{"n": n} for n in range(6)]
+    assert dropped["state"] == "restarting" and dropped["inflight"] == 0
+
+
 def test_resolver_errors_keep_the_set_and_no_address_is_a_503(ca, port, workers, tmp_path, capfd):
     resolver = FakeResolver("127.0.0.2")
     pool = _pool(ca, port, resolver, tmp_path)
@@ -352,6 +383,9 @@ class FakeMember:
         return ",".join(t["name"] for t in self.tools)
 
     async def start(self, timeout: float) -> None:
+        pass
+
+    async def check(self, timeout: float) -> None:
         pass
 
     async def stop(self, drain_timeout: float) -> None:

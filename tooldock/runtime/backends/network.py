@@ -75,6 +75,23 @@ class NetworkWorker(ConnectedWorker):
         """Not ours to restart: the worker's own orchestrator replaces it (its health check pings it)."""
         self._log_line(f"[{self.namespace}] the worker at {self.address} is stuck: {reason}")
 
+    async def check(self, timeout: float) -> None:
+        """Ping the worker when no call of ours runs on it; no answer within `timeout`: drop the connection
+        (new calls go to the namespace's other workers; this one is connected again, with backoff)."""
+        conn = self._conn
+        if conn is None or conn.closed.is_set() or self._inflight:
+            return
+        try:
+            async with asyncio.timeout(timeout):
+                await conn.request("ping")
+        except TimeoutError:
+            if conn is self._conn and not self._inflight:
+                self.last_error = f"no answer to a ping within {timeout:g}s: connection dropped"
+                self._log_line(f"[{self.namespace}] the worker at {self.address} gave {self.last_error}")
+                _abort(conn)
+        except ToolDockError:
+            pass  # the connection ended meanwhile: _supervise connects again
+
     @property
     def inflight(self) -> int:
         return self._inflight
@@ -155,6 +172,13 @@ class NetworkBackend:
 
     async def close(self) -> None:
         pass
+
+
+def _abort(conn: WorkerConnection) -> None:
+    """End a connection now: a TLS close would wait for the silent peer's close_notify (up to 30 s)."""
+    transport = getattr(getattr(conn, "_stream", None), "transport", None)
+    if transport is not None:  # set once connected
+        transport.abort()  # connection_lost follows: calls on it fail, `closed` is set, _supervise reconnects
 
 
 def _interval(text: str) -> float:

@@ -30,6 +30,7 @@ from tooldock.runtime.backends.supervisor import READY_WAIT_MAX
 from tooldock.runtime.settings import Settings
 
 POLL = 0.05  # seconds between looks for a ready member while a call waits for one
+PING_TIMEOUT = 5.0  # seconds an idle member has to answer a ping before its connection is dropped
 
 
 class Member(Protocol):
@@ -53,6 +54,7 @@ class Member(Protocol):
     def inflight(self) -> int: ...
     def has_tool(self, name: str) -> bool: ...
     def listing(self) -> str: ...
+    async def check(self, timeout: float) -> None: ...
     async def start(self, timeout: float) -> None: ...
     async def stop(self, drain_timeout: float) -> None: ...
     async def release(self) -> None: ...
@@ -78,6 +80,8 @@ class WorkerPool:
         self._mismatch: tuple[str, ...] = ()
         self._tasks: set[asyncio.Future[Any]] = set()
         self._watch: asyncio.Task[None] | None = None
+        self._checking: set[str] = set()
+        self.ping_timeout = PING_TIMEOUT
 
     # -- what the registry and the front ends read -----------------------------------------------------
 
@@ -207,8 +211,7 @@ class WorkerPool:
                     await asyncio.wait(starts, timeout=POLL)
         for start in starts:
             self._keep(start)
-        if self.lookup.target.is_name:
-            self._watch = asyncio.create_task(self._watching(), name=f"discovery-{self.namespace}")
+        self._watch = asyncio.create_task(self._watching(), name=f"discovery-{self.namespace}")
 
     async def _refresh(self) -> list[Awaitable[None]]:
         """Match the members to the name's addresses now; the starts of the new members, to await."""
@@ -238,8 +241,20 @@ class WorkerPool:
                 for start in await self._refresh():
                     self._keep(asyncio.ensure_future(start))
                 self._compare()
+                for member in self._ready():
+                    if member.address not in self._checking:
+                        self._keep(asyncio.ensure_future(self._check(member)))
             except Exception as exc:  # discovery must go on whatever one round met
                 log(f"[{self.namespace}] discovery: {type(exc).__name__}: {exc}")
+
+    async def _check(self, member: Member) -> None:
+        """A ping on an idle connection: one that does not answer (a host gone without a reset) is dropped,
+        so calls go to the others while it is connected again."""
+        self._checking.add(member.address)
+        try:
+            await member.check(self.ping_timeout)
+        finally:
+            self._checking.discard(member.address)
 
     def _compare(self) -> None:
         odd = self.mismatched()
