@@ -268,6 +268,60 @@ def test_a_replica_restarted_after_a_kill_does_not_restart_the_workers(gateway):
     assert result["pid"] == worker and result["count"] == count + 1
 
 
+def test_a_killed_owner_is_restarted_and_calls_fail_only_briefly_with_a_retryable_error(gateway):
+    """SIGKILL the worker owner (its workers end with it) under load: `serve` starts it again and the replicas
+    move to its new workers. Meanwhile no call hangs: a call on the dead owner's worker waits for it at most
+    READY_WAIT_MAX (10 s, as for any restarting worker), then gets a 503 that says to retry; calls sent once
+    the replicas have the new workers succeed."""
+    before = _until_one_worker_for_all(gateway)
+    owner = _owner_pid(gateway)
+    answers: list[tuple[float, float, int, str]] = []  # (sent, took, status, body)
+    stop = threading.Event()
+
+    def call() -> None:
+        while not stop.is_set():
+            sent = time.monotonic()
+            try:
+                with httpx.Client(timeout=60) as fresh:
+                    answer = fresh.post(f"{gateway.url}/tools/bump", headers=gateway.headers("counter"), content="{}")
+                answers.append((sent, time.monotonic() - sent, answer.status_code, answer.text))
+            except httpx.HTTPError as exc:
+                answers.append((sent, time.monotonic() - sent, 0, repr(exc)))
+            time.sleep(0.02)
+
+    threads = [threading.Thread(target=call, daemon=True) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    try:
+        time.sleep(1)
+        killed = time.monotonic()
+        os.kill(owner, signal.SIGKILL)
+        gateway.wait_for(lambda: _owner_pid(gateway) != owner, timeout=30, what="serve to start the owner again")
+        restarted = time.monotonic() - killed
+        after = _until_one_worker_for_all(gateway, changed_from=before, timeout=120)
+        moved = time.monotonic() - killed
+        time.sleep(12)  # every call sent before the move has answered by now (10 s at most, and slack)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=90)
+    assert f"worker owner w (pid {owner}) exited unexpectedly (signal SIGKILL); restarting it" in gateway.logs
+    later = [a for a in answers if a[0] >= killed]
+    failed = [a for a in later if a[2] != 200]
+    slowest = max(took for _, took, _, _ in later)
+    print(f"owner restarted {restarted:.1f}s, replicas on its workers {moved:.1f}s after the kill; "
+          f"{len(later)} calls, {len(failed)} failed, the slowest answered in {slowest:.1f}s")
+    assert slowest < 10 + 5, "a call hung"  # READY_WAIT_MAX, and slack for this loaded machine
+    for _, _, status, body in failed:  # a clear, retryable error: never a 500, a reset or a traceback
+        assert status == 503 and "namespace_unavailable" in body and "retry shortly" in body, body
+        assert "Traceback" not in body
+    assert all(sent - killed < moved + 1 for sent, _, _, _ in failed)  # only calls sent before the move
+    assert moved < 60, "the replicas took too long to move to the new owner's workers"
+    sent_after = [a for a in later if a[0] > killed + moved + 1]
+    assert sent_after and all(status == 200 for _, _, status, _ in sent_after), sent_after[:3]
+    assert _bump(gateway)["pid"] == after
+
+
 def test_sigterm_stops_the_owner_and_its_workers_too(gateway):
     """Last in this module: it ends the module's gateway."""
     workers = _worker_processes(gateway.proc.pid)
