@@ -37,13 +37,19 @@ from starlette.responses import JSONResponse
 issuer, port = sys.argv[1], int(sys.argv[2])
 resource = f"http://127.0.0.1:{port}/mcp"
 keys = jwt.PyJWKClient(f"{issuer}/jwks")
-seen = []
+seen, revoked, last = [], set(), [""]
 app = MCPServer("checker")
 
 
 @app.tool(description="What this server was sent.")
 def seen_tokens() -> str:
     return json.dumps(seen)
+
+
+@app.tool(description="Refuse from now on the token this call came with (as if its issuer revoked it).")
+def revoke() -> str:
+    revoked.add(last[0])
+    return last[0]
 
 
 inner = app.streamable_http_app()
@@ -53,6 +59,11 @@ async def checked(scope, receive, send):
     if scope["type"] == "http":
         header = dict(scope["headers"]).get(b"authorization", b"").decode()
         token = header.removeprefix("Bearer ")
+        last[0] = hashlib.sha256(token.encode()).hexdigest()
+        if last[0] in revoked:
+            seen.append({"digest": last[0], "refused": "revoked"})
+            await JSONResponse({"error": "invalid_token"}, 401)(scope, receive, send)
+            return
         try:
             key = keys.get_signing_key_from_jwt(token).key
             claims = jwt.decode(token, key, algorithms=["RS256"], audience=resource, issuer=issuer)
@@ -80,12 +91,13 @@ class Site:
         self.provider, self.gateway, self.upstream = provider, gateway, upstream
         self.resource = f"{gateway.url}/mcp"
 
-    def seen(self, token: str) -> list[dict[str, Any]]:
-        answer = httpx.post(f"{self.gateway.url}/tools/up_seen_tokens", json={}, timeout=60,
+    def seen(self, token: str, tool: str = "seen_tokens") -> Any:
+        answer = httpx.post(f"{self.gateway.url}/tools/up_{tool}", json={}, timeout=60,
                             headers={"Authorization": f"Bearer {token}", "X-Namespace": "remote"})
         assert answer.status_code == 200, answer.text
         result = answer.json()["result"]
-        return json.loads(result["result"] if isinstance(result, dict) else result)
+        text = result["result"] if isinstance(result, dict) else result
+        return json.loads(text) if tool == "seen_tokens" else text
 
 
 @pytest.fixture(scope="module")
@@ -149,6 +161,15 @@ def test_the_upstreams_token_is_fetched_again_before_it_expires(site: Site):
     later = site.seen(site.provider.token(site.resource, "tooldock:write"))
     assert not [s for s in later if "refused" in s], later  # never an expired one
     assert {s["digest"] for s in later} - first, "no new token was fetched"
+
+
+def test_a_token_the_upstream_refuses_is_replaced_at_once(site: Site):
+    mine = site.provider.token(site.resource, "tooldock:write")
+    refused = site.seen(mine, "revoke")  # the upstream refuses its current token from now on
+    later = site.seen(mine)  # the call is answered: its 401 made the gateway fetch a new token and retry
+    assert {"digest": refused, "refused": "revoked"} in later
+    newest = [s for s in later if "refused" not in s][-1]
+    assert newest["digest"] != refused and newest["aud"] == site.upstream
 
 
 def test_oauth_in_tools_toml_takes_only_secret_references():
