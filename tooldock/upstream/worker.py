@@ -363,6 +363,7 @@ class UpstreamWorker:
             "kind": "upstream",
             "last_error": self.last_error or None,
             "restarts": sum(c.restarts for c in self.connections),
+            "inflight": sum(len(calls) for calls in self._inflight),  # what a stopping gateway waits for
             "catalog": {
                 "tools": len(self.catalog.tools),
                 "resources": len(self.catalog.resources) + len(self.catalog.templates),
