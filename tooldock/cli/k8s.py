@@ -55,9 +55,11 @@ def k8s() -> None:
 )
 @click.option(
     "--redis-image",
-    required=True,
+    default=None,
     metavar="REF@sha256:...",
-    help="Redis's image (the gateways' shared state), pinned by digest; ToolDock does not build Redis.",
+    help="Redis's image (the gateways' shared state), pinned by digest. Default: ToolDock's own (Debian's "
+    "redis-server on ToolDock's base, as tooldock swarm runs it), built and pushed with the others as "
+    "REGISTRY/PREFIX/tooldock-redis; needed with --layouts.",
 )
 @click.option(
     "--layouts",
@@ -103,7 +105,7 @@ def render(
     max_replicas: int,
     output: Path,
     k8s_namespace: str,
-    redis_image: str,
+    redis_image: str | None,
     layouts: Path | None,
     build_dir: Path,
     cluster_domain: str,
@@ -112,8 +114,8 @@ def render(
 ) -> None:
     """Write Kubernetes manifests that run every namespace in TOOLS_DIR and the gateway in front of them.
 
-    Builds each namespace and the gateway with the daemonless builder and pushes them to --registry (or, with
-    --layouts, takes the digests of images built before). Per namespace: a Deployment of workers (replicas
+    Builds each namespace, the gateway and Redis with the daemonless builder and pushes them to --registry
+    (or, with --layouts, takes the digests of images built before). Per namespace: a Deployment of workers (replicas
     from tooldock.yaml `replicas:`, default 1) listening on port 7700 over mutual TLS, a headless Service, a
     PodDisruptionBudget and a NetworkPolicy (only gateways in; nothing out unless `network: egress`). Then the
     gateway (`serve --backend network`: a Deployment of --replicas, its Service on port 8000, a

@@ -1,6 +1,6 @@
 """Where the images' digests come from.
 
-`built`: each namespace and the gateway are built now by the daemonless builder and pushed to the registry,
+`built`: each namespace, the gateway and Redis are built now by the daemonless builder and pushed to the registry,
 as `tooldock build --push` does; the digest rendered is the one the registry stored (it checks it is the
 built one). `from_layouts`: no build and no registry: the digests of OCI layouts that `tooldock build -o DIR`
 (and `--gateway`) wrote, one sub-directory per image, for images pushed by other means (`skopeo copy`,
@@ -19,6 +19,7 @@ from tooldock.k8s.plan import Image
 from tooldock.namespace.models import NamespaceSource
 
 GATEWAY = "tooldock-gateway"  # the gateway image's name, as `tooldock build --gateway` writes it
+REDIS = "tooldock-redis"  # ToolDock's Redis image (builder/debimage.py), as `tooldock swarm` names it
 
 Say = Callable[[str], None]
 
@@ -63,10 +64,12 @@ def from_layouts(folder: Path, names: Sequence[str], host: str, prefix: str) -> 
 
 
 def built(
-    sources: Sequence[NamespaceSource], host: str, prefix: str, cache: Path, output: Path, say: Say
+    sources: Sequence[NamespaceSource], host: str, prefix: str, cache: Path, output: Path, say: Say, redis: bool
 ) -> dict[str, Image]:
-    """Build each namespace and the gateway (layouts under `output`) and push them to HOST/PREFIX/<name>."""
+    """Build each namespace and the gateway (layouts under `output`) and push them to HOST/PREFIX/<name>;
+    with `redis`, ToolDock's Redis image too (Debian's redis-server on the base, as `tooldock swarm` runs it)."""
     from tooldock.builder.build import Builder, BuildOptions
+    from tooldock.builder.debimage import PROGRAMS, build_program
     from tooldock.builder.gateway import build_gateway
     from tooldock.builder.registry import push
     from tooldock.errors import BuilderError
@@ -75,15 +78,20 @@ def built(
     # (which the attachments would not change), as `tooldock swarm` builds them.
     builder = Builder(BuildOptions(output=output, cache=cache, attach=False), say=lambda m: say(f"  {m}"))
     found: dict[str, Image] = {}
-    for source in [*sources, None]:
-        name = source.name if source is not None else GATEWAY
+    jobs: list[NamespaceSource | str] = [*sources, GATEWAY, *([REDIS] if redis else [])]
+    for source in jobs:
+        name = source if isinstance(source, str) else source.name
         try:
             say(f"building {name}")
-            result = builder.build(source.path) if source is not None else build_gateway(builder)
+            if source == REDIS:
+                image, tag = build_program(builder, PROGRAMS["redis"]), "k8s"
+            else:
+                result = build_gateway(builder) if isinstance(source, str) else builder.build(source.path)
+                image, tag = result.image, result.ref
             say(f"pushing {name} to {host}/{prefix}")
-            pushed = push(builder.store, result.image, f"{host}/{prefix}", result.namespace, result.ref)
+            pushed = push(builder.store, image, f"{host}/{prefix}", name, tag)
         except BuilderError as exc:
             raise K8sError(f"{name}: {exc}") from None
-        found[name] = Image(f"{host}/{prefix}/{result.namespace}@{pushed.digest}", _python(result.image.config_json))
+        found[name] = Image(f"{host}/{prefix}/{name}@{pushed.digest}", _python(image.config_json))
         say(f"{name}: {found[name].reference}")
     return found

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from tooldock.k8s import K8sError, gateway, output, secrets, workers
-from tooldock.k8s.images import GATEWAY, Say, built, from_layouts
+from tooldock.k8s.images import GATEWAY, REDIS, Say, built, from_layouts
 from tooldock.k8s.plan import DIGEST_REF, Image, Plan, Worker, check_names, parse_registry, scan
 
 
@@ -16,7 +16,7 @@ class Options:
     tools_dir: Path
     registry: str
     output: Path
-    redis_image: str
+    redis_image: str | None  # None: ToolDock's own, built and pushed with the others
     namespace: str = "tooldock"
     replicas: int = 2
     max_replicas: int = 10
@@ -43,10 +43,15 @@ def objects(plan: Plan) -> list[dict[str, Any]]:
 def make_plan(options: Options, say: Say) -> Plan:
     check_names(options.namespace, options.replicas, options.max_replicas)
     host, prefix = parse_registry(options.registry)
-    if not DIGEST_REF.match(options.redis_image):
+    if options.redis_image is not None and not DIGEST_REF.match(options.redis_image):
         raise K8sError(
             f"--redis-image {options.redis_image!r}: give Redis's image pinned by digest, "
             "REGISTRY/REPOSITORY@sha256:<64 hex digits> (`skopeo inspect docker://IMAGE` shows the digest)"
+        )
+    if options.layouts is not None and options.redis_image is None:
+        raise K8sError(
+            "--layouts builds nothing, Redis's image included: give it by digest with --redis-image (a render that "
+            "builds prints the one it pushed: REGISTRY/PREFIX/tooldock-redis@sha256:...)"
         )
     sources, notes = scan(options.tools_dir)
     for note in notes:
@@ -55,12 +60,13 @@ def make_plan(options: Options, say: Say) -> Plan:
     if options.layouts is not None:
         images = from_layouts(options.layouts, names, host, prefix)
     else:
-        images = built(sources, host, prefix, options.cache, options.build_output, say)
+        own_redis = options.redis_image is None
+        images = built(sources, host, prefix, options.cache, options.build_output, say, own_redis)
     return Plan(
         options.namespace,
         tuple(Worker(s, images[s.name]) for s in sources),
         images[GATEWAY],
-        Image(options.redis_image),
+        Image(options.redis_image) if options.redis_image is not None else images[REDIS],
         options.replicas,
         options.max_replicas,
         options.cluster_domain,
