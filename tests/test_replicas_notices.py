@@ -9,7 +9,9 @@ round robin hears a list change whichever replicas its stream and its call land 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -30,7 +32,7 @@ TOOLS_CHANGED = "notifications/tools/list_changed"
 
 
 @pytest.fixture(scope="module")
-def three(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[Gateway], Path]]:
+def three(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[Gateway], Path, RedisServer]]:
     """Three replicas on one Redis, serving an upstream namespace (the SDK's demo server on stdio) and a
     plain one."""
     tmp = tmp_path_factory.mktemp("notices")
@@ -45,7 +47,7 @@ def three(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[Gatew
     for gw in gateways:
         gw.wait_for(lambda gw=gw: all(s["state"] != "starting" for s in gw.namespace(NS)["servers"]),
                     what="the upstream server")
-    yield gateways, tools
+    yield gateways, tools, redis
     for gw in gateways:
         gw.stop()
     redis.cleanup()
@@ -125,7 +127,7 @@ class Listener:
 
 
 def test_a_change_through_one_replica_reaches_the_get_stream_on_another_and_resumes_on_a_third(three):
-    (a, b, c), _ = three
+    (a, b, c), _, _ = three
     session = Raw(a)
     held = session.listen(c)  # the GET stream on C
     session.activate(b, 1, tools_on=["demo_wordy"])  # the change through B
@@ -147,8 +149,27 @@ def test_a_change_through_one_replica_reaches_the_get_stream_on_another_and_resu
     again.close()
 
 
+def test_a_get_stream_hears_other_replicas_again_once_redis_answers_again(three):
+    """Redis stops answering (SIGSTOP) while C holds the GET stream: C's reads fail (said once in its log),
+    and once Redis answers again a change through B reaches the stream, with no restart."""
+    (a, b, c), _, redis = three
+    session = Raw(a)
+    session.post(b, {"jsonrpc": "2.0", "id": 5, "method": "tools/list"})  # B holds the session
+    held = session.listen(c)
+    assert redis.proc is not None
+    os.kill(redis.proc.pid, signal.SIGSTOP)
+    try:
+        time.sleep(2.5)  # more than a command's time limit: C's read failed
+    finally:
+        os.kill(redis.proc.pid, signal.SIGCONT)
+    session.activate(b, 7, tools_on=["demo_wordy"])
+    held.wait_for(TOOLS_CHANGED, timeout=15)
+    assert "other replicas' notifications wait for the store" in c.logs
+    held.close()
+
+
 def test_a_reload_is_heard_once_on_the_stream_not_once_a_replica(three):
-    (a, b, c), tools = three
+    (a, b, c), tools, _ = three
     session = Raw(a, "sums")
     for gw in (a, b, c):  # every replica holds the session (each reloads and knows it)
         session.post(gw, {"jsonrpc": "2.0", "id": 5, "method": "tools/list"})
@@ -191,7 +212,7 @@ def test_the_sdk_client_behind_round_robin_hears_a_list_change(three, tmp_path):
     from mcp.client import Client
     from mcp.client.streamable_http import streamable_http_client
 
-    (a, b, c), _ = three
+    (a, b, c), _, _ = three
     proxy = Haproxy(tmp_path / "haproxy", [a.url, b.url, c.url])
     heard: list[str] = []
 

@@ -94,27 +94,35 @@ class GetStreams:
 
     async def run(self) -> None:
         while True:
-            ready, opening = self._positions()
-            if not ready:
-                self._wake.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), 0.02 if opening else None)
-                continue
             try:
-                found = await self.store.read_new(ready, WAIT)
-            except StateUnavailable as err:
-                if not self._lost:
-                    log.warning("MCP GET streams: other replicas' notifications wait for the store (%s)", err)
-                self._lost = True
+                await self._step()
+            except Exception:  # never let one bad stream end the hub's task group: look again shortly
+                log.exception("MCP GET streams: following other replicas' notifications failed")
                 await asyncio.sleep(WAIT)
+
+    async def _step(self) -> None:
+        """Read once what other replicas stored for the GET streams held here, and send it on them."""
+        ready, opening = self._positions()
+        if not ready:
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), 0.02 if opening else None)
+            return
+        try:
+            found = await self.store.read_new(ready, WAIT)
+        except StateUnavailable as err:
+            if not self._lost:
+                log.warning("MCP GET streams: other replicas' notifications wait for the store (%s)", err)
+            self._lost = True
+            await asyncio.sleep(WAIT)
+            return
+        self._lost = False
+        for stream, entries in found.items():
+            follow = self._follows.get(stream)
+            if follow is None or follow.after != ready[stream]:  # moved meanwhile by a replay
                 continue
-            self._lost = False
-            for stream, entries in found.items():
-                follow = self._follows.get(stream)
-                if follow is None or follow.after != ready[stream]:  # moved meanwhile by a replay
-                    continue
-                follow.after = entries[-1][0]
-                self._deliver(follow, entries)
+            follow.after = entries[-1][0]
+            self._deliver(follow, entries)
 
     def _deliver(self, follow: Follow, entries: list[tuple[str, str]]) -> None:
         streams = follow.streams()
