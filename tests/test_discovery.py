@@ -65,12 +65,13 @@ def port() -> int:
 
 @pytest.fixture(scope="module")
 def workers(ca, port, tmp_path_factory):
-    """Workers of namespace `testing` on 127.0.0.1-5, one port (.5 is the one a test kills; .1 is the one
-    `localhost` names); one on .6 serves other tools. They start together."""
+    """Workers of namespace `testing` on 127.0.0.1-3, one port (.1 is the one `localhost` names); one on .6
+    serves other tools. They start together, and the tests share them in file order: the drain test lets
+    go of .3, which the failover test then kills; the silent-worker test freezes .1 and thaws it."""
     tmp = tmp_path_factory.mktemp("workers")
     started = {
         host: NetWorker(ca / "certs" / "worker", tmp / f"{host}.log", port, host=host, wait=False)
-        for host in ("127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5")
+        for host in ("127.0.0.1", "127.0.0.2", "127.0.0.3")
     }
     started["127.0.0.6"] = NetWorker(
         ca / "certs" / "worker",
@@ -176,7 +177,7 @@ def test_calls_spread_over_the_workers_of_a_name(ca, port, workers, tmp_path):
 def test_a_new_address_gets_calls_and_a_gone_one_is_drained(ca, port, workers, tmp_path):
     resolver = FakeResolver("127.0.0.2", "127.0.0.3")
     pool = _pool(ca, port, resolver, tmp_path)
-    gone, new = _addr("127.0.0.3", port), _addr("127.0.0.4", port)
+    gone, new = _addr("127.0.0.3", port), _addr("127.0.0.1", port)
 
     async def main():
         await pool.start(30)
@@ -185,7 +186,7 @@ def test_a_new_address_gets_calls_and_a_gone_one_is_drained(ca, port, workers, t
         await asyncio.sleep(0.2)
         assert _by_address(pool)[gone]["inflight"] == 1
         gone_pid = _by_address(pool)[gone]["pid"]
-        resolver.answer = ["127.0.0.2", "127.0.0.4"]  # .3's task went away, .4's came
+        resolver.answer = ["127.0.0.2", "127.0.0.1"]  # .3's task went away, .1's came
         await _until(lambda: _by_address(pool).get(new, {}).get("state") == "ready", "the new worker")
         draining = _by_address(pool)[gone]
         pids = [await _call(pool, "pid") for _ in range(6)]
@@ -210,9 +211,9 @@ def test_a_killed_worker_fails_over(ca, port, workers, tmp_path):
     "the worker for namespace 'testing' exited during the call; ... retry the call"), the connection loss is
     seen at once (the kernel closes a killed process's sockets), and every call made from then on goes to
     the other worker and succeeds."""
-    doomed = workers["127.0.0.5"]
-    pool = _pool(ca, port, FakeResolver("127.0.0.2", "127.0.0.5"), tmp_path)
-    lost = _addr("127.0.0.5", port)
+    doomed = workers["127.0.0.3"]
+    pool = _pool(ca, port, FakeResolver("127.0.0.2", "127.0.0.3"), tmp_path)
+    lost = _addr("127.0.0.3", port)
     outcomes: list[tuple[float, str]] = []
 
     async def client(until: float) -> None:
@@ -254,10 +255,10 @@ def test_a_worker_that_stops_answering_is_dropped(ca, port, workers, tmp_path):
     """A worker that goes silent with its connection open (SIGSTOP: as a host gone without a reset): the
     pool pings its idle connections each round; no answer within the ping timeout drops the connection, and
     calls go to the other worker."""
-    silent = workers["127.0.0.4"]
-    pool = _pool(ca, port, FakeResolver("127.0.0.2", "127.0.0.4"), tmp_path)
+    silent = workers["127.0.0.1"]
+    pool = _pool(ca, port, FakeResolver("127.0.0.2", "127.0.0.1"), tmp_path)
     pool.ping_timeout = 0.5
-    address = _addr("127.0.0.4", port)
+    address = _addr("127.0.0.1", port)
 
     async def main():
         await pool.start(30)
