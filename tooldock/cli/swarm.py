@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +27,18 @@ state_option = click.option(
     help="Where the cluster CA, its certificates and the secret names are kept "
     "[default: ~/.local/state/tooldock/swarm/STACK].",
 )
+
+
+@contextlib.contextmanager
+def _engine_errors() -> Iterator[None]:
+    """docker-py's and requests' errors (the engine gone, an API refusal) as one line, not a traceback."""
+    from docker.errors import DockerException
+    from requests.exceptions import RequestException
+
+    try:
+        yield
+    except (DockerException, RequestException) as exc:
+        raise click.ClickException(f"the Docker engine failed: {exc}") from None
 
 
 def _say(message: str) -> None:
@@ -98,6 +113,15 @@ def with_common(function: Any) -> Any:
     return function
 
 
+def engine_errors(function: Any) -> Any:
+    @functools.wraps(function)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        with _engine_errors():
+            return function(*args, **kwargs)
+
+    return wrapped
+
+
 @click.group()
 def swarm() -> None:
     """ToolDock on Docker Swarm: gateway replicas, Redis and one service per namespace, as one stack."""
@@ -107,6 +131,7 @@ def swarm() -> None:
 @with_common
 @click.option("--timeout", default=300.0, show_default=True, help="Seconds to wait until every service is ready.")
 @click.option("--json", "as_json", is_flag=True, help="Print the URL and the services as one JSON object.")
+@engine_errors
 def up(
     tools_dir: Path,
     registry: str,
@@ -179,6 +204,7 @@ def _wanted_images(plan: Any) -> dict[str, str]:
     default=None,
     help="Write the stack file here (default: stdout).",
 )
+@engine_errors
 def render_command(
     tools_dir: Path,
     registry: str,
@@ -211,6 +237,7 @@ def render_command(
 @swarm.command()
 @stack_option
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per service.")
+@engine_errors
 def status(stack: str, as_json: bool) -> None:
     """The stack's services: replicas running, update state, image digest."""
     from tooldock.swarm import engine as swarm_engine
@@ -237,6 +264,7 @@ def status(stack: str, as_json: bool) -> None:
 @stack_option
 @state_option
 @click.option("--volumes", is_flag=True, help="Also remove the stack's volumes (Redis's data).")
+@engine_errors
 def down(stack: str, state_dir: Path | None, volumes: bool) -> None:
     """Remove the stack, its secrets and configs (and with --volumes its volumes); the CA is kept."""
     from tooldock.swarm import engine as swarm_engine
