@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import stat
+import time
 from pathlib import Path
 from typing import Any
 
@@ -410,3 +411,50 @@ def test_a_secret_missing_from_the_store_stops_the_render_before_any_file(render
     assert result.exit_code == 1 and "async-tool: WEATHER_API_KEY" in result.output, result.output
     assert "tooldock secrets set" in result.output and SECRET_VALUE not in result.output
     assert not out.exists() and not (tmp_path / "private").exists()
+
+
+def test_a_worker_runs_in_a_container_as_its_pod_would(rendered, docker_host, tmp_path):
+    """The secretive namespace's image pulled from the registry and run as its pod spec says (uid 65532, a
+    read-only root, every capability dropped, no new privileges, its emptyDirs as tmpfs, its TLS Secret
+    mounted read-only, its environment with API_TOKEN from its Secret, no network but loopback); the rendered
+    probe, run inside it as the kubelet would, passes once the worker serves and sees the secret."""
+    import docker
+
+    client = docker.DockerClient(base_url=docker_host)
+    pod = of_kind(rendered["objects"], "Deployment")["worker-secretive"]["spec"]["template"]["spec"]
+    spec = pod["containers"][0]
+    secret_data = of_kind(rendered["secrets"], "Secret")["worker-secretive-tls"]["data"]
+    tls = tmp_path / "tls"
+    tls.mkdir()
+    for name, encoded in secret_data.items():  # as the Secret volume gives them: readable by the pod's fsGroup
+        (tls / name).write_bytes(base64.b64decode(encoded))
+        os.chmod(tls / name, 0o440)
+        if os.geteuid() == 0:
+            os.chown(tls / name, 0, pod["securityContext"]["fsGroup"])
+        else:
+            os.chmod(tls / name, 0o444)
+    env = {e["name"]: e["value"] for e in spec["env"] if "value" in e}
+    env["API_TOKEN"] = SECRET_VALUE
+    client.images.pull(spec["image"])  # from the loopback registry the render pushed it to
+    mounts = {m["mountPath"] for m in spec["volumeMounts"]} - {"/etc/tooldock/tls"}
+    container = client.containers.run(
+        spec["image"], detach=True, user=f"{pod['securityContext']['runAsUser']}:{pod['securityContext']['runAsGroup']}",
+        read_only=spec["securityContext"]["readOnlyRootFilesystem"], cap_drop=spec["securityContext"]["capabilities"]["drop"],
+        security_opt=["no-new-privileges:true"], network_mode="none", environment=env,
+        tmpfs={path: "size=16m" for path in mounts}, volumes={str(tls): {"bind": "/etc/tooldock/tls", "mode": "ro"}},
+    )
+    try:
+        probe = spec["readinessProbe"]["exec"]["command"]
+        deadline = time.monotonic() + 90
+        while (ran := container.exec_run(probe)).exit_code != 0:
+            container.reload()
+            assert container.status == "running", container.logs().decode(errors="replace")
+            assert time.monotonic() < deadline, ran.output.decode(errors="replace")
+            time.sleep(0.5)
+        seen = container.exec_run(
+            [probe[0], "-s", "-c", "import os; print(bool(os.environ.get('API_TOKEN')), os.getuid())"]).output.decode()
+        assert seen.split() == ["True", "65532"]
+        logs = container.logs().decode(errors="replace")
+        assert "refused a connection" not in logs and SECRET_VALUE not in logs
+    finally:
+        container.remove(force=True)
