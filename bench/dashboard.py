@@ -5,7 +5,8 @@ tools, Debian's Chromium driven by Playwright; for each run a fresh browser cont
     .venv/bin/python bench/dashboard.py [--tools 2000] [--runs 5]
 
 Prints a table: the gateway's /namespaces answer alone, then the page's phases (first paint of the sign-in
-form, tools listed, a search answered), median and worst of the runs.
+form, tools listed, a search answered; a search and an annotation filter timed inside the page, without
+Playwright's round trips), median and worst of the runs.
 """
 
 from __future__ import annotations
@@ -25,6 +26,17 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "bench-dashboard-token"
+
+
+IN_PAGE = {  # phase -> a script run in the tools page that returns how long the page took (ms)
+    "search, in page": """() => { const s = document.querySelector('input[type=search]'); const t = performance.now();
+        s.value = 'tool_0042'; s.dispatchEvent(new Event('input')); document.body.offsetHeight;
+        const ms = performance.now() - t; s.value = ''; s.dispatchEvent(new Event('input')); return ms; }""",
+    "annotation filter, in page": """() => {
+        const f = document.querySelectorAll('.filters select')[1]; const t = performance.now();
+        f.value = 'read-only'; f.dispatchEvent(new Event('input')); document.body.offsetHeight;
+        const ms = performance.now() - t; f.value = ''; f.dispatchEvent(new Event('input')); return ms; }""",
+}
 
 
 def tools_file(count: int) -> str:
@@ -71,6 +83,7 @@ def main() -> None:
                 httpx.get(url + "/namespaces", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60).raise_for_status()
                 api.append((time.perf_counter() - started) * 1000)
             phases: dict[str, list[float]] = {"sign-in form shown": [], "tools page usable": [], "search answered": []}
+            phases.update({phase: [] for phase in IN_PAGE})
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(executable_path=shutil.which("chromium"), args=["--no-sandbox"])
                 for _ in range(args.runs):
@@ -86,6 +99,10 @@ def main() -> None:
                     page.get_by_label("Search tools").fill("tool_1999")
                     page.locator("#tool-count").filter(has_text=f"1 of {args.tools}").wait_for()
                     phases["search answered"].append((time.perf_counter() - started) * 1000)
+                    # the page's own work (timed in the page, apart from Playwright's round trips): a search and
+                    # a filter applied to every row, and the layout that follows
+                    for phase, script in IN_PAGE.items():
+                        phases[phase].append(page.evaluate(script))
                     context.close()
                     context = browser.new_context()
                     page = context.new_page()
