@@ -37,13 +37,14 @@ EVERY, PING, LIFETIME = 1.0, 15.0, 60.0
 
 @dataclass
 class Since:
-    """When each namespace's current worker was first seen (generation and time): by worker identity."""
+    """When each namespace's current worker was first seen (generation and time): by worker identity (the
+    worker object is kept until the next one replaces it, so its identity cannot be reused meanwhile)."""
 
     seen: dict[str, tuple[Any, int, float]] = field(default_factory=dict)
 
     def stamp(self, name: str, worker: Any, generation: int, changed_at: float) -> dict[str, Any]:
         known = self.seen.get(name)
-        if known is None or known[0] != worker:
+        if known is None or known[0] is not worker:
             # the first sight of a worker: the snapshot it serves in is the change that brought it (exact
             # when the dashboard looks between changes, as its live stream does)
             known = self.seen[name] = (worker, generation, changed_at if known is None else time.time())

@@ -67,7 +67,7 @@ def include_dashboard(app: FastAPI, engine: Engine, keys: KeyStore, audit: Audit
             entry = snapshot.entries[name]
             tools = engine.visible(name, entry.tools, key)
             image = await _image_of(entry.worker) if entry.worker is not None else None
-            worker = id(entry.worker) if entry.worker is not None else None
+            worker = entry.worker  # the object itself (an id() could be reused by the next worker)
             listed.append(
                 {
                     **entry.status(),
