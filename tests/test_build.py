@@ -119,6 +119,11 @@ def test_a_fresh_build_cache_gives_the_same_image_bytecode_included(built, tmp_p
         layer["digest"] for layer in built["results"]["multi-tool"]["layers"]
     ]
     assert again["digest"] == built["results"]["multi-tool"]["digest"]
+    scripts = [s for tree in (cache / "trees").glob("framework-*") for s in (tree / "bin").glob("*")]
+    assert scripts, "the framework lock has console scripts (uvicorn, fastmcp...)"
+    for script in scripts:  # the image's Python, not the build host's (which made digests depend on the host)
+        head = script.read_bytes().split(b"\n", 1)[0]
+        assert not head.startswith(b"#!") or head == b"#!/usr/bin/env python3" or b"python" not in head, script
 
 
 def test_editing_one_tool_file_rebuilds_only_the_app_layer(built, tmp_path):

@@ -33,7 +33,7 @@ from tooldock.builder.imageconfig import (
     image_config,
     labels,
 )
-from tooldock.builder.install import filler, tree
+from tooldock.builder.install import SCRIPTS, filler, tree
 from tooldock.builder.lock import Target, framework_lock, namespace_lock, only_new
 from tooldock.builder.materials import LockedLayer, Materials
 from tooldock.builder.oci import Image, LayoutError, assemble, read_layout, write_layout
@@ -244,14 +244,15 @@ class Builder:
         if self._compiler is None:
             self._compiler = compiler_for(self.store, base, info.python_bin, info.python, cache, python)
         compiler = self._compiler
-        fw_key = cache_key("framework", fw_lock, str(target), entries_key("worker", worker_src), compiler.identity)
+        worker_key = entries_key("worker", worker_src)
+        fw_key = cache_key("framework", SCRIPTS, fw_lock, str(target), worker_key, compiler.identity)
 
         def fill(lock_text: str, image_dir: str) -> Callable[[Path], None]:
             return filler(lock_text, target, python, (compiler, image_dir))
 
         fw_tree, _ = tree(cache, "framework", fw_key, fill(fw_lock, FRAMEWORK_DIR))
         deps_text = only_new(ns_lock, fw_lock)
-        deps_key = cache_key("deps", deps_text, str(target), compiler.identity)
+        deps_key = cache_key("deps", SCRIPTS, deps_text, str(target), compiler.identity)
         deps_tree, _ = tree(cache, "deps", deps_key, fill(deps_text, DEPS_DIR))
         lap("install")
 

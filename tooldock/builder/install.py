@@ -61,6 +61,35 @@ def install_lock(lock_text: str, dest: Path, target: Target) -> None:
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.strip().splitlines()[-12:])
         raise LockError(f"installing the locked packages failed:\n{tail}")
+    portable_scripts(dest / "bin")
+
+
+SCRIPTS = "scripts-env-python3"  # in the trees' cache keys: trees made before portable_scripts are not reused
+IMAGE_SHEBANG = b"#!/usr/bin/env python3"  # the image's Python, found on its PATH
+_TRAMPOLINE = (b"#!/bin/sh", b"'''exec'", b"' '''")  # uv's form for an interpreter path too long for a shebang
+
+
+def portable_scripts(bin_dir: Path) -> None:
+    """Give the console scripts uv wrote a shebang of the image, not the build host's interpreter.
+
+    uv writes the path of whichever Python it found (a virtualenv's, pyenv's), or a `/bin/sh` trampoline
+    naming it when the path is long, so without this a layer's bytes, and the image's digest, depended on
+    where the build ran (found by `tooldock verify --rebuild`)."""
+    if not bin_dir.is_dir():
+        return
+    for script in sorted(bin_dir.iterdir()):
+        if script.is_symlink() or not script.is_file():
+            continue
+        data = script.read_bytes()
+        lines = data.split(b"\n", 3)
+        trampoline = len(lines) == 4 and lines[0] == _TRAMPOLINE[0] and lines[2] == _TRAMPOLINE[2]
+        if trampoline and lines[1].startswith(_TRAMPOLINE[1]):
+            rest = lines[3]
+        elif lines[0].startswith(b"#!") and b"python" in lines[0]:
+            rest = data.partition(b"\n")[2]
+        else:
+            continue
+        script.write_bytes(IMAGE_SHEBANG + b"\n" + rest)
 
 
 def filler(
