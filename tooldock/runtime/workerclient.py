@@ -267,3 +267,9 @@ class WorkerConnection:
     async def close(self) -> None:
         self._stream.close()
         await self.closed.wait()
+
+    def abort(self) -> None:
+        """End the connection now, without the goodbyes: a TLS close waits for a silent peer's close_notify
+        (up to 30 s). Calls on it fail as on any lost connection and `closed` is set."""
+        if self._stream.transport is not None:
+            self._stream.transport.abort()

@@ -88,7 +88,7 @@ class NetworkWorker(ConnectedWorker):
             if conn is self._conn and not self._inflight:
                 self.last_error = f"no answer to a ping within {timeout:g}s: connection dropped"
                 self._log_line(f"[{self.namespace}] the worker at {self.address} gave {self.last_error}")
-                _abort(conn)
+                conn.abort()  # calls on it fail, `closed` is set, _supervise reconnects
         except ToolDockError:
             pass  # the connection ended meanwhile: _supervise connects again
 
@@ -172,13 +172,6 @@ class NetworkBackend:
 
     async def close(self) -> None:
         pass
-
-
-def _abort(conn: WorkerConnection) -> None:
-    """End a connection now: a TLS close would wait for the silent peer's close_notify (up to 30 s)."""
-    transport = getattr(getattr(conn, "_stream", None), "transport", None)
-    if transport is not None:  # set once connected
-        transport.abort()  # connection_lost follows: calls on it fail, `closed` is set, _supervise reconnects
 
 
 def _interval(text: str) -> float:
