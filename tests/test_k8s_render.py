@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import stat
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -413,48 +414,101 @@ def test_a_secret_missing_from_the_store_stops_the_render_before_any_file(render
     assert not out.exists() and not (tmp_path / "private").exists()
 
 
-def test_a_worker_runs_in_a_container_as_its_pod_would(rendered, docker_host, tmp_path):
-    """The secretive namespace's image pulled from the registry and run as its pod spec says (uid 65532, a
-    read-only root, every capability dropped, no new privileges, its emptyDirs as tmpfs, its TLS Secret
-    mounted read-only, its environment with API_TOKEN from its Secret, no network but loopback); the rendered
-    probe, run inside it as the kubelet would, passes once the worker serves and sees the secret."""
+def _files(folder: Path, secret: dict[str, Any], gid: int) -> Path:
+    """A Secret's keys as files, as its volume gives them to the pod (0440, the pod's fsGroup)."""
+    folder.mkdir()
+    for name, encoded in secret["data"].items():
+        (folder / name).write_bytes(base64.b64decode(encoded))
+        os.chmod(folder / name, 0o440 if os.geteuid() == 0 else 0o444)
+        if os.geteuid() == 0:
+            os.chown(folder / name, 0, gid)
+    return folder
+
+
+def _run_as_pod(client: Any, spec: dict[str, Any], pod: dict[str, Any], network: str, env: dict[str, str],
+                secrets: dict[str, Path], scratch: Path, **extra: Any) -> Any:
+    """A container as the pod spec says: its user, read-only root, capabilities, emptyDirs as tmpfs, its
+    Secret volumes bound read-only where they are mounted, its arguments."""
+    client.images.pull(spec["image"])
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    binds = {}
+    for mount in spec["volumeMounts"]:
+        volume = volumes[mount["name"]]
+        if "emptyDir" in volume:  # as the kubelet makes one: a new host directory, mode 0777
+            empty = Path(tempfile.mkdtemp(prefix=f"emptydir-{mount['name']}-", dir=scratch))
+            os.chmod(empty, 0o777)
+            binds[str(empty)] = {"bind": mount["mountPath"], "mode": "rw"}
+        else:
+            binds[str(secrets[volume["secret"]["secretName"]])] = {"bind": mount["mountPath"], "mode": "ro"}
+    security = pod["securityContext"]
+    return client.containers.run(
+        spec["image"], spec.get("args"), detach=True, user=f"{security['runAsUser']}:{security['runAsGroup']}",
+        read_only=True, cap_drop=["ALL"], security_opt=["no-new-privileges:true"], network_mode=network,
+        environment=env, volumes=binds, **extra,
+    )
+
+
+def test_redis_a_worker_and_the_gateway_run_as_their_pods_would_and_serve_a_call(rendered, docker_host, tmp_path):
+    """The rendered Redis, secretive worker and gateway, each in a container as its pod spec says (its image
+    pulled from the loopback registry by the rendered digest, uid 65532, read-only root, capabilities dropped,
+    no new privileges, emptyDirs as fresh 0777 directories, its Secrets' files from --with-secrets mounted
+    read-only, its arguments and environment), sharing one network namespace (loopback only) whose /etc/hosts
+    maps the Services' DNS names to 127.0.0.1: the gateway (its worker list narrowed to the one worker
+    running) reaches Redis with the password and the worker over mutual TLS by its headless Service's name,
+    and answers a REST call with the bearer token; the worker's rendered probe passes inside it."""
     import docker
 
     client = docker.DockerClient(base_url=docker_host)
-    pod = of_kind(rendered["objects"], "Deployment")["worker-secretive"]["spec"]["template"]["spec"]
-    spec = pod["containers"][0]
-    secret_data = of_kind(rendered["secrets"], "Secret")["worker-secretive-tls"]["data"]
-    tls = tmp_path / "tls"
-    tls.mkdir()
-    for name, encoded in secret_data.items():  # as the Secret volume gives them: readable by the pod's fsGroup
-        (tls / name).write_bytes(base64.b64decode(encoded))
-        os.chmod(tls / name, 0o440)
-        if os.geteuid() == 0:
-            os.chown(tls / name, 0, pod["securityContext"]["fsGroup"])
-        else:
-            os.chmod(tls / name, 0o444)
-    env = {e["name"]: e["value"] for e in spec["env"] if "value" in e}
-    env["API_TOKEN"] = SECRET_VALUE
-    client.images.pull(spec["image"])  # from the loopback registry the render pushed it to
-    mounts = {m["mountPath"] for m in spec["volumeMounts"]} - {"/etc/tooldock/tls"}
-    container = client.containers.run(
-        spec["image"], detach=True, user=f"{pod['securityContext']['runAsUser']}:{pod['securityContext']['runAsGroup']}",
-        read_only=spec["securityContext"]["readOnlyRootFilesystem"], cap_drop=spec["securityContext"]["capabilities"]["drop"],
-        security_opt=["no-new-privileges:true"], network_mode="none", environment=env,
-        tmpfs={path: "size=16m" for path in mounts}, volumes={str(tls): {"bind": "/etc/tooldock/tls", "mode": "ro"}},
-    )
+    deployments = of_kind(rendered["objects"], "Deployment")
+    secrets = of_kind(rendered["secrets"], "Secret")
+    gid = 65532
+    files = {name: _files(tmp_path / name, secret, gid) for name, secret in secrets.items()}
+    hosts = {"tooldock-redis.tooldock.svc.cluster.local": "127.0.0.1",
+             "worker-secretive.tooldock.svc.cluster.local": "127.0.0.1"}
+
+    def part(name: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, str]]:
+        pod = deployments[name]["spec"]["template"]["spec"]
+        spec = pod["containers"][0]
+        return spec, pod, {e["name"]: e["value"] for e in spec.get("env", []) if "value" in e}
+
+    started = []
     try:
+        spec, pod, env = part("tooldock-redis")
+        redis = _run_as_pod(client, spec, pod, "none", env, files, tmp_path, extra_hosts=hosts)
+        started.append(redis)
+        shared = f"container:{redis.id}"
+        spec, pod, env = part("worker-secretive")
+        worker = _run_as_pod(client, spec, pod, shared, {**env, "API_TOKEN": SECRET_VALUE}, files, tmp_path)
+        started.append(worker)
         probe = spec["readinessProbe"]["exec"]["command"]
-        deadline = time.monotonic() + 90
-        while (ran := container.exec_run(probe)).exit_code != 0:
-            container.reload()
-            assert container.status == "running", container.logs().decode(errors="replace")
-            assert time.monotonic() < deadline, ran.output.decode(errors="replace")
-            time.sleep(0.5)
-        seen = container.exec_run(
-            [probe[0], "-s", "-c", "import os; print(bool(os.environ.get('API_TOKEN')), os.getuid())"]).output.decode()
-        assert seen.split() == ["True", "65532"]
-        logs = container.logs().decode(errors="replace")
-        assert "refused a connection" not in logs and SECRET_VALUE not in logs
+        spec, pod, env = part("tooldock-gateway")
+        env["TOOLDOCK_WORKERS"] = next(e for e in env["TOOLDOCK_WORKERS"].split() if e.startswith("secretive="))
+        gateway = _run_as_pod(client, spec, pod, shared, env, files, tmp_path)
+        started.append(gateway)
+        call = (
+            "import json,urllib.request as u;r=u.Request('http://127.0.0.1:8000/tools/has_token',data=b'{}',"
+            f"headers={{'Authorization':'Bearer {BEARER}','X-Namespace':'secretive','Content-Type':'application/json'}});"
+            "print(json.load(u.urlopen(r,timeout=10)))"
+        )
+        python = spec["command"][0] if spec.get("command") else "/usr/bin/python3.11"
+        deadline = time.monotonic() + 120
+        while True:
+            gateway.reload()
+            assert gateway.status == "running", gateway.logs().decode(errors="replace")
+            try:
+                if (ran := gateway.exec_run([python, "-s", "-c", call])).exit_code == 0:
+                    break
+            except docker.errors.APIError:  # it stopped in between: said at the next turn, with its log
+                continue
+            assert time.monotonic() < deadline, ran.output.decode(errors="replace") + gateway.logs().decode()
+            time.sleep(1)
+        assert ran.output.decode().strip() == "{'result': True}"  # the worker got its secret
+        assert worker.exec_run(probe).exit_code == 0  # its rendered probe, run inside it as the kubelet would
+        assert worker.exec_run([probe[0], "-s", "-c", "import os; print(os.getuid())"]).output.decode().strip() == "65532"
+        logs = gateway.logs().decode(errors="replace")
+        assert "shared state in Redis at redis://:***@tooldock-redis.tooldock.svc.cluster.local:6379/0" in logs
+        for value in (SECRET_VALUE, BEARER):
+            assert all(value not in c.logs().decode(errors="replace") for c in started)
     finally:
-        container.remove(force=True)
+        for container in started:
+            container.remove(force=True)
