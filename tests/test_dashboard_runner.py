@@ -115,7 +115,15 @@ def dialog(page: Any, kind: str) -> Any:
 # -- elicitation and sampling -------------------------------------------------------------------------------
 
 def test_an_elicitation_is_answered_in_its_dialog(admin: Tab) -> None:
+    """Over an MCP session: the question is answered on the call's stream, and the tool runs once."""
     page = admin.open("/namespaces/asks/tools/book")
+    sent: list[str] = []
+
+    def record(request: Any) -> None:
+        if request.method == "POST" and request.url.endswith("/ns/asks/mcp"):
+            sent.append(json.loads(request.post_data).get("method", "response"))
+
+    page.on("request", record)
     page.get_by_label("city", exact=True).fill("Lisbon")
     page.get_by_role("button", name="Run").click()
     asked = page.get_by_role("dialog", name="The tool asks for input")
@@ -129,6 +137,8 @@ def test_an_elicitation_is_answered_in_its_dialog(admin: Tab) -> None:
     result = page.locator("section.result[data-status=ok]")
     result.wait_for()
     assert "Ada goes to Lisbon" in result.inner_text()
+    page.remove_listener("request", record)
+    assert sent == ["initialize", "notifications/initialized", "logging/setLevel", "tools/call", "response"]
     assert page.locator("dialog").count() == 0
     assert page.evaluate("document.activeElement.textContent") == "Run"  # focus back where it was
 
@@ -161,9 +171,29 @@ def test_sampling_is_approved_with_a_reply_or_rejected(admin: Tab) -> None:
     assert "sight: the Pantheon" in page.get_by_role("region", name="Result").inner_text()
     page.get_by_role("button", name="Run").click()
     dialog(page, "sampling").get_by_role("button", name="Reject").click()
-    page.locator("section.result[data-status=refused]").wait_for()
-    assert "rejected the tool's sampling request" in page.get_by_role("region", name="Result").inner_text()
+    page.locator("section.result[data-status=tool-error]").wait_for()  # the tool got the refusal as an error
+    result = page.get_by_role("region", name="Result").inner_text()
+    assert "You rejected the tool's sampling request." in result and "null" not in result
     assert not page.get_by_role("button", name="Run").is_disabled()
+
+
+def test_without_a_session_the_questions_go_through_input_required_rounds(admin: Tab) -> None:
+    """The fallback when the gateway opens no session (mcp.js over 2026-07-28): the tool's question comes back
+    as input_required, is answered, and the call is sent again with the answer and the requestState."""
+    page = admin.open("/tools")
+    got = page.evaluate("""async () => {
+        const { callTool } = await import("/ui/assets/mcp.js");
+        const asked = [];
+        const onAsk = async (requests) => {
+            asked.push(...Object.values(requests).map((r) => r.method));
+            return Object.fromEntries(Object.keys(requests).map((k) => [k, { action: "accept", content: { value: "Ada" } }]));
+        };
+        const result = await callTool("asks", "book", { city: "Bergen" }, { onAsk });
+        const plain = await callTool("asks", "book", { city: "Bergen" }, {}).catch((error) => error.message);
+        return { asked, text: result.content[0].text, plain };
+    }""")
+    assert got["asked"] == ["elicitation/create"] and got["text"] == "Ada goes to Bergen"
+    assert "did not declare the elicitation capability" in got["plain"]  # no onAsk: nothing declared
 
 
 # -- the schema checks -------------------------------------------------------------------------------------
@@ -346,7 +376,7 @@ def test_the_dialogs_and_the_checked_form_have_no_serious_accessibility_violatio
     dialog(page, "sampling")
     assert not serious(page)
     page.keyboard.press("Escape")  # rejects
-    page.locator("section.result[data-status=refused]").wait_for()
+    page.locator("section.result[data-status=tool-error]").wait_for()
     page = admin.open("/namespaces/asks/tools/bounded")
     page.get_by_label("count", exact=True).fill("3")
     page.get_by_role("button", name="Run").click()

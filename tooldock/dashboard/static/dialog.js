@@ -97,7 +97,7 @@ function sample(params, signal) {
     const replyId = uid("reply");
     const reply = h("textarea", { id: replyId, rows: 4, required: true });
     const problems = h("div", { class: "messages" });
-    const reject = () => new Refused("You rejected the tool's sampling request: the call ended without an answer.");
+    const reject = () => new Refused("You rejected the tool's sampling request.");
     const submit = (event) => {
       event.preventDefault();
       problems.replaceChildren();
@@ -114,7 +114,7 @@ function sample(params, signal) {
         h("div", { class: "actions" }, h("button", { type: "submit", class: "primary" }, "Approve"),
           h("button", { type: "button", onclick: () => fail(reject()) }, "Reject"))),
     ];
-  }, { onEscape: () => { throw new Refused("You rejected the tool's sampling request: the call ended without an answer."); }, signal });
+  }, { onEscape: () => { throw new Refused("You rejected the tool's sampling request."); }, signal });
 }
 
 /** Asks the person each of a round's `inputRequests` in turn; resolves to {key: answer}. Rejects with

@@ -76,7 +76,10 @@ export async function listTools(namespace) {
   return found;
 }
 
-async function exchange(namespace, body, headers, { signal, onProgress = () => {}, onLog = () => {}, requestId }) {
+/** POSTs one JSON-RPC message; resolves to the response's result, reading an event stream as it comes:
+ *  notifications go to onProgress/onLog, the server's own requests (a session's questions) to onRequest.
+ *  onHeaders(headers) sees the answer's headers (a session's id). */
+export async function exchange(namespace, body, headers, { signal, onProgress = () => {}, onLog = () => {}, requestId, onRequest, onHeaders }) {
   let reply;
   try {
     const extra = requestId ? { "X-Request-Id": requestId } : {};
@@ -90,6 +93,7 @@ async function exchange(namespace, body, headers, { signal, onProgress = () => {
     const error = errorOf(reply.status, await reply.text());
     throw new TransportError(`HTTP ${reply.status}: ${error.message}`);
   }
+  if (onHeaders) onHeaders(reply.headers);
   if (!(reply.headers.get("content-type") || "").startsWith("text/event-stream")) return answer(await reply.json());
   const reader = reply.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = "";
@@ -106,6 +110,7 @@ async function exchange(namespace, body, headers, { signal, onProgress = () => {
       const message = JSON.parse(data);
       if (message.method === "notifications/progress") onProgress(message.params);
       else if (message.method === "notifications/message") onLog(message.params);
+      else if (message.method && message.id !== undefined && onRequest) onRequest(message);
       else if (message.id === body.id) {
         reader.cancel().catch(() => {});
         return answer(message);

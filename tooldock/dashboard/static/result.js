@@ -54,10 +54,10 @@ export function showResult(region, result, ms, outputSchema) {
   const parts = (result.content || []).map(item);
   const head = failed ? h("p", { role: "alert", class: "error tool-error" }, "Tool error: the tool ran and reported a failure.")
     : h("p", { class: "ok" }, "The tool answered.");
-  region.replaceChildren(h("h2", {}, "Result"), head, warning, took(ms), h("div", { class: "content" }, parts),
+  region.replaceChildren(h("h2", {}, "Result"), head, warning || "", took(ms), h("div", { class: "content" }, parts),
     result.structuredContent !== undefined && !failed
       ? h("details", { open: true }, h("summary", {}, "Structured content"), h("pre", { class: "structured" }, pretty(result.structuredContent)))
-      : null);
+      : "");
 }
 
 export function showTransportError(region, message, ms) {
@@ -68,7 +68,7 @@ export function showTransportError(region, message, ms) {
 
 export function showRefused(region, message, ms) {
   region.dataset.status = "refused";
-  region.replaceChildren(h("h2", {}, "Result"), h("p", { role: "status" }, message), took(ms));
+  region.replaceChildren(h("h2", {}, "Result"), h("p", { role: "status" }, `${message} The call ended without an answer.`), took(ms));
 }
 
 export function showCancelled(region, ms) {

@@ -11,6 +11,7 @@ import { Refused, TransportError, callTool, endpoint, request } from "./mcp.js";
 import { clear, distinct, show } from "./problems.js";
 import { showCancelled, showRefused, showResult, showTransportError } from "./result.js";
 import { Unsupported, check } from "./schema.js";
+import { NoSession, callInSession } from "./session.js";
 import { validate } from "./validate.js";
 
 const quote = (text) => `'${text.replace(/'/g, "'\\''")}'`;
@@ -23,6 +24,17 @@ export function curl(namespace, name, args) {
     ...Object.entries(headers).map(([k, v]) => `  -H ${quote(`${k}: ${v}`)}`),
     `  -d ${quote(JSON.stringify(body))}`];
   return lines.join(" \\\n");
+}
+
+/** The call over an MCP session (the tool's questions answered as it runs); over the stateless protocol,
+ *  its questions answered in input_required rounds, when the gateway opens no session. */
+async function call(namespace, name, args, options) {
+  try {
+    return await callInSession(namespace, name, args, options);
+  } catch (error) {
+    if (!(error instanceof NoSession)) throw error;
+    return callTool(namespace, name, args, options);
+  }
 }
 
 export default async function runner(main, { params: [namespace, name], href }) {
@@ -131,7 +143,7 @@ export default async function runner(main, { params: [namespace, name], href }) 
     const started = performance.now();
     const requestId = newRequestId();
     try {
-      const result = await callTool(namespace, name, value, {
+      const result = await call(namespace, name, value, {
         signal: running.signal, requestId,
         onProgress: (p) => {
           progress.hidden = false;
