@@ -372,3 +372,27 @@ def test_an_sdk1_session_through_three_replicas_behind_round_robin(replicas, red
     finally:
         proxy.stop()
         third.stop()
+
+
+def test_a_session_adopted_by_many_requests_at_once_answers_every_one(replicas):
+    """16 requests of a session reach a replica that does not hold it at once: one adopts it, the others
+    wait for it to be served there (none finds it half made: a 500 "No read stream writer available")."""
+    import threading
+
+    first, second, _ = replicas
+    for _ in range(3):
+        sid = _open(first, "sums")
+        answers: list[object] = []
+
+        def call(n: int, sid: str = sid, answers: list[object] = answers) -> None:
+            answer = _mcp(second, {"jsonrpc": "2.0", "id": n, "method": "tools/call",
+                                   "params": {"name": "add", "arguments": {"a": n, "b": 1}}}, sid)
+            answers.append(_result(answer)["structuredContent"] if answer.status_code == 200 else answer.status_code)
+
+        threads = [threading.Thread(target=call, args=(n,)) for n in range(16)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert all(isinstance(a, dict) for a in answers) and len(answers) == 16, answers
+        assert sorted(a["result"] for a in answers if isinstance(a, dict)) == list(range(1, 17))

@@ -253,11 +253,13 @@ class SharedSessionManager(ScopedSessionManager):
                 retry_interval=self.retry_interval,
                 idle_timeout=self.session_idle_timeout,
             )
+            assert self._task_group is not None
+            # Served (connected) before it is listed: a concurrent request of the session that finds it
+            # listed must find it ready ("No read stream writer available" otherwise)
+            await self._task_group.start(self._serve_adopted, sid, transport, facts)
             if requestor is not None:
                 self._session_owners[sid] = requestor
             self._server_instances[sid] = transport
-        assert self._task_group is not None
-        await self._task_group.start(self._serve_adopted, sid, transport, facts)
         with contextlib.suppress(StateUnavailable):
             await self.store.put(self._facts_key(sid), facts.dump(), self.ttl)  # its lifetime starts again
         log.info("MCP session %s of %s adopted from another replica", sid[:12], self.namespace)
