@@ -306,6 +306,7 @@ def test_replicas_resources_and_discovery(rendered):
         (["{src}", "--replicas", "5", "--max-replicas", "2"], "--max-replicas 2 is below --replicas 5"),
         (["{src}", "--redis-image", "redis:7"], "pinned by digest"),
         (["{src}", "--namespace", "Tool_Dock"], "a Kubernetes namespace is"),
+        (["{src}", "--cluster-domain", "cluster local"], "--cluster-domain 'cluster local': a DNS domain"),
         (["{src}", "--layouts", "{tmp}/nothing-here"], "is not a directory"),
         (["{src}", "--layouts", "{tmp}"], "no OCI layout for"),
         (["{src}", "--with-secrets", "{tmp}/s.yaml"], "--with-secrets needs --ca"),

@@ -82,12 +82,17 @@ def parse_registry(text: str) -> tuple[str, str]:
     return match.group("host"), match.group("prefix") or "tooldock"
 
 
-def check_names(namespace: str, replicas: int, max_replicas: int) -> None:
+_DOMAIN = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$")
+
+
+def check_names(namespace: str, replicas: int, max_replicas: int, domain: str = "cluster.local") -> None:
     if not _K8S_NAME.match(namespace):
         raise K8sError(
             f"--namespace {namespace!r}: a Kubernetes namespace is 1-63 lowercase letters, digits and '-', "
             "starting and ending with a letter or digit"
         )
+    if not _DOMAIN.match(domain) or len(domain) > 253:
+        raise K8sError(f"--cluster-domain {domain!r}: a DNS domain such as cluster.local (lowercase, dot-separated)")
     if not 1 <= replicas <= MAX_REPLICAS:
         raise K8sError(f"--replicas {replicas}: give a whole number from 1 to {MAX_REPLICAS}")
     if not replicas <= max_replicas <= MAX_REPLICAS:

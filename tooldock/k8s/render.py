@@ -41,7 +41,7 @@ def objects(plan: Plan) -> list[dict[str, Any]]:
 
 
 def make_plan(options: Options, say: Say) -> Plan:
-    check_names(options.namespace, options.replicas, options.max_replicas)
+    check_names(options.namespace, options.replicas, options.max_replicas, options.cluster_domain)
     host, prefix = parse_registry(options.registry)
     if options.redis_image is not None and not DIGEST_REF.match(options.redis_image):
         raise K8sError(
