@@ -427,3 +427,35 @@ def test_the_pool_takes_turns_follows_its_tools_and_its_lead(tmp_path):
     assert fewest == {"tls://b:1"}  # a has two calls in flight
     assert having == {"tls://c:1"}  # only c has tool y
     assert lead_before == ["x"] and lead_after == "tls://b:1"  # a listed first; b when a is not ready
+
+
+def test_a_new_lead_listing_other_tools_is_announced(tmp_path):
+    """A rolling update's end: the workers of the old image leave, the new image's list other tools; the pool
+    calls on_change (the registry then sends tools/list_changed to the sessions) once, not each round."""
+    members = {n: FakeMember(f"tls://{n}:1", tools) for n, tools in (("old", ["x"]), ("new", ["x", "y"]))}
+    resolver = FakeResolver("old")
+    backend = NetworkBackend(
+        Settings(bearer_token="t" * 20, state_dir=tmp_path), {"ns": f"tls://{NAME}:1"}, None, INTERVAL, resolver
+    )
+    pool = backend.create(asyncio.run(backend.discover()).namespaces[0], SecretEnv())
+    pool._connect = lambda address: members[address.removeprefix("tls://").split(":")[0]]
+    announced: list[list[str]] = []
+    pool.on_change = lambda: announced.append(sorted(t["name"] for t in pool.tools))
+
+    async def main():
+        await pool.start(5)
+        await asyncio.sleep(INTERVAL * 3)  # rounds with the same lead: nothing to announce
+        quiet = list(announced)
+        resolver.answer = ["old", "new"]
+        await _until(lambda: "tls://new:1" in _by_address(pool), "the new worker joined")
+        await asyncio.sleep(INTERVAL * 2)
+        still_old = list(announced)  # the lead is still the old worker: its list stands
+        resolver.answer = ["new"]
+        await _until(lambda: bool(announced), "the change announced")
+        await asyncio.sleep(INTERVAL * 3)
+        await pool.stop(1)
+        return quiet, still_old
+
+    quiet, still_old = asyncio.run(main())
+    assert announced == [["x", "y"]]
+    assert not quiet and not still_old

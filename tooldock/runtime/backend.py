@@ -78,6 +78,14 @@ class Replaceable(Protocol):
 
 
 @runtime_checkable
+class Announcing(Protocol):
+    """A worker whose lists change by themselves (an upstream namespace's servers; a network namespace whose
+    workers, found by DNS, now run another image): it calls `on_change`, and the registry tells the front ends."""
+
+    on_change: Callable[[], None] | None
+
+
+@runtime_checkable
 class Watching(Protocol):
     """A backend that can tell when its namespaces change by themselves (Docker events)."""
 

@@ -19,7 +19,7 @@ from typing import Any, cast
 
 from tooldock.errors import ReloadFailed, SecretsError
 from tooldock.namespace.models import NamespaceSource, Problem, problem_text
-from tooldock.runtime.backend import Backend, Delegating, Replaceable, Worker
+from tooldock.runtime.backend import Announcing, Backend, Delegating, Replaceable, Worker
 from tooldock.runtime.secretmap import NamespaceSecrets, SecretMap
 from tooldock.runtime.settings import Settings
 from tooldock.upstream.worker import UpstreamWorker
@@ -256,6 +256,9 @@ class Registry:
         created = self.backend.create(source, secrets.env) if source.files else None
         if isinstance(created, Replaceable):
             created.on_stuck = self._on_stuck
+        if isinstance(created, Announcing):
+            made, name = created, source.name
+            made.on_change = lambda: self._announce(name, made)
         return created
 
     def _on_stuck(self, worker: Replaceable, reason: str) -> None:

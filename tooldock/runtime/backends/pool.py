@@ -78,6 +78,8 @@ class WorkerPool:
         self._ever_ready = False
         self._stopping = False
         self._mismatch: tuple[str, ...] = ()
+        self._listed: str | None = None  # the lead's listing last announced (backend.Announcing)
+        self.on_change: Callable[[], None] | None = None
         self._tasks: set[asyncio.Future[Any]] = set()
         self._watch: asyncio.Task[None] | None = None
         self._checking: set[str] = set()
@@ -257,6 +259,12 @@ class WorkerPool:
             self._checking.discard(member.address)
 
     def _compare(self) -> None:
+        lead = self._source()
+        listed = lead.listing() if lead is not None and lead.state == "ready" else self._listed
+        if listed != self._listed:  # another lead (a rolling update's end) lists other tools: tell the sessions
+            if self._listed is not None and self.on_change is not None:
+                self.on_change()
+            self._listed = listed
         odd = self.mismatched()
         if odd != self._mismatch:
             lead = self._source()
