@@ -170,7 +170,8 @@ MAX_REPLICAS = 100
 
 
 def _replicas(raw: Any) -> int:
-    """`replicas: N`: how many tasks run the namespace's worker on a cluster (`tooldock swarm`, `tooldock k8s render`); default 1."""
+    """`replicas: N`: how many tasks run the namespace's worker on a cluster (`tooldock swarm`,
+    `tooldock k8s render`); default 1."""
     if raw is None:
         return 1
     if isinstance(raw, bool) or not isinstance(raw, int) or not 1 <= raw <= MAX_REPLICAS:
