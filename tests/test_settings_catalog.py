@@ -97,6 +97,13 @@ def _oauth(env):
     return OAuthConfig.from_env({"TOOLDOCK_OAUTH_ISSUER": "https://id.example.com", **env})
 
 
+def _discovery(env):
+    from tooldock.runtime.backends.network import NetworkBackend
+
+    env = {**BASE, "TOOLDOCK_WORKERS": "ns=unix:/nonexistent.sock", **env}
+    return NetworkBackend.from_env(Settings.from_env(env), env).interval
+
+
 def _registry(env):
     from tooldock.upstream.registry import registry_url
 
@@ -120,6 +127,7 @@ def _from_environ(target, *args):
 
 READERS = {
     **{name: _gateway for name in importlib.import_module("tooldock.runtime.settings").ENV_VARS},
+    "TOOLDOCK_DISCOVERY_INTERVAL": _discovery,  # read by `serve --backend network` (runtime/backends/network.py)
     "MCP_REGISTRY_URL": _registry,  # listed with the gateway's settings, read by tooldock.upstream.registry
     **{name: _manager for name in importlib.import_module("tooldock.manager.settings").ENV_VARS},
     **{name: _relay_socket for name in importlib.import_module("tooldock.runtime.relay.config").ENV_VARS},
