@@ -52,6 +52,7 @@ defaults
     option redispatch
     retries 3
     retry-on conn-failure
+    timeout check 5s
 resolvers docker
     nameserver dns 127.0.0.11:53
     hold valid 1s
@@ -63,7 +64,7 @@ frontend public
 backend gateways
     balance leastconn
     option httpchk GET /health
-    server-template gateway 16 tasks.gateway:8000 resolvers docker init-addr none check inter 1s fall 1 rise 1
+    server-template gateway 16 tasks.gateway:8000 resolvers docker init-addr none check inter 1s fall 2 rise 1
 """
 
 
@@ -131,9 +132,9 @@ def _scratch(megabytes: int = 64) -> list[dict[str, Any]]:
 def _health(code: str, start: str = "120s") -> dict[str, Any]:
     return {
         "test": ["CMD", "/usr/bin/python3", "-c", code],
-        "interval": "2s",
-        "timeout": "4s",
-        "retries": 3,
+        "interval": "3s",
+        "timeout": "10s",
+        "retries": 5,
         "start_period": start,
     }
 
@@ -180,6 +181,9 @@ def _gateway(plan: StackPlan) -> dict[str, Any]:
             "TOOLDOCK_WORKERS": workers_env(plan),
             "TOOLDOCK_TLS_DIR": TLS_DIR,
             "TOOLDOCK_STATE_DIR": "/tmp/tooldock",
+            # on SIGTERM: /health answers 503 this long, serving on, so the edge (2 failed checks, 1 s apart) or
+            # the routing mesh takes the task out before it stops accepting connections
+            "TOOLDOCK_SHUTDOWN_GRACE": "5",
             "TOOLDOCK_BEARER_TOKEN_FILE": "/run/secrets/bearer_token",
             "TOOLDOCK_STATE_URL_FILE": "/run/secrets/state_url",
             "TOOLDOCK_STATE_KEY_FILE": "/run/secrets/state_key",
@@ -191,6 +195,7 @@ def _gateway(plan: StackPlan) -> dict[str, Any]:
             *_tls(plan.gateway_tls),
         ],
         "volumes": _scratch(256),
+        "stop_grace_period": "45s",  # the grace above, then the calls in flight (TOOLDOCK_DRAIN_TIMEOUT, 30 s)
         "networks": ["front", "state", "workers"],
         "healthcheck": _health(HEALTH_GATEWAY),
         "deploy": _deploy(plan.replicas, "1g", 2.0, plan.labels, vip=plan.publish == "mesh"),
