@@ -357,6 +357,18 @@ def test_a_rolling_update_under_load_fails_no_call_and_touches_one_namespace(sta
         assert stack.containers(service) == containers, service
 
 
+def test_render_writes_the_stack_that_runs(stack: Stack) -> None:
+    out = stack.state.parent / "rendered.yml"
+    stack.cli("render", str(stack.tools), "--registry", stack.registry, "--replicas", "2", "--port", str(stack.port),
+              "--publish", publish_mode(), "--stack", STACK, "--state-dir", str(stack.state), "-o", str(out))
+    rendered = yaml.safe_load(out.read_text())["services"]
+    running = json.loads(stack.docker("service", "inspect", *(f"{STACK}_{name}" for name in rendered)).stdout)
+    images = {s["Spec"]["Name"].removeprefix(f"{STACK}_"): s["Spec"]["TaskTemplate"]["ContainerSpec"]["Image"]
+              for s in running}
+    assert images == {name: service["image"] for name, service in rendered.items()}
+    assert SECRET_VALUE not in out.read_text() and stack.token not in out.read_text()
+
+
 def test_down_leaves_nothing_behind(stack: Stack) -> None:
     stack.cli("down", "--stack", STACK, "--state-dir", str(stack.state), "--volumes")
     label = f"label=com.docker.stack.namespace={STACK}"
