@@ -173,7 +173,7 @@ def test_a_refused_servers_reason_is_shown_whole_or_not_at_all(tmp_path: Path, m
 
     seen_while_asking: list[str] = []
 
-    async def slow_status(spec, secrets) -> str:
+    async def slow_status(spec, secrets, auth=None) -> str:
         seen_while_asking.append(conn.last_error)
         await asyncio.sleep(0.2)
         seen_while_asking.append(conn.last_error)
