@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tooldock.errors import ToolDockError, WorkerCrashed, from_worker
+from tooldock.errors import NamespaceUnavailable, ToolDockError, WorkerCrashed, from_worker
 from tooldock.namespace.versions import CALL_VERSION
 from tooldock.runtime import requestid
 from tooldock.worker import protocol
@@ -222,8 +222,8 @@ class WorkerConnection:
         if relay is not None and on_message is None and op in ("prompts.get", "resources.read"):
             fields.update(relay.call_fields())
             on_message = relay.handle
-        if self.closed.is_set():
-            raise WorkerCrashed(f"the worker for namespace {self.namespace!r} is not connected")
+        if self.closed.is_set():  # nothing sent: retrying is safe (a 503, not a crash during the call)
+            raise NamespaceUnavailable(f"the worker for namespace {self.namespace!r} is not connected; retry shortly")
         rid = str(next(self._ids))
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[rid] = future

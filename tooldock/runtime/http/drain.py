@@ -37,6 +37,7 @@ from tooldock.runtime.disconnect import hang_up
 log = logging.getLogger("tooldock.http")
 RETRY_MS = 500  # what an ended event stream tells its client to wait before it reconnects
 _POLL = 0.05  # seconds between looks at the calls in flight while stopping
+_SETTLE = 1.0  # seconds at most for the streams of calls that returned to write their results before they are ended
 
 
 class _Open:
@@ -107,6 +108,10 @@ class Drain:
             await asyncio.sleep(_POLL)
         if self.calls_in_flight() > 0:
             log.warning("stopping with calls still in flight after %.0f s (TOOLDOCK_DRAIN_TIMEOUT)", timeout)
+        else:  # a call's stream ends by itself once its result is written, a moment after the call returned
+            settle = min(deadline, loop.time() + _SETTLE)
+            while loop.time() < settle and any(r.stream and r.scope.get("method") == "POST" for r in self._open):
+                await asyncio.sleep(_POLL)
         await self._end([r for r in self._open if r.stream])
 
     def _plain_answers_open(self) -> bool:
