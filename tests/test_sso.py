@@ -10,8 +10,6 @@ test."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,8 +18,9 @@ from urllib.parse import urlsplit
 import httpx
 import jwt
 import pytest
-from conftest import STATE_DIR, Gateway, require
+from conftest import STATE_DIR, Gateway
 from oauthkit import Provider, free_port, provider_home
+from test_dashboard import browser  # noqa: F401 (the dashboard tests' Chromium fixture, no host but loopback)
 
 from tooldock.dashboard import CSP
 
@@ -59,26 +58,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     provider.stop()
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    require("chromium")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        if os.environ.get("CI") == "true":
-            pytest.fail("playwright is not installed: run ./scripts/test, which installs the test extra")
-        pytest.skip("playwright is not installed (the test extra has it)")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=shutil.which("chromium"),
-            args=["--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1", "--no-sandbox"],
-        )
-        yield browser
-        browser.close()
-
-
 @pytest.fixture
-def page(browser: Any, site: Site) -> Iterator[Any]:
+def page(browser: Any, site: Site) -> Iterator[Any]:  # noqa: F811 (browser: the imported fixture)
     refused: list[str] = []
     errors: list[str] = []
 
