@@ -90,3 +90,13 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def cluster_ca(folder: Path) -> Path:
+    """A cluster CA in `folder` with a worker's and a gateway's certificate (under `folder/certs/`)."""
+    from tooldock import cluster
+
+    cluster.init(folder)
+    for name in ("worker", "gateway"):
+        cluster.issue(folder, name)
+    return folder

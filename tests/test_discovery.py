@@ -18,9 +18,8 @@ from typing import Any
 
 import pytest
 from conftest import FIXTURES, Gateway
-from netkit import NetWorker, free_port
+from netkit import NetWorker, cluster_ca, free_port
 
-from tooldock import cluster
 from tooldock.errors import NamespaceUnavailable, WorkerCrashed
 from tooldock.runtime.backends.discovery import SystemResolver, Target
 from tooldock.runtime.backends.network import NetworkBackend
@@ -51,11 +50,7 @@ class FakeResolver:
 
 @pytest.fixture(scope="module")
 def ca(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("cluster") / "ca"
-    cluster.init(folder)
-    for name in ("worker", "gateway"):
-        cluster.issue(folder, name)
-    return folder
+    return cluster_ca(tmp_path_factory.mktemp("cluster") / "ca")
 
 
 @pytest.fixture(scope="module")

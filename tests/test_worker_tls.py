@@ -26,7 +26,7 @@ import pytest
 from conftest import TOOLDOCK, Gateway
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
-from netkit import TESTING, NetWorker
+from netkit import TESTING, NetWorker, cluster_ca
 from netkit import free_port as _free_port
 
 from tooldock import cluster
@@ -38,11 +38,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def ca(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("cluster") / "ca"
-    cluster.init(folder)
-    for name in ("worker", "gateway"):
-        cluster.issue(folder, name)
-    return folder
+    return cluster_ca(tmp_path_factory.mktemp("cluster") / "ca")
 
 
 @pytest.fixture(scope="module")
