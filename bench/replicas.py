@@ -2,10 +2,12 @@
 session and as 2026-07-28 requests, for one replica with its state in memory, one replica with its state in
 Redis, one and two replicas on one Redis behind haproxy (the same hop: those two rows compare replica
 counts), and `tooldock serve --replicas 2` (two processes on one port, sharing one worker per namespace,
-against one replica on Redis); each for a namespace without a rate limit and one with a limit too high to refuse anything (every
-call takes a token: a replica takes them from Redis in batches when busy). wrk drives the
+against one replica on Redis); each for a namespace without a rate limit and one with a limit too high to
+refuse anything (every call takes a token: a replica takes them from Redis in batches when busy). wrk drives the
 load (bench/mcp_wrk.py; its CPU per call is in the table, to show it is not the bottleneck), every answer is
-checked, and Redis's own count of the commands it ran gives the store round trips per call.
+checked, and Redis's own count of the commands it ran gives the store round trips per call. The servers' CPU
+per call (every gateway, worker, haproxy and Redis process, from /proc) shows what a second replica costs, and
+"cores busy" (theirs and wrk's CPU seconds per second) whether a core was left for it to use.
 
     .venv/bin/python bench/replicas.py [--seconds 4] [--concurrency 1 16]
 
@@ -35,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import machine
 import mcp_wrk
 from mcp_http import ENVELOPE, call_headers
-from run import HERE, TOKEN, start_gateway
+from run import HERE, TOKEN, start_gateway, tree_cpu
 
 TOOL = "echo_number"
 SENT = ("evalsha", "eval", "script", "publish", "subscribe", "unsubscribe", "ping", "hello", "client", "select",
@@ -118,20 +120,31 @@ class Row:
     p99: float
     wrk_cpu_us: float
     store_per_call: float | None
+    server_cpu_us: float  # every gateway, worker, haproxy and Redis process of the run, per call
+    cores_busy: float  # those processes' and wrk's CPU seconds per second of the run
+
+
+def servers_cpu(pids: list[int]) -> float:
+    """CPU seconds used so far by these processes and their descendants (gateways' workers)."""
+    return sum(sum(tree_cpu(pid)) for pid in pids)
 
 
 async def measure(target: str, url: str, namespace: str, modern: bool, concurrency: int, seconds: float,
-                  redis: Redis | None) -> Row:
+                  redis: Redis | None, pids: list[int]) -> Row:
     headers = {"Authorization": f"Bearer {TOKEN}", "X-Namespace": namespace}
     every = {**headers, **await call_headers(f"{url}/mcp", headers, TOOL, modern)}
     meta = ENVELOPE if modern else None
     await asyncio.to_thread(mcp_wrk.run, f"{url}/mcp", every, concurrency, 1, TOOL, meta)  # warm-up
     before = redis.round_trips() if redis else 0
+    cpu_before = servers_cpu(pids)
     got = await asyncio.to_thread(mcp_wrk.run, f"{url}/mcp", every, concurrency, seconds, TOOL, meta)
+    server_cpu = servers_cpu(pids) - cpu_before
     per_call = ((redis.round_trips() - before) / got["calls"]) if redis and got["calls"] else None
     return Row(target, "2026-07-28" if modern else "session", namespace, concurrency, int(got["calls"]),
                int(got["errors"]), got["calls"] / got["wall"] if got["wall"] else 0.0, got["p50"], got["p99"],
-               got["cpu"] / got["calls"] * 1e6 if got["calls"] else 0.0, per_call)
+               got["cpu"] / got["calls"] * 1e6 if got["calls"] else 0.0, per_call,
+               server_cpu / got["calls"] * 1e6 if got["calls"] else 0.0,
+               (server_cpu + got["cpu"]) / got["wall"] if got["wall"] else 0.0)
 
 
 async def main(seconds: float, levels: list[int]) -> list[Row]:
@@ -172,7 +185,8 @@ async def main(seconds: float, levels: list[int]) -> list[Row]:
                 for modern in (False, True):
                     for namespace in ("bench", "limited"):
                         for target, url, store in targets:
-                            row = await measure(target, url, namespace, modern, level, seconds, store)
+                            pids = [proc.pid for proc in started] + [redis.proc.pid]
+                            row = await measure(target, url, namespace, modern, level, seconds, store, pids)
                             print(f"  {target}: {row.kind} {namespace} c={level}: {row.rate:,.0f}/s", file=sys.stderr)
                             rows.append(row)
         finally:
@@ -190,7 +204,8 @@ async def main(seconds: float, levels: list[int]) -> list[Row]:
 def table(rows: list[Row]) -> Table:
     out = Table(title=f"MCP tools/call through replicas and the state store ({machine.describe()})")
     for column in ("target", "requests", "namespace", "conc.", "calls/s", "p50 ms", "p99 ms", "errors",
-                   "wrk CPU/call", "Redis cmds/call", "vs 1 replica, memory", "vs 1 replica, same hop"):
+                   "wrk CPU/call", "servers' CPU/call", "cores busy", "Redis cmds/call", "vs 1 replica, memory",
+                   "vs 1 replica, same hop"):
         out.add_column(column, justify="left" if column in ("target", "requests", "namespace") else "right")
     base = {(r.kind, r.namespace, r.concurrency): r.rate for r in rows if r.target == "1 replica, memory"}
     one = {(r.kind, r.namespace, r.concurrency): r.rate for r in rows if r.target == "1 replica, Redis, haproxy"}
@@ -203,7 +218,8 @@ def table(rows: list[Row]) -> Table:
                                                                                   r.concurrency)) else 0.0
         out.add_row(r.target, r.kind, r.namespace + (" (rate limit)" if r.namespace == "limited" else ""),
                     str(r.concurrency), f"{r.rate:,.0f}", f"{r.p50:.2f}", f"{r.p99:.2f}", str(r.errors),
-                    f"{r.wrk_cpu_us:.0f} us", "—" if r.store_per_call is None else f"{r.store_per_call:.2f}",
+                    f"{r.wrk_cpu_us:.0f} us", f"{r.server_cpu_us:.0f} us", f"{r.cores_busy:.2f}",
+                    "—" if r.store_per_call is None else f"{r.store_per_call:.2f}",
                     f"{ratio:.2f}x", versus)
     return out
 
