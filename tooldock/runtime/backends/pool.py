@@ -25,8 +25,8 @@ from typing import Any, Protocol
 
 from tooldock.errors import NamespaceUnavailable, WorkerRetired
 from tooldock.runtime.backend import WorkerState
+from tooldock.runtime.backends.calls import READY_WAIT_MAX
 from tooldock.runtime.backends.discovery import Lookup
-from tooldock.runtime.backends.supervisor import READY_WAIT_MAX
 from tooldock.runtime.settings import Settings
 
 POLL = 0.05  # seconds between looks for a ready member while a call waits for one

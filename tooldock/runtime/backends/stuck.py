@@ -21,7 +21,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from tooldock.errors import NamespaceUnavailable
+
+if TYPE_CHECKING:
+    from tooldock.runtime.backend import WorkerState
+    from tooldock.runtime.workerclient import WorkerConnection
 
 PING_WAIT = 3.0  # seconds a worker has to answer `ping` (it answers in well under a millisecond when well)
 
@@ -101,3 +107,60 @@ def _seconds(abandoned: dict[str, Any]) -> float:
     with contextlib.suppress(TypeError, ValueError):
         return float(abandoned.get("seconds") or 0)
     return 0.0
+
+
+class Replacing:
+    """What a supervised worker (`supervisor.SupervisedWorker`) does about being stuck: `StuckCheck` judges,
+    this replaces it (hot, by the registry, when a second one can run beside it) or restarts it in place."""
+
+    namespace: str
+    kind: str
+    state: WorkerState
+    # Whether a second worker of the same namespace can start beside this one: a stuck worker is then
+    # replaced by the registry (`on_stuck`), hot, instead of restarted in place.
+    replaceable = False
+    on_stuck: Callable[[Any, str], None] | None
+    _conn: WorkerConnection | None
+    _ready: asyncio.Event
+    _idle: asyncio.Event
+    _recycle: str | None  # why the running worker is being restarted in place
+    _stopping: bool
+
+    def _log_line(self, line: str) -> None:
+        raise NotImplementedError  # the supervisor's: with the worker's output
+
+    async def _ping(self) -> Any:
+        conn = self._conn
+        if conn is None or not self._ready.is_set():
+            raise NamespaceUnavailable(f"namespace {self.namespace!r} is {self.state}")
+        return await conn.request("ping")
+
+    async def stuck(self, reason: str) -> None:
+        """A call runs on after its caller gave up: replace this worker (hot, by the registry, when a second
+        one can run beside it) or restart it in place."""
+        if self._stopping:
+            return
+        how = "starting a fresh one" if self.replaceable and self.on_stuck else "restarting it"
+        self._log_line(f"[{self.namespace}] the {self.kind} is stuck: {reason}; {how}")
+        if self.replaceable and self.on_stuck is not None:
+            self.on_stuck(self, reason)
+        else:
+            await self.restart_in_place(reason)
+
+    async def restart_in_place(self, reason: str) -> None:
+        """New calls wait while those in flight get a few seconds to finish; then the worker is stopped and
+        started again (a container restarted) by the supervision loop."""
+        conn = self._conn
+        if self._stopping or conn is None or self._recycle is not None:
+            return
+        self._recycle = reason
+        self._ready.clear()
+        self.state = "restarting"
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(5):
+                await self._idle.wait()
+        await conn.close()
+
+    async def _discard_stuck(self) -> None:
+        """After a stuck worker's connection closed: make sure it does not run on (a process was ended by
+        `_terminate`; a container is restarted by its backend)."""

@@ -1,5 +1,5 @@
 """Supervision shared by every backend: start a worker, wait for its ready handshake on the unix socket,
-restart it with exponential backoff when it dies, call it, drain and stop it.
+restart it with exponential backoff when it dies, drain and stop it (calls reach it through `calls.py`).
 
 A backend supplies how a worker is launched, observed and stopped (`_prepare`, `_launch`, `_exit_code`,
 `_wait_exited`, `_terminate`); everything else, including crash-loop detection, lives here once.
@@ -15,10 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tooldock.errors import DependencyError, NamespaceUnavailable, WorkerRetired
+from tooldock.errors import DependencyError
 from tooldock.runtime.backend import WorkerState
+from tooldock.runtime.backends.calls import WorkerCalls
 from tooldock.runtime.backends.output import WorkerOutput, how_it_ended
-from tooldock.runtime.backends.stuck import StuckCheck
+from tooldock.runtime.backends.stuck import Replacing, StuckCheck
 from tooldock.runtime.settings import Settings
 from tooldock.runtime.workerclient import SecretEnv, SecretsDelivered, WorkerConnection
 from tooldock.worker import protocol
@@ -27,7 +28,6 @@ from tooldock.worker.secretenv import Masker
 STABLE_AFTER = 10.0  # seconds a worker must stay up for a later death not to count toward a crash loop
 CRASH_LOOP_AFTER = 5  # consecutive failed starts / quick deaths
 BACKOFF_MAX = 30.0
-READY_WAIT_MAX = 10.0  # a call waits this long at most for a restarting worker, then gets a 503
 
 
 class StartFailure(Exception):
@@ -38,11 +38,11 @@ class WorkerGone(Exception):
     """The thing that ran the worker no longer exists (a removed container): stop supervising."""
 
 
-class SupervisedWorker:
+class SupervisedWorker(WorkerCalls, Replacing):
+    """A worker supervised by this gateway. How calls reach it is `calls.WorkerCalls`; what is done when it is
+    stuck, `stuck.Replacing`."""
+
     kind = "worker"
-    # Whether a second worker of the same namespace can start beside this one: a stuck worker is then
-    # replaced by the registry (`on_stuck`), hot, instead of restarted in place.
-    replaceable = False
 
     def __init__(
         self,
@@ -70,9 +70,9 @@ class SupervisedWorker:
         self.pid: int | str | None = None
         self._conn: WorkerConnection | None = None
         self._ready = asyncio.Event()
+        self._retired = asyncio.Event()  # `_stopping` (calls.py): calls waiting for it go to its successor
         self._settled = asyncio.Event()
         self._started = False  # start() has returned: a failure before is the reload's to report, not ours
-        self._stopping = False  # no more restarts
         self._retiring = False  # stop() was called: the worker is going away for good (not just released)
         self._inflight = 0
         self._last_call = time.monotonic()
@@ -272,94 +272,6 @@ class SupervisedWorker:
         if self._conn is not None:
             await self._conn.close()
             self._conn = None
-
-    # -- stuck workers (stuck.py) ---------------------------------------------------------------------
-
-    async def _ping(self) -> Any:
-        conn = self._conn
-        if conn is None or not self._ready.is_set():
-            raise NamespaceUnavailable(f"namespace {self.namespace!r} is {self.state}")
-        return await conn.request("ping")
-
-    async def stuck(self, reason: str) -> None:
-        """A call runs on after its caller gave up: replace this worker (hot, by the registry, when a second
-        one can run beside it) or restart it in place."""
-        if self._stopping:
-            return
-        how = "starting a fresh one" if self.replaceable and self.on_stuck else "restarting it"
-        self._log_line(f"[{self.namespace}] the {self.kind} is stuck: {reason}; {how}")
-        if self.replaceable and self.on_stuck is not None:
-            self.on_stuck(self, reason)
-        else:
-            await self.restart_in_place(reason)
-
-    async def restart_in_place(self, reason: str) -> None:
-        """New calls wait while those in flight get a few seconds to finish; then the worker is stopped and
-        started again (a container restarted) by the supervision loop."""
-        conn = self._conn
-        if self._stopping or conn is None or self._recycle is not None:
-            return
-        self._recycle = reason
-        self._ready.clear()
-        self.state = "restarting"
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(5):
-                await self._idle.wait()
-        await conn.close()
-
-    async def _discard_stuck(self) -> None:
-        """After a stuck worker's connection closed: make sure it does not run on (a process was ended by
-        `_terminate`; a container is restarted by its backend)."""
-
-    # -- calls ---------------------------------------------------------------------------------------
-
-    async def call(self, tool: str, arguments: dict[str, Any], relay: Any = None) -> dict[str, Any]:
-        """Run one tool. A `relay` (see `runtime.mcp.relay`) carries a Context tool's messages to the caller."""
-        fields: dict[str, Any] = {"tool": tool, "arguments": arguments}
-        if relay is not None:
-            fields.update(relay.call_fields(), on_message=relay.handle)
-        return await self.request("tools.call", **fields)
-
-    async def request(self, op: str, **fields: Any) -> Any:
-        """Any worker-protocol request, once the worker is ready (waking it if it sleeps)."""
-        if self._stopping:
-            raise WorkerRetired(f"namespace {self.namespace!r}: this worker is being replaced")
-        if self.state in ("failed", "crash_loop", "stopped"):
-            raise NamespaceUnavailable(
-                f"namespace {self.namespace!r} is not running ({self.state}): {self.last_error}",
-                {"state": self.state},
-            )
-        if self.state == "sleeping":
-            woken = self._last_call = time.monotonic()
-            self._wake.set()
-            try:
-                async with asyncio.timeout(self.settings.call_timeout):
-                    await self._ready.wait()
-            except TimeoutError:
-                raise NamespaceUnavailable(f"namespace {self.namespace!r} did not wake up in time") from None
-            self.last_wake_ms = round((time.monotonic() - woken) * 1000, 1)
-        if not self._ready.is_set():
-            try:
-                async with asyncio.timeout(min(self.settings.call_timeout, READY_WAIT_MAX)):
-                    await self._ready.wait()
-            except TimeoutError:
-                raise NamespaceUnavailable(f"namespace {self.namespace!r} is {self.state}; retry shortly") from None
-        conn = self._conn
-        if conn is None:
-            raise NamespaceUnavailable(f"namespace {self.namespace!r} is {self.state}; retry shortly")
-        self._inflight += 1
-        self._idle.clear()
-        self._last_call = time.monotonic()
-        try:
-            return await conn.request(op, **fields)
-        except asyncio.CancelledError:  # the caller gave up: the worker is told, and checked (stuck.py)
-            self._stuck.suspect()
-            raise
-        finally:
-            self._inflight -= 1
-            self._last_call = time.monotonic()
-            if self._inflight == 0:
-                self._idle.set()
 
     async def stop(self, drain_timeout: float) -> None:
         self._stopping = self._retiring = True
