@@ -3,25 +3,23 @@
 Layers, bottom to top: the base's, framework (ToolDock worker + fastmcp, identical for every namespace
 built with the same ToolDock version, Python and platform), namespace deps (from the lock), app (the
 namespace's files and tools.json). Every layer is cached by its inputs; an edit to one tool file
-rebuilds the app layer only.
+rebuilds the app layer only. A Builder makes the image of one platform, the build machine's unless
+`BuildOptions.platform` names another (platforms.py; multiarch.py builds several into one image index).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import platform
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
-import tooldock
 from tooldock.builder.attach import Artifact, attestations
-from tooldock.builder.base import BaseInfo, DebPackage, base_info, base_packages, build_base
+from tooldock.builder.base import BaseInfo, DebPackage, base_info, base_packages, build_base, foreign_compiler
 from tooldock.builder.blobs import BlobStore, cache_key
-from tooldock.builder.bytecode import Compiler, compiler_for
+from tooldock.builder.bytecode import Compiler, compiler_for, host_compiler
 from tooldock.builder.daemon import DaemonError, save
 from tooldock.builder.imageconfig import (
     APP_DIR,
@@ -37,20 +35,22 @@ from tooldock.builder.install import SCRIPTS, filler, tree
 from tooldock.builder.lock import Target, framework_lock, namespace_lock, only_new
 from tooldock.builder.materials import LockedLayer, Materials
 from tooldock.builder.oci import Image, LayoutError, assemble, read_layout, write_layout
+from tooldock.builder.platforms import Platform, host, lock_file
+from tooldock.builder.prepared import (
+    BuildError,
+    BuildResult,
+    Prepared,
+    _worker_sources,
+    entries_key,
+    validate,
+)
+from tooldock.builder.prepared import _app_entries as _app_entries
 from tooldock.builder.registry import RegistryError, looks_like_registry_ref, pull
 from tooldock.builder.schema import extract, interpreter_for
-from tooldock.builder.tarball import Entry, Layer, entries_from_dir, iso_time, source_date_epoch, write_entries
-from tooldock.errors import BuilderError
-from tooldock.namespace.credentials import credential_problems
-from tooldock.namespace.models import NamespaceSource, Problem
-from tooldock.namespace.names import NamespaceNameError, validate_namespace_name
-from tooldock.namespace.scanner import is_test_path, scan_namespace
+from tooldock.builder.tarball import Layer, entries_from_dir, iso_time, source_date_epoch, write_entries
+from tooldock.namespace.models import NamespaceSource
 
-WORKER_PACKAGES = ("worker", "namespace")  # the parts of tooldock a worker image needs
-
-
-class BuildError(BuilderError):
-    """A namespace cannot be built; the message says which file, which line, and why."""
+__all__ = ["BuildError", "BuildOptions", "BuildResult", "Builder", "Prepared", "entries_key", "validate"]
 
 
 @dataclass
@@ -59,141 +59,40 @@ class BuildOptions:
     cache: Path
     base: str | None = None
     attach: bool = True  # the SBOM and provenance, as referrers of the image (attach.py)
-
-
-@dataclass
-class Prepared:
-    """Everything a namespace's image is made of, before anyone writes layers."""
-
-    source: NamespaceSource
-    base: Image
-    info: BaseInfo
-    worker_src: list[Entry]
-    fw_key: str
-    fw_tree: Path
-    deps_key: str
-    deps_tree: Path
-    deps_text: str
-    tools: list[dict[str, Any]]
-    lock: str
-    timings: dict[str, float]
-    # resources, resourceTemplates, prompts (only the kinds it has): the io.tooldock.surface label
-    surface: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    fw_lock: str = ""
-
-    @property
-    def tools_json(self) -> bytes:
-        return json.dumps(self.tools, indent=2, sort_keys=True).encode() + b"\n"
-
-    @property
-    def app_entries(self) -> list[Entry]:
-        return _app_entries(self.source.path, self.tools_json)
-
-    @property
-    def ref(self) -> str:
-        return self.source.config.version or "latest"
-
-
-@dataclass
-class BuildResult:
-    namespace: str
-    image: Image
-    ref: str
-    layout: Path
-    tools: list[dict[str, Any]]
-    lock_hash: str
-    layers: list[dict[str, Any]] = field(default_factory=list)
-    timings: dict[str, float] = field(default_factory=dict)
-    repository: str = ""  # for --load; default tooldock/<namespace>
-    attached: list[Artifact] = field(default_factory=list)  # the SBOM and provenance (attach.py)
-
-    def __post_init__(self) -> None:
-        self.repository = self.repository or f"tooldock/{self.namespace}"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "namespace": self.namespace,
-            "digest": self.image.manifest_digest,
-            "ref": self.ref,
-            "layout": str(self.layout),
-            "config_digest": self.image.config_digest,
-            "layers": self.layers,
-            "tools": [t["name"] for t in self.tools],
-            "lock_hash": self.lock_hash,
-            "attached": {a.artifact_type: a.digest for a in self.attached},
-            "timings_ms": {k: round(v * 1000, 1) for k, v in self.timings.items()},
-        }
-
-
-def _worker_sources() -> list[Entry]:
-    """The `tooldock` package files a worker needs (never the gateway or the builder)."""
-    package = Path(tooldock.__file__).resolve().parent
-    entries = [Entry(f"{FRAMEWORK_DIR}/tooldock/__init__.py", source=package / "__init__.py")]
-    # envvars.py: worker/tls.py declares its settings with it (a worker listening on TCP imports it)
-    entries.append(Entry(f"{FRAMEWORK_DIR}/tooldock/envvars.py", source=package / "envvars.py"))
-    for sub in WORKER_PACKAGES:
-        for path in sorted((package / sub).glob("*.py")):
-            entries.append(Entry(f"{FRAMEWORK_DIR}/tooldock/{sub}/{path.name}", source=path))
-    return entries
-
-
-def entries_key(kind: str, entries: list[Entry]) -> str:
-    """A cache key over what a layer would contain: paths, modes, contents, link targets."""
-
-    def one(e: Entry) -> str:
-        if e.is_dir or e.target is not None:
-            return f"{e.path}:{e.mode:o}:{e.target}"
-        data = e.content()
-        return f"{e.path}:{e.mode:o}:{hashlib.sha256(data).hexdigest()}"
-
-    return cache_key(kind, *map(one, entries))
-
-
-def _app_entries(folder: Path, tools_json: bytes) -> list[Entry]:
-    entries = entries_from_dir(
-        folder,
-        APP_DIR,
-        skip=lambda rel: Path(rel).name.startswith(".") or rel.endswith(".sock") or is_test_path(rel),
-    )
-    return [*entries, Entry(f"{APP_DIR}/tools.json", tools_json)]
-
-
-def validate(folder: Path) -> NamespaceSource:
-    if not folder.is_dir():
-        raise BuildError(f"{folder}: no such directory; give the path of a namespace folder (e.g. examples/multi-tool)")
-    try:
-        validate_namespace_name(folder.resolve().name)
-    except NamespaceNameError as exc:
-        raise BuildError(f"{folder}: {exc}") from None
-    source = scan_namespace(folder)
-    if source.problems:
-        raise BuildError(f"namespace {source.name!r} is invalid:\n{_lines(folder, source.problems)}")
-    written = credential_problems(source)  # an image holds every file of the folder, and is pushed and shared
-    if written:
-        raise BuildError(f"namespace {source.name!r} holds credentials, not built:\n{_lines(folder, written)}")
-    if not source.files:
-        raise BuildError(f"namespace {source.name!r} has no tool files; add a .py file with @tool functions")
-    return source
-
-
-def _lines(folder: Path, problems: Iterable[Problem]) -> str:
-    return "\n".join(f"  {folder.name}/{p.file}:{p.line or '-'}: {p.message}" for p in problems)
+    platform: Platform | None = None  # None: the build machine's (platforms.host())
 
 
 class Builder:
-    def __init__(self, options: BuildOptions, say: Callable[[str], None] = lambda _: None) -> None:
+    def __init__(
+        self, options: BuildOptions, say: Callable[[str], None] = lambda _: None, machine: Builder | None = None
+    ) -> None:
         self.options, self.say = options, say
         self.store = BlobStore(options.cache)
         self._base: tuple[Image, BaseInfo] | None = None
         self._compiler: Compiler | None = None  # found (and its interpreter probed) once per build run
         self._debs: tuple[DebPackage, ...] | None = None
+        self._said: set[Path] = set()
+        self._host = machine  # a foreign platform's: the machine's platform's Builder, which extracts the schemas
+
+    @property
+    def foreign(self) -> Platform | None:
+        """The platform this Builder makes when it is not the build machine's; None for the machine's."""
+        wanted = self.options.platform
+        return wanted if wanted is not None and wanted != host() else None
+
+    def host_builder(self) -> Builder:
+        """A Builder of the machine's platform with the same options (multiarch.py shares one)."""
+        if self._host is None:
+            self._host = Builder(replace(self.options, platform=None), self.say)
+        return self._host
 
     def debs(self) -> tuple[DebPackage, ...] | None:
         """The base's Debian packages; None for a `--base` of the user's own (ToolDock does not know them)."""
         if self.options.base is not None:
             return None
         if self._debs is None:
-            self._debs = tuple(base_packages(self.options.cache))
+            foreign = self.foreign
+            self._debs = tuple(base_packages(self.options.cache, foreign.architecture if foreign else None))
         return self._debs
 
     def attest(self, materials: Materials, timings: dict[str, float]) -> list[Artifact]:
@@ -207,14 +106,36 @@ class Builder:
 
     def base(self) -> tuple[Image, BaseInfo]:
         if self._base is None:
-            ref = self.options.base
+            ref, foreign = self.options.base, self.foreign
+            if ref is not None and foreign is not None:
+                raise BuildError(
+                    f"--base with --platform {foreign}: only the default base (`tooldock base`) is built for "
+                    "another platform than the machine's; leave out --base, or build on that platform"
+                )
             if ref is None:
-                self.say("base: tooldock base (pinned Debian packages)")
-                image = build_base(self.store, self.options.cache)
+                arch = foreign.architecture if foreign else None
+                self.say(f"base: tooldock base (pinned Debian packages{f', {foreign}' if foreign else ''})")
+                image = build_base(self.store, self.options.cache, arch)
             else:
                 image = resolve_base(ref, self.store)
             self._base = (image, base_info(image, ref or "tooldock base"))
         return self._base
+
+    def lock(self, folder: Path) -> None:
+        """Lock the namespace for this platform (written next to it when missing or outdated): a build of several
+        platforms locks every platform before it installs anything, so a missing wheel is said first."""
+        self._locks(validate(folder))
+
+    def _locks(self, source: NamespaceSource) -> tuple[Target, str, str]:
+        _, info = self.base()
+        target = Target(info.python, info.platform, wheels_only=self.foreign is not None)
+        fw_lock = framework_lock(self.options.cache, target)
+        ns_lock, reused = namespace_lock(source.path, source.requirements, fw_lock, target)
+        if source.has_requirements and source.path not in self._said:  # once per folder and build run
+            self._said.add(source.path)
+            done = "unchanged" if reused else "written"
+            self.say(f"{source.name}: lock {done} ({source.name}/{lock_file(info.platform)})")
+        return target, fw_lock, ns_lock
 
     def prepare(self, folder: Path) -> Prepared:
         """Validate, lock, install and extract: the stages both image writers share."""
@@ -231,16 +152,15 @@ class Builder:
         lap("validate")
         base, info = self.base()
         lap("base")
-        target = Target(info.python, info.platform)
-        cache = self.options.cache
-        fw_lock = framework_lock(cache, target)
-        ns_lock, reused = namespace_lock(source.path, source.requirements, fw_lock, target)
-        if source.has_requirements:
-            self.say(f"{source.name}: lock {'unchanged' if reused else 'written'} ({source.name}/requirements.lock)")
+        foreign, cache = self.foreign, self.options.cache
+        target, fw_lock, ns_lock = self._locks(source)
         lap("lock")
 
         worker_src = _worker_sources()
         python = interpreter_for(info.python)
+        if self._compiler is None and foreign is not None:  # the machine's base interpreter, never an emulator
+            found = foreign_compiler(self.store, cache, foreign.architecture)
+            self._compiler = found or host_compiler(python)  # the machine's own Python 3.11 (bytecode.py)
         if self._compiler is None:
             self._compiler = compiler_for(self.store, base, info.python_bin, info.python, cache, python)
         compiler = self._compiler
@@ -259,7 +179,10 @@ class Builder:
         files = [f.filename for f in source.files]
         key = cache_key("schema-v2", fw_key, deps_key, source.fingerprint, *files)[:32]
         schema_path = cache / "schemas" / f"{key}.json"
-        if schema_path.is_file():
+        if foreign is not None:  # the tools are imported to describe them: by the machine's platform's build
+            mine = self.host_builder().prepare(folder)
+            described = {"tools": mine.tools, **mine.surface}
+        elif schema_path.is_file():
             described = json.loads(schema_path.read_text())
         else:
             with_worker, _ = tree(cache, "worker", fw_key, lambda d: write_entries(worker_src, FRAMEWORK_DIR, d))
@@ -287,6 +210,14 @@ class Builder:
 
     def build(self, folder: Path) -> BuildResult:
         """The daemonless route: reproducible layers, written as an OCI layout."""
+        result = self.compose(folder)
+        started = time.perf_counter()
+        write_layout(result.layout, self.store, result.image, result.ref, result.attached)
+        result.timings["write"] += time.perf_counter() - started
+        return result
+
+    def compose(self, folder: Path) -> BuildResult:
+        """The image's layers, config and manifest in the store, and its attachments; no layout written yet."""
         p = self.prepare(folder)
         started = time.perf_counter()
         named: list[tuple[str, Layer, bool]] = [
@@ -310,9 +241,6 @@ class Builder:
         layout = self.options.output / p.source.name
         p.timings["write"] = time.perf_counter() - started
         attached = self.attest(self.materials(p, image), p.timings)
-        started = time.perf_counter()
-        write_layout(layout, self.store, image, p.ref, attached)
-        p.timings["write"] += time.perf_counter() - started
         return BuildResult(
             p.source.name,
             image,
@@ -377,7 +305,7 @@ def resolve_base(ref: str, store: BlobStore) -> Image:
         raise BuildError(f"--base {ref!r}: no such OCI layout directory")
     try:
         if looks_like_registry_ref(ref):
-            return pull(store, ref, {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine()))
+            return pull(store, ref, host().architecture)
         return save(store, ref)
     except (RegistryError, DaemonError) as exc:
         raise BuildError(str(exc)) from None

@@ -17,6 +17,7 @@ from uv import find_uv_bin
 
 from tooldock.builder.bytecode import Compiler
 from tooldock.builder.lock import LockError, Target, uv_env
+from tooldock.builder.platforms import wheel_problem
 
 
 def compile_tree(dest: Path, python: str) -> None:
@@ -53,6 +54,7 @@ def install_lock(lock_text: str, dest: Path, target: Target) -> None:
                 target.platform,
                 "-r",
                 req.name,
+                *(["--only-binary", ":all:"] if target.wheels_only else []),
             ],
             capture_output=True,
             text=True,
@@ -60,7 +62,8 @@ def install_lock(lock_text: str, dest: Path, target: Target) -> None:
         )
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.strip().splitlines()[-12:])
-        raise LockError(f"installing the locked packages failed:\n{tail}")
+        no_wheel = wheel_problem(proc.stderr, target.platform, "the lock")
+        raise LockError(no_wheel or f"installing the locked packages failed:\n{tail}")
     portable_scripts(dest / "bin")
 
 

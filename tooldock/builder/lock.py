@@ -13,17 +13,17 @@ import hashlib
 import re
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from uv import find_uv_bin
 
 from tooldock.builder.blobs import atomic_write
+from tooldock.builder.platforms import lock_file, wheel_problem
 from tooldock.errors import BuilderError
 from tooldock.worker import FRAMEWORK_REQUIREMENTS
 
 FRAMEWORK_RESOLVED_AS_OF = "2026-11-20T00:00:00Z"
-LOCK_FILE = "requirements.lock"
 _HEADER = "# tooldock-lock: "
 _PIN_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?==([^\s\\;]+)", re.M)
 
@@ -36,6 +36,9 @@ class LockError(BuilderError):
 class Target:
     python: str  # "3.11"
     platform: str  # uv's --python-platform, e.g. "x86_64-manylinux_2_36"
+    # another platform than the build machine's (platforms.py): resolved and installed from wheels only. Not in
+    # str(target), which cache keys are made of: a platform is either the machine's or not, on a given machine
+    wheels_only: bool = field(default=False, repr=False)
 
 
 def _uv(*args: str) -> str:
@@ -76,6 +79,8 @@ def compile_requirements(
             target.platform,
             str(req),
         ]
+        if target.wheels_only:
+            args += ["--only-binary", ":all:"]
         if constraints is not None:
             (Path(tmp) / "constraints.txt").write_text(constraints)
             args += ["--constraint", str(Path(tmp) / "constraints.txt")]
@@ -93,8 +98,10 @@ def dated_lock(cache: Path, kind: str, requirements: str, target: Target) -> str
     try:
         text = compile_requirements(requirements, target, exclude_newer=FRAMEWORK_RESOLVED_AS_OF)
     except LockError as exc:
+        what = f"the {kind}'s requirements"
         raise LockError(
-            f"cannot lock the {kind}'s requirements for Python {target.python} ({target.platform}):\n{exc}"
+            wheel_problem(str(exc), target.platform, what)
+            or f"cannot lock {what} for Python {target.python} ({target.platform}):\n{exc}"
         ) from None
     atomic_write(path, text.encode())
     return text
@@ -119,7 +126,7 @@ def namespace_lock(folder: Path, requirements: str, framework: str, target: Targ
     fingerprint = hashlib.sha256(
         f"{requirements}|{target}|{hashlib.sha256(framework.encode()).hexdigest()}".encode()
     ).hexdigest()
-    path = folder / LOCK_FILE
+    path = folder / lock_file(target.platform)
     if not requirements.strip():
         return "", True  # nothing to lock: no file is written into the namespace
     if path.is_file():
@@ -129,6 +136,9 @@ def namespace_lock(folder: Path, requirements: str, framework: str, target: Targ
     try:
         text = compile_requirements(requirements, target, constraints=framework)
     except LockError as exc:
+        no_wheel = wheel_problem(str(exc), target.platform, f"{folder.name}/requirements.txt")
+        if no_wheel:
+            raise LockError(no_wheel) from None
         raise LockError(
             f"cannot resolve {folder.name}/requirements.txt for Python {target.python} ({target.platform}):\n{exc}\n"
             "Check the package names and versions; versions shared with the worker framework must be "

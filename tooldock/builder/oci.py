@@ -85,17 +85,31 @@ class Attached(Protocol):
 
 def write_layout(dest: Path, store: BlobStore, image: Image, ref: str, attached: Sequence[Attached] = ()) -> None:
     """Write `dest` as an OCI layout holding `image` (and `attached`); built beside it and renamed into place."""
+    extra = [d for a in attached for d in (a.digest, *a.blobs)]
+    digests = (image.manifest_digest, image.config_digest, *(layer.digest for layer in image.layers), *extra)
+    write_blobs_layout(dest, store, index_json(image, ref, attached), digests)
+
+
+def image_index(manifests: Sequence[tuple[dict[str, str], Image]]) -> bytes:
+    """An image index of single-platform images, each with its `platform` (os, architecture), in the given order."""
+    listed = [
+        {"mediaType": MANIFEST, "digest": image.manifest_digest, "size": len(image.manifest), "platform": platform}
+        for platform, image in manifests
+    ]
+    return canonical({"schemaVersion": 2, "mediaType": INDEX, "manifests": listed})
+
+
+def write_blobs_layout(dest: Path, store: BlobStore, index: bytes, digests: Sequence[str]) -> None:
+    """Write `dest` as an OCI layout whose `index.json` is `index`, holding the blobs `digests` (from `store`);
+    built beside it and renamed into place."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     try:
         (tmp / "oci-layout").write_bytes(canonical({"imageLayoutVersion": "1.0.0"}))
-        (tmp / "index.json").write_bytes(index_json(image, ref, attached))
+        (tmp / "index.json").write_bytes(index)
         blobs = tmp / "blobs" / "sha256"
         blobs.mkdir(parents=True)
-        extra = [d for a in attached for d in (a.digest, *a.blobs)]
-        for digest in dict.fromkeys(
-            (image.manifest_digest, image.config_digest, *(layer.digest for layer in image.layers), *extra)
-        ):
+        for digest in dict.fromkeys(digests):
             target = blobs / digest.split(":", 1)[1]
             try:
                 os.link(store.path(digest), target)

@@ -91,6 +91,15 @@ if TYPE_CHECKING:
     help="Sign each image and its attachments with this cosign key (PREFIX.key, `tooldock keygen`): in the OCI "
     "layout, and in the registry with --push (passphrase: TOOLDOCK_SIGNING_PASSWORD, else a prompt).",
 )
+@click.option(
+    "--platform",
+    "platform_list",
+    default=None,
+    metavar="OS/ARCH[,OS/ARCH]",
+    help="Build for these platforms (linux/amd64, linux/arm64; default: this machine's). Several write one OCI "
+    "image index per namespace (one image per platform, each with the digest it has built alone); --load then "
+    "loads this machine's platform's image and --push pushes them all and the index.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per namespace on stdout.")
 def build(
     namespace_dirs: tuple[Path, ...],
@@ -104,6 +113,7 @@ def build(
     manager: bool,
     attach: bool,
     sign_key: Path | None,
+    platform_list: str | None,
     as_json: bool,
 ) -> None:
     """Build each NAMESPACE_DIR into its own reproducible OCI image, without a Docker daemon.
@@ -141,14 +151,33 @@ def build(
         raise click.UsageError("with several namespaces, --tar needs {namespace} in the file name")
     if sign_key is not None and engine == "docker":
         raise click.UsageError("--sign-key needs --engine oci")
+    from tooldock.builder.platforms import host
+    from tooldock.cli.platformbuild import build_indexes, check_build, platforms_option
+
+    platforms = platforms_option(platform_list)
+    check_build(
+        platforms,
+        engine=engine,
+        own_images=gateway or manager,
+        base_ref=base_ref,
+        tar=tar_path is not None,
+        push=push_to is not None,
+        sign=sign_key is not None,
+    )
+    single = platforms[0] if platforms is not None and len(platforms) == 1 and platforms[0] != host() else None
     from tooldock.cli.signing import private_key
 
     key = private_key(sign_key) if sign_key is not None else None  # asked once, before any build
     console = Console(stderr=True, highlight=False, soft_wrap=True)
-    builder = Builder(
-        BuildOptions(output=output, cache=_cache_dir(), base=base_ref, attach=attach),
-        say=lambda m: console.print(f"  {m}"),
-    )
+    options = BuildOptions(output=output, cache=_cache_dir(), base=base_ref, attach=attach, platform=single)
+    if platforms is not None and len(platforms) > 1:
+        failures = build_indexes(
+            options, platforms, namespace_dirs, console, load=load, push_to=push_to, key=key, as_json=as_json
+        )
+        if failures:
+            raise click.ClickException(f"{failures} of {len(namespace_dirs)} namespace(s) failed to build")
+        return
+    builder = Builder(options, say=lambda m: console.print(f"  {m}"))
     failures = 0
     jobs: list[str | Path] = [*(["gateway"] if gateway else []), *(["manager"] if manager else [])]
     for folder in [*jobs, *namespace_dirs]:
@@ -262,22 +291,29 @@ def _build_with_docker(builder: Builder, folder: Path, console: Console, as_json
     type=click.Path(file_okay=False, path_type=Path),
     help="Where to write the base image's OCI layout.",
 )
-def base(output: Path) -> None:
+@click.option(
+    "--platform",
+    "platform_list",
+    default=None,
+    metavar="OS/ARCH[,OS/ARCH]",
+    help="Build the base for these platforms (linux/amd64, linux/arm64; default: this machine's); several are "
+    "written as one OCI image index. Another architecture's packages are fetched with a private apt state "
+    "under the build cache.",
+)
+def base(output: Path, platform_list: str | None) -> None:
     """Build the minimal Python base image from pinned Debian packages (apt-get download + dpkg-deb -x).
 
-    Needs apt-get with up-to-date package lists; no Docker. Prints the image digest on stdout.
+    Needs apt-get with up-to-date package lists; no Docker. Prints the image digest (or, for several
+    platforms, the image index's digest) on stdout.
     """
-    from tooldock.builder.base import build_base
-    from tooldock.builder.blobs import BlobStore
-    from tooldock.builder.oci import write_layout
+    from tooldock.builder.platforms import host
+    from tooldock.cli.platformbuild import build_bases, platforms_option
 
-    store = BlobStore(_cache_dir())
     try:
-        image = build_base(store, _cache_dir())
+        digest = build_bases(_cache_dir(), output, platforms_option(platform_list) or [host()])
     except BuilderError as exc:
         raise click.ClickException(str(exc)) from None
-    write_layout(output, store, image, "base")
-    click.echo(image.manifest_digest)
+    click.echo(digest)
 
 
 @click.command()
@@ -295,7 +331,7 @@ def inspect(image: str, show: str | None, as_json: bool) -> None:
 
     IMAGE is an OCI layout directory written by `tooldock build` (e.g. build/oci/hello) or a registry reference
     HOST/REPOSITORY[:TAG][@sha256:...] pushed by `tooldock build --push`; in a registry they are found through
-    the referrers API, else the `sha256-<digest>` referrers tag, else cosign's `.sbom` / `.att` tags.
+    the referrers API, else the `sha256-<digest>` referrers tag, else cosign's `.sbom` tag.
     """
     import json
 
