@@ -54,6 +54,9 @@ for _name, _folder in (("TOOLDOCK_SECRETS_DIR", "secrets"), ("TOOLDOCK_AGE_KEY_F
     os.environ.setdefault(_name, str(_OWN_CONFIG / _folder))
 
 
+SUITE_STATE_KEY = "suite-state-key-for-replica-tests-0123456789"  # at least 32 bytes
+
+
 class Gateway:
     """A `tooldock serve` subprocess. Logs go to a file so tests can read what it said."""
 
@@ -67,6 +70,8 @@ class Gateway:
             "TOOLDOCK_STATE_DIR": str(STATE_DIR),
             **(env or {}),
         }
+        if self.env.get("TOOLDOCK_STATE_URL") and not self.env.get("TOOLDOCK_STATE_KEY"):
+            self.env["TOOLDOCK_STATE_KEY"] = SUITE_STATE_KEY  # replicas on one store share it (serve requires one)
         self.proc: subprocess.Popen[bytes] | None = None
         self.url = ""
 

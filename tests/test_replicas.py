@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import EXAMPLES, TOOLDOCK, Gateway
+from conftest import EXAMPLES, SUITE_STATE_KEY, TOOLDOCK, Gateway
 from rediskit import RedisServer, free_port
 from test_context_state import FILE as STATE_TOOLS
 from test_mcp_clients import mcp1_python  # noqa: F401  (a fixture: the SDK 1.x client's virtualenv)
@@ -109,7 +109,8 @@ def test_a_gateway_that_cannot_reach_its_redis_does_not_start(tmp_path):
     done = subprocess.run(
         [TOOLDOCK, "serve", str(tmp_path / "tools"), "--port", "0"],
         capture_output=True, text=True, timeout=60,
-        env={**Gateway(tmp_path / "tools", tmp_path / "log").env, "TOOLDOCK_STATE_URL": url},
+        env={**Gateway(tmp_path / "tools", tmp_path / "log").env, "TOOLDOCK_STATE_URL": url,
+             "TOOLDOCK_STATE_KEY": SUITE_STATE_KEY},
     )
     assert done.returncode == 1 and time.monotonic() - started < 30
     assert "TOOLDOCK_STATE_URL" in done.stderr and f"127.0.0.1:{port}" in done.stderr

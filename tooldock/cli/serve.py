@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import secrets
 import socket
 import subprocess
 import threading
@@ -159,6 +161,8 @@ def serve(
             raise click.ClickException(f"the manager {exc.message} (--manager-port)") from None
     if with_manager:
         shared_tokens()
+    if replicas > 1 and not (os.environ.get("TOOLDOCK_STATE_KEY") or os.environ.get("TOOLDOCK_STATE_KEY_FILE")):
+        os.environ["TOOLDOCK_STATE_KEY"] = secrets.token_urlsafe(32)  # one key for this run's replicas, not printed
     try:
         settings = Settings.from_env()
     except SettingsError as exc:

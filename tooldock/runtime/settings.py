@@ -90,6 +90,14 @@ def _metrics_token(env: dict[str, str]) -> str | None:
 def _state_keys(env: dict[str, str]) -> tuple[str, ...]:
     """TOOLDOCK_STATE_KEY: one secret, or several separated by commas (the first seals; all open, for rotation)."""
     raw = env.get("TOOLDOCK_STATE_KEY", "").strip()
+    if not raw and env.get("TOOLDOCK_STATE_URL", "").strip():
+        # Replicas seal requestState and mint session ids with it: without one shared key each replica would
+        # refuse what the others made (and a restarted gateway what it made itself).
+        raise SettingsError(
+            "TOOLDOCK_STATE_URL is set but TOOLDOCK_STATE_KEY is not: set TOOLDOCK_STATE_KEY (or "
+            "TOOLDOCK_STATE_KEY_FILE) to the same secret on every gateway replica sharing the store; generate "
+            'one with: python -c "import secrets; print(secrets.token_urlsafe(32))"'
+        )
     if not raw:
         return (secrets.token_urlsafe(32),)  # this run only: state minted here is refused by other processes
     keys = tuple(k.strip() for k in raw.split(","))

@@ -231,7 +231,9 @@ SETTINGS: tuple[EnvVar, ...] = (
         "one load balancer the same value, so a client's retry may reach any of them. Several keys separated by "
         "commas rotate it: the first seals, every one opens (`new,old`, then `new` once "
         "`TOOLDOCK_STATE_TTL_SECONDS` has passed). Unset: a key of this run only, so a retry after a restart (or at "
-        "another replica) is refused",
+        "another replica) is refused. Required when `TOOLDOCK_STATE_URL` is set (replicas also tag the ids of "
+        "2025-era MCP sessions with it: a replica adopts only sessions whose id a gateway with one of its keys "
+        "minted); `serve --replicas N` generates one for its replicas when it is unset",
     ),
     EnvVar(
         "TOOLDOCK_STATE_TTL_SECONDS",

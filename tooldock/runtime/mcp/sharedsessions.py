@@ -28,8 +28,7 @@ import contextlib
 import contextvars
 import json
 import logging
-import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +56,7 @@ from tooldock.runtime.access import key_of
 from tooldock.runtime.mcp.compat import Body
 from tooldock.runtime.mcp.events import ScopedSessionManager, SessionEvents
 from tooldock.runtime.mcp.results import error_object, state_error
+from tooldock.runtime.mcp.sessionids import SessionIds
 from tooldock.runtime.mcp.sessionsharing import SessionSharing, follow_changes
 from tooldock.runtime.mcp.sharedevents import TAIL_MARGIN, SharedEvents, session_events_key, stream_key
 from tooldock.runtime.mcp.sharednotices import GetStreams
@@ -141,10 +141,12 @@ class SharedSessionManager(ScopedSessionManager):
         tail_for: Callable[[], float],
         keep: int,
         get_streams: GetStreams,
+        ids: SessionIds,
         **kwargs: Any,
     ) -> None:
         super().__init__(app, **kwargs)
         self.sharing, self.tail_for, self.keep, self.get_streams = sharing, tail_for, keep, get_streams
+        self.ids = ids
         self.store, self.namespace, self.ttl = sharing.store, sharing.namespace, sharing.ttl
 
     def events_of(self, sid: str) -> EventStore | None:
@@ -210,7 +212,7 @@ class SharedSessionManager(ScopedSessionManager):
         if facts is None or body.disconnected:
             await super()._handle_stateful_request(scope, body.replay(), send)
             return
-        sid = uuid.uuid4().hex
+        sid = self.ids.new()
         await self.store.put(self._facts_key(sid), facts.dump(), self.ttl)
         token = NEXT_ID.set(sid)
         try:
@@ -235,6 +237,8 @@ class SharedSessionManager(ScopedSessionManager):
     async def _adopt_if_shared(self, sid: str, scope: Scope) -> None:
         """A session this replica does not hold: open it here when the store has its facts and the caller
         is the one it belongs to (else the SDK answers 404, as for any unknown session)."""
+        if not self.ids.genuine(sid):  # minted by a gateway without our keys: unknown here, as anywhere
+            return
         raw = await self.store.get(self._facts_key(sid))
         facts = Facts.load(raw) if raw is not None else None
         if facts is None or facts.key != _key_id(scope):
@@ -335,8 +339,11 @@ class Replication:
     SharedSessionManager's, their changing state a SessionSharing's, and two followers take what the other
     replicas' clients ended or changed."""
 
-    def __init__(self, store: Store, ttl: float, replica: str, engine: Any = None, keep: int = 100) -> None:
+    def __init__(
+        self, store: Store, ttl: float, replica: str, keys: Sequence[str], engine: Any = None, keep: int = 100
+    ) -> None:
         self.store, self.ttl, self.replica, self.engine, self.keep = store, ttl, replica, engine, keep
+        self.keys = tuple(keys)
         self._sharing: dict[str, SessionSharing] = {}
         self.get_streams = GetStreams(store, replica)
         self._managers: Mapping[str, Any] = {}
@@ -345,7 +352,9 @@ class Replication:
     def of(cls, engine: Any, settings: Any) -> Replication | None:
         """The hub's replication through the engine's state store; None when it is this process's alone."""
         store: Store = engine.admission.store
-        return cls(store, settings.session_ttl, replica_name(), engine, settings.event_buffer) if store.shared else None
+        if not store.shared:
+            return None
+        return cls(store, settings.session_ttl, replica_name(), settings.state_keys, engine, settings.event_buffer)
 
     def sharing_of(self, namespace: str) -> SessionSharing:
         if namespace not in self._sharing:
@@ -358,7 +367,12 @@ class Replication:
 
         sharing = self.sharing_of(namespace)
         return SharedSessionManager(
-            sharing=sharing, tail_for=tail_for, keep=self.keep, get_streams=self.get_streams, **options
+            sharing=sharing,
+            tail_for=tail_for,
+            keep=self.keep,
+            get_streams=self.get_streams,
+            ids=SessionIds(self.keys, namespace),
+            **options,
         )
 
     async def reloaded(self, namespace: str) -> None:
