@@ -1,9 +1,12 @@
 """Signatures in cosign's format (issue 61): `tooldock keygen` / `sign` / `verify`, checked by a reader that is not
 ToolDock's own: Debian's skopeo (Debian 13's 1.18, set up by scripts/skopeo-sigstore: Debian 12's is built with
 sigstore disabled) with a `sigstoreSigned` policy against the loopback docker-registry accepts a signed image
-and refuses an unsigned one, another key's and a tampered signature. The key file is cosign's encrypted format
-(cosign's own test key decrypts). Signed-only mode: `tooldock deploy` refuses an unsigned image and runs a
-signed one pulled from the registry."""
+and refuses an unsigned one, another key's and a tampered signature. The SBOM and provenance attestations
+(in-toto statements in DSSE envelopes under cosign's `.att` tag) are read from the registry with skopeo and
+their signatures checked by the DSSE spec's algorithm written here with `cryptography`, and by
+securesystemslib's DSSE verifier. The key file is cosign's encrypted format (cosign's own test key decrypts).
+Signed-only mode: `tooldock deploy` refuses an unsigned image and runs a signed one pulled from the
+registry."""
 
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from conftest import EXAMPLES, STATE_DIR, require, tooldock_cli
 PASSWORD = "correct horse"
 ENV = {"TOOLDOCK_SIGNING_PASSWORD": PASSWORD}
 SBOM, PROVENANCE = "application/vnd.cyclonedx+json", "application/vnd.in-toto+json"
+DSSE, CYCLONEDX, SLSA = "application/vnd.dsse.envelope.v1+json", "https://cyclonedx.org/bom", "https://slsa.dev/provenance/v1"
 
 # cosign's own test vector (sigstore/cosign, pkg/cosign/keys_test.go, `pemsigstorekey`, Apache-2.0): an ECDSA
 # P-256 key encrypted by cosign with the passphrase "hello".
@@ -146,29 +150,102 @@ def test_skopeo_verifies_the_signed_image_and_refuses_unsigned_and_another_key(s
     assert "verified " + signed["digest"] in either.stdout
 
 
+def skopeo_dir(ref: str, dest: Path) -> tuple[dict, Path]:
+    """`skopeo copy` of one manifest and its blobs from the loopback registry to a `dir:`: (manifest, dir)."""
+    subprocess.run(["skopeo", "copy", "--src-tls-verify=false", f"docker://{ref}", f"dir:{dest}"], check=True,
+                   capture_output=True, timeout=120)
+    return json.loads((dest / "manifest.json").read_text()), dest
+
+
+def dsse_statement(envelope: dict, pub: Path) -> dict:
+    """The statement of a DSSE envelope whose signature `pub` checks, by the DSSE spec (protocol.md: the signature
+    is over PAE(type, body) = "DSSEv1" SP LEN(type) SP type SP LEN(body) SP body), with `cryptography` alone."""
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    body, kind = base64.b64decode(envelope["payload"]), envelope["payloadType"].encode()
+    pae = b"DSSEv1 %d %s %d %s" % (len(kind), kind, len(body), body)
+    key = serialization.load_pem_public_key(pub.read_bytes())
+    assert isinstance(key, ec.EllipticCurvePublicKey)
+    key.verify(base64.b64decode(envelope["signatures"][0]["sig"]), pae, ec.ECDSA(hashes.SHA256()))
+    return json.loads(body)
+
+
+def sslib_verifies(envelope: dict, pub: Path) -> bool:
+    """securesystemslib's DSSE verifier (it matches signatures to keys by keyid: cosign's is empty)."""
+    from cryptography.hazmat.primitives import serialization
+    from securesystemslib.dsse import Envelope
+    from securesystemslib.exceptions import VerificationError
+    from securesystemslib.signer import SSlibKey
+
+    made = SSlibKey.from_crypto(serialization.load_pem_public_key(pub.read_bytes()))  # type: ignore[arg-type]
+    key = SSlibKey("", made.keytype, made.scheme, made.keyval)
+    try:
+        Envelope.from_dict(json.loads(json.dumps(envelope))).verify([key], 1)
+        return True
+    except VerificationError:
+        return False
+
+
+def test_attestations_are_dsse_envelopes_in_cosigns_att_tag_checked_by_independent_readers(signed, keys, registry,
+                                                                                           tmp_path):
+    """The `.att` manifest and the attached documents read with skopeo from the registry; each envelope checked by
+    the DSSE spec's algorithm and by securesystemslib; subject: the digest skopeo reports; predicates: the
+    attached SBOM and provenance (as skopeo reads them, from the `.sbom` tag and the referrers index)."""
+    require("skopeo")
+    digest = json.loads(subprocess.run(["skopeo", "inspect", "--tls-verify=false", f"docker://{signed['ref']}"],
+                                       capture_output=True, text=True, check=True).stdout)["Digest"]
+    assert digest == signed["digest"]
+    repo, hexa = signed["ref"].rsplit(":", 1)[0], digest.split(":")[1]
+    manifest, att = skopeo_dir(f"{repo}:sha256-{hexa}.att", tmp_path / "att")
+    assert [layer["mediaType"] for layer in manifest["layers"]] == [DSSE, DSSE]
+    assert sorted(layer["annotations"]["predicateType"] for layer in manifest["layers"]) == [CYCLONEDX, SLSA]
+    assert all(layer["annotations"]["dev.cosignproject.cosign/signature"] == "" for layer in manifest["layers"])
+    sbom_manifest, sbom_dir = skopeo_dir(f"{repo}:sha256-{hexa}.sbom", tmp_path / "sbom")
+    sbom = json.loads((sbom_dir / sbom_manifest["layers"][0]["digest"].split(":")[1]).read_bytes())
+    index = json.loads(subprocess.run(["skopeo", "inspect", "--raw", "--tls-verify=false",
+                                       f"docker://{repo}:sha256-{hexa}"], capture_output=True, text=True,
+                                      check=True).stdout)
+    prov_digest = next(m["digest"] for m in index["manifests"] if m["artifactType"] == PROVENANCE)
+    prov_manifest, prov_dir = skopeo_dir(f"{repo}@{prov_digest}", tmp_path / "prov")
+    provenance = json.loads((prov_dir / prov_manifest["layers"][0]["digest"].split(":")[1]).read_bytes())
+    expected = {CYCLONEDX: sbom, SLSA: provenance["predicate"]}
+    for layer in manifest["layers"]:
+        envelope = json.loads((att / layer["digest"].split(":")[1]).read_bytes())
+        assert envelope["payloadType"] == "application/vnd.in-toto+json"
+        statement = dsse_statement(envelope, keys / "ci.pub")
+        assert statement["_type"] == "https://in-toto.io/Statement/v1"
+        assert statement["predicateType"] == layer["annotations"]["predicateType"]
+        assert statement["subject"][0]["digest"] == {"sha256": hexa}
+        assert statement["predicate"] == expected[statement["predicateType"]]
+        assert sslib_verifies(envelope, keys / "ci.pub") and not sslib_verifies(envelope, keys / "other.pub")
+    tags = subprocess.run(["skopeo", "list-tags", "--tls-verify=false", f"docker://{repo}"], capture_output=True,
+                          text=True, check=True).stdout
+    assert set(json.loads(tags)["Tags"]) >= {f"sha256-{hexa}{s}" for s in ("", ".sig", ".att", ".sbom")}
+
+
 def test_a_tampered_signature_is_refused_by_skopeo_and_tooldock(signed, keys, registry, tmp_path):
     """The same image pushed to a third repository, given (1) the signed payload edited to name that repository,
     with the original signature; (2) a valid signature by the right key of another digest."""
     from tooldock.builder.cosignkey import load_private
-    from tooldock.builder.signing import RegistryPlace
-    from tooldock.builder.simplesigning import Signature, sign
+    from tooldock.builder.places import RegistryPlace
+    from tooldock.builder.simplesigning import Signature, as_layers, sign, signatures_of
 
     cli("build", str(signed["tmp"] / "basic-tool"), "-o", str(tmp_path / "t"), "--push", f"{registry}/tampered")
     ref = f"{registry}/tampered/basic-tool:latest"
     source, target = RegistryPlace(signed["ref"]), RegistryPlace(ref)
     assert target.digest == source.digest == signed["digest"]  # reproducible: the same image bytes
-    real = source.signatures(source.digest)[0]
+    real = signatures_of(source.read("sig"))[0]
     edited = json.loads(real.payload)
     edited["critical"]["identity"]["docker-reference"] = target.identity
-    target.write_signatures(target.digest, [Signature(json.dumps(edited, separators=(",", ":")).encode(),
-                                                      real.b64sig)])
+    target.write("sig", as_layers([Signature(json.dumps(edited, separators=(",", ":")).encode(), real.b64sig)]))
     ok, err = skopeo_accepts(registry, ref, keys / "ci.pub", tmp_path)
     assert not ok and "signature" in err, err
     proc = cli("verify", ref, "--key", str(keys / "ci.pub"), check=False)
     assert proc.returncode == 4 and "altered" in proc.stderr
     key = load_private(keys / "ci.key", PASSWORD.encode())
     other_digest = "sha256:" + "0" * 64
-    target.write_signatures(target.digest, [sign(key, target.identity, other_digest)])
+    target.write("sig", as_layers([sign(key, target.identity, other_digest)]))
     ok, err = skopeo_accepts(registry, ref, keys / "ci.pub", tmp_path)
     assert not ok and "digest" in err.lower(), err
     proc = cli("verify", ref, "--key", str(keys / "ci.pub"), check=False)
@@ -185,18 +262,65 @@ def test_a_layout_is_signed_in_its_index_and_verified(signed, keys, tmp_path):
     cli("sign", str(fresh), "--key", str(keys / "other.key"))
     cli("sign", str(fresh), "--key", str(keys / "ci.key"))
     cli("sign", str(fresh), "--key", str(keys / "ci.key"))  # again: the same signature is not added twice
+    hexa = signed["digest"].split(":")[1]
     index = json.loads((fresh / "index.json").read_text())
-    names = [m.get("annotations", {}).get("org.opencontainers.image.ref.name") for m in index["manifests"]]
-    assert names[0] == "latest" and names.count(f"sha256-{signed['digest'].split(':')[1]}.sig") == 1
-    sig = next(m for m in index["manifests"] if (m.get("annotations") or {}).get(
-        "org.opencontainers.image.ref.name", "").startswith(f"sha256-{signed['digest'].split(':')[1]}"))
-    manifest = json.loads((fresh / "blobs" / sig["digest"].replace(":", "/")).read_bytes())
-    assert [layer["mediaType"] for layer in manifest["layers"]] == ["application/vnd.dev.cosign.simplesigning.v1+json"] * 2
-    assert all(layer["annotations"]["dev.cosignproject.cosign/signature"] for layer in manifest["layers"])
+    named = {m.get("annotations", {}).get("org.opencontainers.image.ref.name"): m for m in index["manifests"]}
+    assert next(iter(named)) == "latest" and f"sha256-{hexa}.sig" in named
+    # cosign's own layouts mark each entry's kind (what `cosign verify --local-image` looks for)
+    kinds = [(m.get("annotations") or {}).get("kind") for m in index["manifests"]]
+    assert kinds == ["dev.cosignproject.cosign/image", None, None, "dev.cosignproject.cosign/sigs",
+                     "dev.cosignproject.cosign/atts"]
+    blob = lambda d: json.loads((fresh / "blobs" / d.replace(":", "/")).read_bytes())  # noqa: E731
+    sig, att = blob(named[f"sha256-{hexa}.sig"]["digest"]), blob(named[f"sha256-{hexa}.att"]["digest"])
+    assert [layer["mediaType"] for layer in sig["layers"]] == ["application/vnd.dev.cosign.simplesigning.v1+json"] * 2
+    assert all(layer["annotations"]["dev.cosignproject.cosign/signature"] for layer in sig["layers"])
+    # one attestation per key and document: signing again with ci.key replaced its own
+    assert sorted(layer["annotations"]["predicateType"] for layer in att["layers"]) == [CYCLONEDX] * 2 + [SLSA] * 2
     for pub in ("ci.pub", "other.pub"):
         listing = cli("verify", str(fresh), "--key", str(keys / pub)).stdout
-        assert SBOM in listing and PROVENANCE in listing
+        assert SBOM in listing and PROVENANCE in listing and CYCLONEDX in listing
     assert SBOM in cli("inspect", str(fresh)).stdout  # the layout, signatures and all, is still read by inspect
+
+
+def test_an_altered_or_missing_attestation_is_refused(signed, keys, tmp_path):
+    """On copies of the signed layout: the SBOM's attestation with its statement edited (signature kept), one
+    validly signed about another image, one holding another SBOM, and none at all."""
+    from tooldock.builder.cosignkey import load_private
+    from tooldock.builder.dsse import CYCLONEDX as SBOM_TYPE
+    from tooldock.builder.dsse import Attestation, attest, statement
+    from tooldock.builder.places import LayoutPlace
+
+    key = load_private(keys / "ci.key", PASSWORD.encode())
+    here = LayoutPlace(signed["layout"])
+    manifest, blobs = here.read("att")
+    envelopes = {layer["annotations"]["predicateType"]: json.loads(blobs[layer["digest"]]) for layer in
+                 manifest["layers"]}
+    sbom = dsse_statement(envelopes[CYCLONEDX], keys / "ci.pub")["predicate"]
+    edited = dict(envelopes[CYCLONEDX])
+    changed = {**sbom, "components": sbom["components"][1:]}
+    edited["payload"] = base64.b64encode(statement(SBOM_TYPE, changed, here.identity, here.digest)).decode()
+    provenance = Attestation(json.dumps(envelopes[SLSA]).encode(), SLSA)
+    cases = {
+        "altered": Attestation(json.dumps(edited).encode(), CYCLONEDX),
+        "not the image": attest(key, SBOM_TYPE, statement(SBOM_TYPE, sbom, here.identity, "sha256:" + "1" * 64)),
+        "differs from the attached document": attest(key, SBOM_TYPE,
+                                                     statement(SBOM_TYPE, changed, here.identity, here.digest)),
+    }
+    for i, (said, attestation) in enumerate(cases.items()):
+        copy = tmp_path / str(i)
+        shutil.copytree(signed["layout"], copy)
+        LayoutPlace(copy).write("att", [(a.layer(), a.envelope) for a in (attestation, provenance)])
+        proc = cli("verify", str(copy), "--key", str(keys / "ci.pub"), check=False)
+        assert proc.returncode == 4 and "has no valid attestation" in proc.stderr and said in proc.stderr, proc.stderr
+    bare = tmp_path / "bare"
+    shutil.copytree(signed["layout"], bare)
+    index = json.loads((bare / "index.json").read_text())
+    index["manifests"] = [m for m in index["manifests"] if not m.get("annotations", {}).get(
+        "org.opencontainers.image.ref.name", "").endswith(".att")]
+    (bare / "index.json").write_text(json.dumps(index))
+    proc = cli("verify", str(bare), "--key", str(keys / "ci.pub"), check=False)
+    assert proc.returncode == 3 and "has no attestation" in proc.stderr and "tooldock sign" in proc.stderr
+    assert cli("verify", str(bare), "--key", str(keys / "ci.pub"), "--image-only").returncode == 0
 
 
 def test_signed_only_mode_refuses_unsigned_and_runs_signed(signed, keys, registry, docker_host):

@@ -26,8 +26,10 @@ SBOM = "application/vnd.cyclonedx+json"
 EMPTY = "application/vnd.oci.empty.v1+json"
 EMPTY_DIGEST = "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"  # of b"{}"
 TITLE = "org.opencontainers.image.title"
-# artifactType -> (file name in the artifact, the cosign-style tag suffix used when a registry has no referrers API)
-KINDS: dict[str, tuple[str, str]] = {SBOM: ("sbom.cdx.json", "sbom"), PROVENANCE: ("provenance.intoto.json", "att")}
+# artifactType -> (file name in the artifact, cosign's tag suffix for it when a registry has no referrers API: `.sbom`
+# as `cosign attach sbom` writes; none for the provenance, whose cosign tag would be `.att`, which holds the signed
+# attestations (dsse.py): it is found through the referrers API or the `sha256-<hex>` referrers tag)
+KINDS: dict[str, tuple[str, str]] = {SBOM: ("sbom.cdx.json", "sbom"), PROVENANCE: ("provenance.intoto.json", "")}
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from typing import Any
 
 from tooldock.builder.attach import PROVENANCE
 from tooldock.builder.build import Builder, BuildOptions
-from tooldock.builder.signing import place
+from tooldock.builder.places import place
 from tooldock.errors import BuilderError
 
 DEFAULT_BASE = "tooldock base"

@@ -4,8 +4,9 @@ Pushing: each artifact manifest is PUT by digest. A registry with the referrers 
 `OCI-Subject` response header and lists it under `GET /v2/<repo>/referrers/<digest>` by itself. Without
 it (Distribution 2.x, Debian's docker-registry), ToolDock falls back as the clients do: the OCI 1.1
 referrers tag schema (an index tagged `sha256-<hex>` listing the artifacts, which oras reads) and
-cosign's tags (`sha256-<hex>.sbom`, `sha256-<hex>.att`).
-Finding: the referrers API first, then the `sha256-<hex>` index, then the cosign tags.
+cosign's tag for an attached SBOM (`sha256-<hex>.sbom`, as `cosign attach sbom` writes). cosign's `.att` tag is
+for signed attestations (DSSE envelopes, written by `tooldock sign`: signing.py), not for the plain provenance.
+Finding: the referrers API first, then the `sha256-<hex>` index, then the `.sbom` tag.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def _client(host: str) -> httpx.Client:
 
 
 def fallback_tag(subject: str, suffix: str = "") -> str:
-    """`sha256-<hex>` (the OCI referrers tag schema), or with `.sbom` / `.att` (cosign's tags)."""
+    """`sha256-<hex>` (the OCI referrers tag schema), or with a suffix (cosign's tags: `.sig`, `.att`, `.sbom`)."""
     return subject.replace(":", "-") + (f".{suffix}" if suffix else "")
 
 
@@ -54,6 +55,8 @@ def push_referrers(store: BlobStore, attached: list[Artifact], target: str, name
             if api:
                 return "referrers API"
             for a in attached:
+                if not KINDS[a.artifact_type][1]:
+                    continue
                 tag = fallback_tag(subject, KINDS[a.artifact_type][1])
                 put = client.put(f"{base}/manifests/{tag}", content=a.manifest, headers={"Content-Type": MANIFEST})
                 if put.status_code != 201:
@@ -61,7 +64,7 @@ def push_referrers(store: BlobStore, attached: list[Artifact], target: str, name
             _update_referrers_index(client, base, subject, attached)
     except httpx.HTTPError as exc:
         raise RegistryError(f"cannot reach registry {host}: {exc}") from None
-    return f"tags {fallback_tag(subject)} (OCI referrers tag schema), .sbom and .att (cosign)"
+    return f"tags {fallback_tag(subject)} (OCI referrers tag schema) and .sbom (cosign)"
 
 
 def _update_referrers_index(client: httpx.Client, base: str, subject: str, attached: list[Artifact]) -> None:
@@ -111,6 +114,8 @@ class RemoteImage:
                     return _found(_json(index).get("manifests", []), f"tag {fallback_tag(self.digest)}")
                 found = []
                 for artifact_type, (_, suffix) in KINDS.items():
+                    if not suffix:
+                        continue
                     tagged = self._get(client, f"manifests/{fallback_tag(self.digest, suffix)}")
                     if tagged is not None:
                         kind = _json(tagged).get("artifactType") or artifact_type

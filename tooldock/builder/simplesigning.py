@@ -4,9 +4,9 @@ A signature of the manifest `sha256:<hex>` in repository R is the JSON payload
 `{"critical":{"identity":{"docker-reference":R},"image":{"docker-manifest-digest":...},"type":"cosign container
 image signature"},"optional":null}` signed with ECDSA P-256 over SHA-256 (ASN.1 DER, base64). cosign stores it
 as one layer (media type `application/vnd.dev.cosign.simplesigning.v1+json`, the payload's bytes) of an image
-manifest tagged `sha256-<hex>.sig`, the signature in the layer's `dev.cosignproject.cosign/signature`
-annotation; more signatures are more layers of the same manifest. containers/image (skopeo, podman) reads the
-same tag for its `sigstoreSigned` policy.
+manifest tagged `sha256-<hex>.sig` (places.py), the signature in the layer's `dev.cosignproject.cosign/signature`
+annotation (sigstore/cosign pkg/oci/static/signature.go); more signatures are more layers of the same manifest.
+containers/image (skopeo, podman) reads the same tag for its `sigstoreSigned` policy.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from tooldock.builder.blobs import sha256_hex
 from tooldock.builder.cosignkey import BadSignature, key_id
-from tooldock.builder.oci import CONFIG, MANIFEST
 
 LAYER = "application/vnd.dev.cosign.simplesigning.v1+json"
 ANNOTATION = "dev.cosignproject.cosign/signature"
@@ -63,35 +62,21 @@ def sign(key: ec.EllipticCurvePrivateKey, repository: str, digest: str) -> Signa
     return Signature(body, base64.b64encode(key.sign(body, ec.ECDSA(hashes.SHA256()))).decode())
 
 
-def sig_manifest(signatures: list[Signature]) -> tuple[bytes, bytes]:
-    """(manifest, config) of the `.sig` artifact holding `signatures`, as cosign builds it."""
-    config = json.dumps(
-        {
-            "architecture": "",
-            "created": "0001-01-01T00:00:00Z",
-            "history": [{"created": "0001-01-01T00:00:00Z"}],
-            "os": "",
-            "rootfs": {"type": "layers", "diff_ids": [s.layer()["digest"] for s in signatures]},
-            "config": {},
-        },
-        separators=(",", ":"),
-    ).encode()
-    manifest = {
-        "schemaVersion": 2,
-        "mediaType": MANIFEST,
-        "config": {"mediaType": CONFIG, "size": len(config), "digest": f"sha256:{sha256_hex(config)}"},
-        "layers": [s.layer() for s in signatures],
-    }
-    return json.dumps(manifest, separators=(",", ":")).encode(), config
-
-
-def layers_of(manifest: dict[str, Any]) -> list[tuple[str, str]]:
-    """(payload digest, base64 signature) of each simple-signing layer of a `.sig` manifest."""
+def signatures_of(tagged: tuple[dict[str, Any], dict[str, bytes]] | None) -> list[Signature]:
+    """The signatures of a `.sig` artifact as read (places.Place.read): its simple-signing layers."""
+    if tagged is None:
+        return []
+    manifest, blobs = tagged
     return [
-        (layer["digest"], (layer.get("annotations") or {}).get(ANNOTATION, ""))
+        Signature(blobs[layer["digest"]], (layer.get("annotations") or {}).get(ANNOTATION, ""))
         for layer in manifest.get("layers") or []
-        if layer.get("mediaType") == LAYER
+        if layer.get("mediaType") == LAYER and layer.get("digest") in blobs
     ]
+
+
+def as_layers(signatures: list[Signature]) -> list[tuple[dict[str, Any], bytes]]:
+    """(descriptor, blob) of each signature, to write as a `.sig` artifact (places.Place.write)."""
+    return [(s.layer(), s.payload) for s in signatures]
 
 
 def check(signature: Signature, keys: list[ec.EllipticCurvePublicKey], digest: str) -> str:

@@ -81,7 +81,8 @@ def keygen(prefix: Path, force: bool) -> None:
     help="The private key file (PREFIX.key from `tooldock keygen` or `cosign generate-key-pair`).",
 )
 def sign(image: str, key_path: Path) -> None:
-    """Sign IMAGE, and its attached SBOM and provenance, in cosign's format (sha256-<digest>.sig).
+    """Sign IMAGE in cosign's format (sha256-<digest>.sig) and attest its attached SBOM and provenance
+    (in-toto statements in DSSE envelopes, sha256-<digest>.att, as `cosign attest` writes them).
 
     IMAGE is an OCI layout directory (the signatures go into its index.json) or a registry reference
     HOST/REPOSITORY[:TAG][@sha256:...] (pushed as tags next to the image). The passphrase comes from
@@ -95,7 +96,8 @@ def sign(image: str, key_path: Path) -> None:
         signed = sign_image(image, key)
     except SigningError as exc:
         raise signing_failed(exc) from None
-    click.echo(f"signed {signed[0]}" + (f" and {len(signed) - 1} attached artifact(s)" if len(signed) > 1 else ""))
+    attested = f"; attested {len(signed) - 1} attached document(s) (sha256-…att)" if len(signed) > 1 else ""
+    click.echo(f"signed {signed[0]}{attested}")
 
 
 def public_keys(paths: tuple[Path, ...]) -> list[ec.EllipticCurvePublicKey]:
@@ -116,7 +118,7 @@ def public_keys(paths: tuple[Path, ...]) -> list[ec.EllipticCurvePublicKey]:
     type=click.Path(dir_okay=False, path_type=Path),
     help="A public key (PREFIX.pub); repeat for several: one valid signature by any of them is enough.",
 )
-@click.option("--image-only", is_flag=True, help="Check the image's signature only, not its attachments'.")
+@click.option("--image-only", is_flag=True, help="Check the image's signature only, not its attestations.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was verified as one JSON object.")
 @click.option(
     "--rebuild",
@@ -128,13 +130,13 @@ def public_keys(paths: tuple[Path, ...]) -> list[ec.EllipticCurvePublicKey]:
     "check that the digest is IMAGE's (exit 6 when it differs, naming the inputs that differ).",
 )
 def verify(image: str, key_paths: tuple[Path, ...], image_only: bool, as_json: bool, rebuild_dir: Path | None) -> None:
-    """Verify IMAGE's cosign signature with --key, and that its attached SBOM and provenance are signed and
-    refer to it.
+    """Verify IMAGE's cosign signature with --key, and the attestations of its attached SBOM and provenance
+    (signed by one of the keys, about IMAGE, holding the attached document).
 
     IMAGE: an OCI layout directory or a registry reference. With --rebuild NAMESPACE_DIR, also rebuild the
     namespace from the provenance's parameters with a fresh cache and compare digests (--key then optional).
-    Exit codes: 3 not signed, 4 no valid signature by the given key(s) (another key, or altered), 6 the
-    rebuild's digest differs, 1 other errors.
+    Exit codes: 3 not signed (or an attached document not attested), 4 no valid signature or attestation by
+    the given key(s) (another key, or altered), 6 the rebuild's digest differs, 1 other errors.
     """
     import json
 
@@ -159,7 +161,7 @@ def verify(image: str, key_paths: tuple[Path, ...], image_only: bool, as_json: b
         return
     click.echo(f"verified {result.digest}: signed by {result.signer}")
     for a in result.attached:
-        click.echo(f"  {a['artifactType']:34} {a['digest']} signed by {a['signer']}, refers to the image")
+        click.echo(f"  {a['artifactType']:34} {a['digest']} attested ({a['predicateType']}) by {a['signer']}")
 
 
 def _rebuild(image: str, folder: Path) -> str:
