@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/build.py
     .venv/bin/python bench/build.py --attachments   # what the SBOM, provenance and signing add (no Docker needed)
+    .venv/bin/python bench/build.py --platforms     # one platform against linux/amd64,linux/arm64 (no Docker)
 
 For each route: a cold build of examples/multi-tool (empty build cache; the base image is prepared once
 beforehand and given to both with --base), a rebuild with nothing changed, and a rebuild after editing
@@ -13,6 +14,11 @@ it starts with no bridge network). Everything stays on this machine.
 (the default) and with them signed (`--sign-key`, a key from `tooldock keygen`), each from a build cache
 holding only the default base (cold), then again (warm), then after a one-file edit; the table gives
 wall-clock seconds and the builder's own `attest` time, and the attachments' sizes.
+
+`--platforms`: examples/async-tool built for this machine's platform alone and for linux/amd64,linux/arm64 (one
+image index), each from a build cache holding only this machine's base (cold: the arm64 base, from downloading
+its Debian packages on, is part of it; uv's own cache is warmed first), then again (warm), then after a one-file
+edit; with the cold build's stages per platform.
 """
 
 from __future__ import annotations
@@ -127,9 +133,52 @@ def attachments() -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def platforms() -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="tooldock-bench-platforms-"))
+    try:
+        seed = tmp / "seed"  # this machine's base, built once: a cold build below starts from it, as in CI
+        subprocess.run([TOOLDOCK, "base", "--output", str(tmp / "base")], check=True, stdout=subprocess.DEVNULL,
+                       env={**os.environ, "TOOLDOCK_CACHE_DIR": str(seed)})
+        warmup = tmp / "warmup" / "async-tool"  # fills uv's own cache for both platforms: no wheel is downloaded
+        shutil.copytree(ROOT / "examples" / "async-tool", warmup, ignore=shutil.ignore_patterns("__pycache__"))
+        run([str(warmup), "--output", str(tmp / "warmup" / "out"), "--platform", "linux/amd64,linux/arm64"],
+            {**os.environ, "TOOLDOCK_CACHE_DIR": str(tmp / "warmup" / "cache")})
+        variants = {"one platform": [], "linux/amd64,linux/arm64": ["--platform", "linux/amd64,linux/arm64"]}
+        setups, timings = {}, {}
+        for n, (name, flags) in enumerate(variants.items()):
+            src = tmp / str(n) / "async-tool"
+            shutil.copytree(ROOT / "examples" / "async-tool", src,
+                            ignore=shutil.ignore_patterns("__pycache__", "requirements*.lock"))
+            shutil.copytree(seed, tmp / str(n) / "cache", symlinks=True)
+            env = {**os.environ, "TOOLDOCK_CACHE_DIR": str(tmp / str(n) / "cache")}
+            setups[name] = (src, [str(src), "--output", str(tmp / str(n) / "out"), *flags], env)
+            timings[name] = []
+        for step in ("cold", "warm", "edit"):
+            for name, (src, args, env) in setups.items():
+                if step == "edit":
+                    tool = src / "weather.py"
+                    tool.write_text(tool.read_text() + f"\n# {uuid.uuid4()}\n")
+                timings[name].append(run(args, env))
+        table = Table(title="tooldock build examples/async-tool: one platform and two (an image index)")
+        for column in ("", "cold s", "warm s", "edit one file s"):
+            table.add_column(column, justify="left" if not column else "right")
+        for name, steps in timings.items():
+            table.add_row(name, *(f"{t[0]:.2f}" for t in steps))
+        Console(width=140).print(table)
+        one, two = timings.values()
+        print("cold, one platform (ms):", ", ".join(f"{k} {v:.0f}" for k, v in one[0][1]["timings_ms"].items()))
+        for name, result in two[0][1]["platforms"].items():
+            print(f"cold, {name} in the index (ms):", ", ".join(f"{k} {v:.0f}" for k, v in result["timings_ms"].items()))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main() -> None:
     if "--attachments" in sys.argv[1:]:
         attachments()
+        return
+    if "--platforms" in sys.argv[1:]:
+        platforms()
         return
     import docker
 

@@ -2,9 +2,9 @@
 binfmt_misc for aarch64 ELF files with the F (fix-binary) flag, so the emulator is opened once at
 registration and works inside containers too (`docker run --platform linux/arm64`).
 
-`arm64_emulation()` registers the handler when it is missing (mounting binfmt_misc first if needed), and
-skips the test with the reason when it cannot (not root, no qemu-user-static, no binfmt_misc); under CI=true
-it fails instead. scripts/test installs qemu-user-static.
+The session fixture `arm64_emulation` (import it into a test module) registers the handler when it is missing
+(mounting binfmt_misc first if needed), and skips the test with the reason when it cannot (not root, no
+qemu-user-static, no binfmt_misc); under CI=true it fails instead. scripts/test installs qemu-user-static.
 """
 
 from __future__ import annotations
@@ -35,8 +35,14 @@ def _flags() -> str:
     return ""
 
 
+@pytest.fixture(scope="session")
 def arm64_emulation() -> None:
-    """Make sure aarch64 binaries run here through qemu (binfmt_misc, fix-binary), or skip saying why."""
+    """aarch64 binaries run here through qemu (binfmt_misc, fix-binary), or the test skips saying why."""
+    register_aarch64()
+
+
+def register_aarch64() -> None:
+    """Register qemu-aarch64 with binfmt_misc (flag F) unless it is; skip (CI=true: fail) when that cannot be."""
     if HANDLER.is_file() and (HANDLER.read_text().startswith("enabled") and "F" in _flags()):
         return
     conf = next((c for c in CONFS if c.is_file()), None)

@@ -55,27 +55,35 @@ def update(cache: Path, arch: str) -> None:
         )
 
 
-def download(pin: str, debs: Path, cache: Path, arch: str) -> None:
-    """`apt-get download NAME=VERSION` of `arch`'s package into `debs`; the lists fetched first when there are
-    none, and fetched again once if the version is not in them."""
+def _get(pins: list[str], debs: Path, cache: Path, arch: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["apt-get", "-q", *apt_options(cache, arch), "download", *pins],
+        cwd=debs,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+
+
+def download(pins: list[str], debs: Path, cache: Path, arch: str) -> None:
+    """`apt-get download NAME=VERSION...` of `arch`'s packages into `debs`, in one run; the lists fetched first
+    when there are none, and fetched again once if a version is not in them."""
+    if not pins:
+        return
     if not _has_lists(cache, arch):
         update(cache, arch)
-    for attempt in (1, 2):
-        proc = subprocess.run(
-            ["apt-get", "-q", *apt_options(cache, arch), "download", pin],
-            cwd=debs,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        if proc.returncode == 0:
-            return
-        if attempt == 1:
-            update(cache, arch)
-    name, _, version = pin.partition("=")
-    raise ForeignPackageError(
-        f"the base's package {name} {version} is not available for {arch} "
-        f"(apt-get download {pin} for {arch}: {proc.stderr.strip()[-400:]}).\n"
-        f"The pins in tooldock/templates/base/packages.txt are shared by every architecture: update them to "
-        f"versions the archive has for {arch}, or leave linux/{arch} out of --platform."
-    )
+    if _get(pins, debs, cache, arch).returncode == 0:
+        return
+    update(cache, arch)
+    if _get(pins, debs, cache, arch).returncode == 0:
+        return
+    for pin in pins:  # which one: each alone
+        proc = _get([pin], debs, cache, arch)
+        if proc.returncode != 0:
+            name, _, version = pin.partition("=")
+            raise ForeignPackageError(
+                f"the base's package {name} {version} is not available for {arch} "
+                f"(apt-get download {pin} for {arch}: {proc.stderr.strip()[-400:]}).\n"
+                f"The pins in tooldock/templates/base/packages.txt are shared by every architecture: update them "
+                f"to versions the archive has for {arch}, or leave linux/{arch} out of --platform."
+            )

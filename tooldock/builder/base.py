@@ -123,11 +123,19 @@ def _matching(debs: Path, name: str, version: str, arch: str | None) -> list[Pat
     return found
 
 
+def _split(pin: str) -> tuple[str, str]:
+    name, _, version = pin.partition("=")
+    return name, version
+
+
 def _download(packages: list[str], debs: Path, foreign: str | None = None, cache: Path | None = None) -> list[Path]:
     """The pinned .deb files, downloaded into `debs` when missing: this machine's architecture's with its own
     apt (`apt-get update` is the user's), or `foreign`'s through a private apt state in `cache` (aptarch.py)."""
     debs.mkdir(parents=True, exist_ok=True)
     arch = foreign or _ARCH.get(platform.machine(), (None,))[0]
+    if foreign is not None:  # another architecture's, all missing ones in one apt-get run
+        missing = [pin for pin in packages if not _matching(debs, *_split(pin), arch)]
+        aptarch.download(missing, debs, cache or debs.parent, foreign)
     wanted = []
     for pin in packages:
         name, _, version = pin.partition("=")
@@ -135,16 +143,13 @@ def _download(packages: list[str], debs: Path, foreign: str | None = None, cache
         if matches:
             wanted.append(matches[0])
             continue
-        if foreign is not None:
-            aptarch.download(pin, debs, cache or debs.parent, foreign)
-        else:
-            proc = subprocess.run(["apt-get", "download", "-q", pin], cwd=debs, capture_output=True, text=True)
-            if proc.returncode != 0:
-                raise BaseError(
-                    f"apt-get download {pin} failed: {proc.stderr.strip()[-500:]}\n"
-                    "Run 'apt-get update' first; if the pinned version is gone from the archive, update "
-                    "tooldock/templates/base/packages.txt."
-                )
+        proc = subprocess.run(["apt-get", "download", "-q", pin], cwd=debs, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise BaseError(
+                f"apt-get download {pin} failed: {proc.stderr.strip()[-500:]}\n"
+                "Run 'apt-get update' first; if the pinned version is gone from the archive, update "
+                "tooldock/templates/base/packages.txt."
+            )
         matches = _matching(debs, name, version, arch)
         if not matches:
             raise BaseError(f"apt-get download {pin} did not produce the expected .deb ({arch})")

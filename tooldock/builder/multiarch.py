@@ -10,6 +10,7 @@ attachments, then the index under the tag.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -18,14 +19,14 @@ from typing import Any
 
 import httpx
 
-from tooldock.builder.attach import Artifact
+from tooldock.builder.attach import Artifact, LayoutReader
 from tooldock.builder.blobs import BlobStore
 from tooldock.builder.build import Builder, BuildOptions, BuildResult
-from tooldock.builder.oci import INDEX, REF_NAME, Image, canonical, image_index, write_blobs_layout
+from tooldock.builder.oci import INDEX, MANIFEST, REF_NAME, Image, canonical, image_index, write_blobs_layout
 from tooldock.builder.platforms import Platform, host
 from tooldock.builder.registry import parse_target, push, registry_url
 from tooldock.builder.registryauth import RegistryAuth, RegistryError
-from tooldock.builder.registryrefs import push_referrers
+from tooldock.builder.registryrefs import push_referrers, remote_image
 
 
 @dataclass
@@ -148,3 +149,38 @@ def push_index(store: BlobStore, result: IndexResult, target: str) -> dict[str, 
         "digest": result.digest,
         "platforms": platforms,
     }
+
+
+def index_platforms(image: str) -> tuple[str, dict[str, str]] | None:
+    """When IMAGE (an OCI layout directory or a registry reference) is an image index: its digest and each
+    platform's image digest (`linux/arm64` -> sha256:...); None for a single image."""
+    if Path(image).is_dir():
+        reader = LayoutReader(Path(image))
+        top: dict[str, Any] = next((d for d in reader.entries if d["digest"] == reader.digest), {})
+        if top.get("mediaType") != INDEX:
+            return None
+        index = json.loads(reader.blob(reader.digest))
+    else:
+        remote = remote_image(image)
+        url = f"{remote.base}/manifests/{remote.digest}"
+        try:
+            with httpx.Client(auth=RegistryAuth(remote.host), timeout=httpx.Timeout(30), follow_redirects=True) as c:
+                got = c.get(url, headers={"Accept": f"{INDEX}, {MANIFEST}"})
+        except httpx.HTTPError as exc:
+            raise RegistryError(f"cannot reach registry {remote.host}: {exc}") from None
+        if got.status_code != 200:
+            raise RegistryError(f"registry answered {got.status_code} for {image}")
+        index = json.loads(got.content)
+        if index.get("mediaType") != INDEX and "manifests" not in index:
+            return None
+        return remote.digest, _platforms(index)
+    return reader.digest, _platforms(index)
+
+
+def _platforms(index: dict[str, Any]) -> dict[str, str]:
+    found = {}
+    for entry in index.get("manifests", []):
+        platform = entry.get("platform") or {}
+        if platform.get("os") and platform.get("architecture"):
+            found[f"{platform['os']}/{platform['architecture']}"] = entry["digest"]
+    return found

@@ -325,8 +325,15 @@ def base(output: Path, platform_list: str | None) -> None:
     flag_value="provenance",
     help="Print the image's build provenance (an in-toto statement, SLSA v1 predicate) on stdout.",
 )
+@click.option(
+    "--platform",
+    "platform",
+    default=None,
+    metavar="OS/ARCH",
+    help="When IMAGE is a multi-platform image index: the platform whose image to inspect (default: this machine's).",
+)
 @click.option("--json", "as_json", is_flag=True, help="List the attached artifacts as one JSON object.")
-def inspect(image: str, show: str | None, as_json: bool) -> None:
+def inspect(image: str, show: str | None, platform: str | None, as_json: bool) -> None:
     """List the artifacts attached to IMAGE (its SBOM and provenance), or print one.
 
     IMAGE is an OCI layout directory written by `tooldock build` (e.g. build/oci/hello) or a registry reference
@@ -335,11 +342,11 @@ def inspect(image: str, show: str | None, as_json: bool) -> None:
     """
     import json
 
-    from tooldock.builder.attach import PROVENANCE, SBOM, LayoutReader
-    from tooldock.builder.registryrefs import remote_image
+    from tooldock.builder.attach import PROVENANCE, SBOM
+    from tooldock.cli.platformbuild import image_reader
 
     try:
-        reader = LayoutReader(Path(image)) if Path(image).is_dir() else remote_image(image)
+        reader = image_reader(image, platform)
         found = reader.referrers()
         if show is None:
             if as_json:

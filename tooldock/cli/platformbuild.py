@@ -21,8 +21,10 @@ if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric import ec
     from rich.console import Console
 
+    from tooldock.builder.attach import LayoutReader
     from tooldock.builder.build import BuildOptions
     from tooldock.builder.platforms import Platform
+    from tooldock.builder.registryrefs import RemoteImage
 
 
 def platforms_option(text: str | None) -> list[Platform] | None:
@@ -155,3 +157,26 @@ def build_bases(store_root: Path, output: Path, platforms: list[Platform]) -> st
     index = image_index([(p.descriptor(), image) for p, image in images])
     write_index_layout(output, store, index, "base", [image for _, image in images])
     return store.put(index)
+
+
+def image_reader(image: str, platform: str | None) -> LayoutReader | RemoteImage:
+    """What `tooldock inspect` reads: IMAGE's, or when IMAGE is an image index (a multi-platform build), the
+    image of `platform` in it (default this machine's), said on stderr."""
+    from tooldock.builder.attach import LayoutReader
+    from tooldock.builder.multiarch import index_platforms
+    from tooldock.builder.platforms import host
+    from tooldock.builder.registryrefs import remote_image
+
+    reader = LayoutReader(Path(image)) if Path(image).is_dir() else remote_image(image)
+    found = index_platforms(image)
+    if found is None:
+        if platform is not None:
+            raise click.UsageError(f"--platform: {image} is a single image, not a multi-platform index")
+        return reader
+    index, platforms = found
+    wanted = (platforms_option(platform) or [host()])[0].name if platform else host().name
+    if wanted not in platforms:
+        raise click.UsageError(f"{image} has no {wanted} image; it has {', '.join(platforms)} (give --platform)")
+    click.echo(f"{wanted} image of the index {index} ({', '.join(platforms)})", err=True)
+    reader.digest = platforms[wanted]
+    return reader
