@@ -4,6 +4,7 @@ to it with httpx and the official MCP SDK client."""
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import os
 import re
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import parallelkit
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,6 +54,15 @@ _OWN_CONFIG = Path(tempfile.mkdtemp(prefix="tooldock-test-config-"))
 for _name, _folder in (("TOOLDOCK_SECRETS_DIR", "secrets"), ("TOOLDOCK_AGE_KEY_FILE", "age.key"),
                        ("TOOLDOCK_KEYS_DIR", "keys")):
     os.environ.setdefault(_name, str(_OWN_CONFIG / _folder))
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: with -n N, each test file (Docker's: all) on one worker
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    return parallelkit.make_scheduler(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    parallelkit.sort(config, items)  # with -n N: the longest groups first
 
 
 SUITE_STATE_KEY = "suite-state-key-for-replica-tests-0123456789"  # at least 32 bytes
@@ -293,23 +304,31 @@ def npm_install(package_dir: Path, prefix: str, what: str, marker: str = "node-l
     home = STATE_DIR / f"{prefix}-{hashlib.sha256(lock).hexdigest()[:12]}"
     modules = home / "node_modules"
     if not (modules / marker).exists():
-        staging = home.with_name(home.name + f".tmp{os.getpid()}")
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
-        for name in ("package.json", "package-lock.json"):
-            shutil.copy(package_dir / name, staging / name)
-        flags = [] if scripts else ["--ignore-scripts"]
-        proc = subprocess.run(["npm", "ci", "--no-audit", "--no-fund", *flags], cwd=staging, capture_output=True,
-                              text=True, timeout=600)
-        if proc.returncode != 0:
-            shutil.rmtree(staging, ignore_errors=True)
-            message = f"npm ci for {what} failed: {proc.stderr[-2000:]}"
-            if os.environ.get("CI") == "true":
-                pytest.fail(message)
-            pytest.skip(message)
-        shutil.rmtree(home, ignore_errors=True)
-        staging.rename(home)
+        STATE_DIR.mkdir(parents=True, exist_ok=True)
+        with open(STATE_DIR / f"{prefix}.lock", "w") as lock:  # parallel test processes: one installs, the rest wait
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not (modules / marker).exists():
+                _npm_ci(package_dir, home, what, scripts)
     return modules
+
+
+def _npm_ci(package_dir: Path, home: Path, what: str, scripts: bool) -> None:
+    staging = home.with_name(home.name + f".tmp{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    for name in ("package.json", "package-lock.json"):
+        shutil.copy(package_dir / name, staging / name)
+    flags = [] if scripts else ["--ignore-scripts"]
+    proc = subprocess.run(["npm", "ci", "--no-audit", "--no-fund", *flags], cwd=staging, capture_output=True,
+                          text=True, timeout=600)
+    if proc.returncode != 0:
+        shutil.rmtree(staging, ignore_errors=True)
+        message = f"npm ci for {what} failed: {proc.stderr[-2000:]}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    shutil.rmtree(home, ignore_errors=True)
+    staging.rename(home)
 
 
 def tooldock_cli(*args: str, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:

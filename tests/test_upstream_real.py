@@ -6,6 +6,7 @@ once per pin under the test state directory."""
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import os
 import shlex
@@ -50,32 +51,40 @@ def everything_command() -> str:
 @pytest.fixture(scope="session")
 def time_command() -> str:
     """`mcp-server-time --local-timezone UTC` from PyPI, in a uv virtualenv kept per version."""
-    from uv import find_uv_bin
-
     venv = STATE_DIR / "venvs" / f"mcp-server-time-{TIME_VERSION}"
     program = venv / "bin" / "mcp-server-time"
     if not program.exists():
-        staging = venv.with_name(venv.name + f".tmp{os.getpid()}")
-        shutil.rmtree(staging, ignore_errors=True)
-        env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never", "UV_NO_PROGRESS": "1"}
-        for args in (
-            ["venv", "--quiet", "--python", sys.executable, str(staging)],
-            [
-                "pip",
-                "install",
-                "--quiet",
-                "--python",
-                str(staging / "bin" / "python"),
-                f"mcp-server-time=={TIME_VERSION}",
-            ],
-        ):
-            proc = subprocess.run([find_uv_bin(), *args], capture_output=True, text=True, env=env, timeout=600)
-            if proc.returncode != 0:
-                shutil.rmtree(staging, ignore_errors=True)
-                _unavailable(f"installing mcp-server-time failed: {proc.stderr[-2000:]}")
-        shutil.rmtree(venv, ignore_errors=True)
-        staging.rename(venv)  # scripts keep the staging path in their shebang: run them through the venv's python
+        venv.parent.mkdir(parents=True, exist_ok=True)
+        with open(venv.with_name(venv.name + ".lock"), "w") as lock:  # parallel test processes: one installs
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not program.exists():
+                _install_time_server(venv)
     return f"{shlex.quote(str(venv / 'bin' / 'python'))} -m mcp_server_time --local-timezone UTC"
+
+
+def _install_time_server(venv: Path) -> None:
+    from uv import find_uv_bin
+
+    staging = venv.with_name(venv.name + f".tmp{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never", "UV_NO_PROGRESS": "1"}
+    for args in (
+        ["venv", "--quiet", "--python", sys.executable, str(staging)],
+        [
+            "pip",
+            "install",
+            "--quiet",
+            "--python",
+            str(staging / "bin" / "python"),
+            f"mcp-server-time=={TIME_VERSION}",
+        ],
+    ):
+        proc = subprocess.run([find_uv_bin(), *args], capture_output=True, text=True, env=env, timeout=600)
+        if proc.returncode != 0:
+            shutil.rmtree(staging, ignore_errors=True)
+            _unavailable(f"installing mcp-server-time failed: {proc.stderr[-2000:]}")
+    shutil.rmtree(venv, ignore_errors=True)
+    staging.rename(venv)  # scripts keep the staging path in their shebang: run them through the venv's python
 
 
 @pytest.fixture(scope="module")
