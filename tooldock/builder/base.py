@@ -9,6 +9,7 @@ standard library compiled by this machine's base interpreter (the same Debian py
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import platform
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from tooldock.atomic import atomic_write
 from tooldock.builder import aptarch
 from tooldock.builder.blobs import BlobStore, cache_key
 from tooldock.builder.bytecode import Compiler, image_compiler, rootfs_compiler
@@ -109,7 +111,7 @@ def base_packages(cache: Path, architecture: str | None = None) -> list[DebPacka
     for deb in _download(packages, cache / "debs", foreign, cache):
         name, version, arch = deb.stem.split("_")
         found.append(DebPackage(name, version.replace("%3a", ":"), arch, hashlib.sha256(deb.read_bytes()).hexdigest()))
-    index.write_text(json.dumps([d.__dict__ for d in found], indent=1))
+    atomic_write(index, json.dumps([d.__dict__ for d in found], indent=1).encode())
     return found
 
 
@@ -132,6 +134,13 @@ def _download(packages: list[str], debs: Path, foreign: str | None = None, cache
     """The pinned .deb files, downloaded into `debs` when missing: this machine's architecture's with its own
     apt (`apt-get update` is the user's), or `foreign`'s through a private apt state in `cache` (aptarch.py)."""
     debs.mkdir(parents=True, exist_ok=True)
+    # builds sharing a cache: one downloads, the others wait and find the files whole (not half written)
+    with open(debs / ".download.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _download_locked(packages, debs, foreign, cache)
+
+
+def _download_locked(packages: list[str], debs: Path, foreign: str | None, cache: Path | None) -> list[Path]:
     arch = foreign or _ARCH.get(platform.machine(), (None,))[0]
     if foreign is not None:  # another architecture's, all missing ones in one apt-get run
         missing = [pin for pin in packages if not _matching(debs, *_split(pin), arch)]

@@ -100,11 +100,13 @@ def image_compiler(store: BlobStore, base: Image, python_bin: str, version: str,
             for layer in base.layers:
                 _safe_extract(store.path(layer.digest), staging)
             (staging / ".complete").write_text("ok\n")
-            shutil.rmtree(root, ignore_errors=True)
+            if not (root / ".complete").is_file():  # a half one a killed build left; not one another build made
+                shutil.rmtree(root, ignore_errors=True)
             staging.rename(root)
         except (OSError, tarfile.TarError, EOFError):
             shutil.rmtree(staging, ignore_errors=True)
-            return None
+            if not (root / ".complete").is_file():  # else another build sharing the cache made it meanwhile
+                return None
     return rootfs_compiler(root, python_bin, version, f"base python {key}")
 
 

@@ -121,6 +121,11 @@ def tree(cache: Path, kind: str, key: str, fill: Callable[[Path], None]) -> tupl
     try:
         fill(tmp)
         os.replace(tmp, final)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if final.is_dir():  # another build sharing the cache filled the same key first: the same inputs
+            return final, True
+        raise
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
