@@ -167,6 +167,7 @@ def platforms() -> None:
         Console(width=140).print(table)
         one, two = timings.values()
         print("cold, one platform (ms):", ", ".join(f"{k} {v:.0f}" for k, v in one[0][1]["timings_ms"].items()))
+        print("cold, both (ms):", ", ".join(f"{k} {v:.0f}" for k, v in two[0][1]["timings_ms"].items()))
         for name, result in two[0][1]["platforms"].items():
             print(f"cold, {name} in the index (ms):", ", ".join(f"{k} {v:.0f}" for k, v in result["timings_ms"].items()))
     finally:

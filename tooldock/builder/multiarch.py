@@ -86,7 +86,8 @@ class IndexBuilder:
     def build(self, folder: Path) -> IndexResult:
         started = time.perf_counter()
         for p in self.platforms:  # every platform's lock first: a missing wheel is refused before any install
-            self.builders[p].lock(folder)
+            self.builders[p].lock(folder)  # (and so each platform's base, made or taken from the cache, first)
+        locked = time.perf_counter()
         builds = [(p, self.builders[p].compose(folder)) for p in self.platforms]
         first = builds[0][1]
         index = image_index([(p.descriptor(), r.image) for p, r in builds])
@@ -94,7 +95,7 @@ class IndexBuilder:
         attached = [a for _, r in builds for a in r.attached]
         layout = self.options.output / first.namespace
         write_index_layout(layout, self.store, index, first.ref, [r.image for _, r in builds], attached)
-        timings = {"build": time.perf_counter() - started}
+        timings = {"bases_and_locks": locked - started, "images": time.perf_counter() - locked}
         return IndexResult(first.namespace, first.ref, layout, index, digest, builds, timings)
 
 
