@@ -40,7 +40,7 @@ def three(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[Gatew
     tools = tmp / "tools"
     (tools / NS).mkdir(parents=True)
     (tools / NS / "tools.toml").write_text(
-        f'active_toolsets = ["demo_add"]\n[[servers]]\nnamespace = "demo"\ncommand = "{DEMO}"\n')
+        f'active_toolsets = ["demo_add"]\n[[servers]]\nnamespace = "demo"\ncommand = "{DEMO} --touch"\n')
     shutil.copytree(EXAMPLES / "multi-tool", tools / "sums")
     env = {"TOOLDOCK_STATE_URL": redis.url, "MANAGER_INTERNAL_TOKEN": INTERNAL}
     gateways = [Gateway(tools, tmp / f"{name}.log", env).start() for name in "abc"]
@@ -149,6 +149,111 @@ def test_a_change_through_one_replica_reaches_the_get_stream_on_another_and_resu
     again.close()
 
 
+def test_what_toolman_activate_turns_on_is_listed_by_every_replica(three):
+    """`toolman_activate` is part of the session's state: a change through B is in the `tools/list` of A and
+    B (which held the session) and of C (which adopts it) in the requests right after it, and a change
+    through C in A's and B's; the other replicas' `toolman_activate` catalog marks it too."""
+    (a, b, c), _, _ = three
+    session = Raw(a)
+    _listed(session, b)  # A and B hold the session
+    session.activate(b, 2, tools_on=["demo_wordy"])
+    for gw in (a, c, b):  # consecutive requests, each on another replica
+        names = [t["name"] for t in _listed(session, gw)]
+        assert "demo_wordy" in names and "demo_add" in names, ("abc"[[a, b, c].index(gw)], names)
+    catalog = next(t for t in _listed(session, a) if t["name"] == "toolman_activate")["description"]
+    assert "* demo_wordy" in catalog, catalog
+    session.activate(c, 3, tools_off=["demo_wordy"], tools_on=["demo_slow"])
+    for gw in (b, a, c):
+        names = [t["name"] for t in _listed(session, gw)]
+        assert "demo_slow" in names and "demo_wordy" not in names, (gw.url, names)
+    called = session.post(a, {"jsonrpc": "2.0", "id": 4, "method": "tools/call",  # off on A as well
+                              "params": {"name": "demo_wordy", "arguments": {}}})
+    assert "is inactive" in called.text, called.text
+
+
+MODERN = "2026-07-28"
+META = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"}}
+
+
+def _modern(gw: Gateway, namespace: str, method: str, params: dict, name: str | None = None) -> httpx.Response:
+    """One 2026-07-28 request (no session) to replica `gw`."""
+    headers = {**gw.headers(), "Content-Type": "application/json", "Accept": ACCEPT,
+               "MCP-Protocol-Version": MODERN, "Mcp-Method": method, **({"Mcp-Name": name} if name else {})}
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": META}}
+    answer = httpx.post(f"{gw.url}/ns/{namespace}/mcp", content=json.dumps(body), headers=headers, timeout=60)
+    assert answer.status_code == 200 and '"error"' not in answer.text, answer.text
+    return answer
+
+
+class Listen:
+    """A 2026-07-28 `subscriptions/listen` stream on one replica, read in a thread: its notifications."""
+
+    def __init__(self, gw: Gateway, namespace: str, wanted: dict) -> None:
+        self.found: list[dict] = []
+        self._stop = threading.Event()
+        body = {"jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen",
+                "params": {"notifications": wanted, "_meta": META}}
+        headers = {**gw.headers(), "Accept": ACCEPT, "MCP-Protocol-Version": MODERN,
+                   "Mcp-Method": "subscriptions/listen"}
+        args = (f"{gw.url}/ns/{namespace}/mcp", body, headers)
+        threading.Thread(target=self._read, args=args, daemon=True).start()
+        self.wait_for("notifications/subscriptions/acknowledged")
+        time.sleep(0.2)
+
+    def _read(self, url: str, body: dict, headers: dict) -> None:
+        with httpx.stream("POST", url, json=body, headers=headers, timeout=60) as reply:
+            for line in reply.iter_lines():
+                if self._stop.is_set():
+                    return
+                if line.startswith("data:") and line[5:].strip():
+                    self.found.append(json.loads(line[5:]))
+
+    def methods(self) -> list[str]:
+        return [m.get("method", "") for m in self.found]
+
+    def wait_for(self, method: str, count: int = 1, timeout: float = 10) -> None:
+        deadline = time.monotonic() + timeout
+        while self.methods().count(method) < count:
+            assert time.monotonic() < deadline, f"no {method} on the listen stream: {self.found}"
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        self._stop.set()
+
+
+def test_a_listen_stream_hears_what_another_replica_raises_and_a_reload_once(three):
+    """2026-07-28 listen streams on C: a `toolman_activate` through B (of the view 2026-07-28 clients share)
+    and an upstream server's `resources/updated` raised on B reach them; a reload through A (which every
+    replica does) is heard once, not once a replica."""
+    (a, b, c), tools, _ = three
+    listen = Listen(c, NS, {"toolsListChanged": True, "resourceSubscriptions": ["demo_demo://greeting"]})
+    plain = Listen(c, "sums", {"toolsListChanged": True})
+    try:
+        _modern(b, NS, "tools/call", {"name": "toolman_activate", "arguments": {**EMPTY, "tools_on": ["demo_touch"]}},
+                "toolman_activate")
+        listen.wait_for(TOOLS_CHANGED)
+        _modern(b, NS, "tools/call", {"name": "demo_touch", "arguments": {"uri": "demo://greeting"}}, "demo_touch")
+        listen.wait_for("notifications/resources/updated")
+        updated = [m for m in listen.found if m.get("method") == "notifications/resources/updated"]
+        assert updated[0]["params"]["uri"] == "demo_demo://greeting", updated
+        (tools / "sums" / "extra.py").write_text(EXTRA)
+        answer = a.post("/reload", headers={"X-Manager-Token": INTERNAL})
+        assert answer.status_code == 200, answer.text
+        plain.wait_for(TOOLS_CHANGED, timeout=30)
+        for gw in (b, c):  # the other replicas reload too (announced on Redis)
+            gw.wait_for(lambda gw=gw: "triple" in gw.namespace("sums")["tools"],
+                        timeout=30, what="the reload on every replica")
+        time.sleep(1)
+        assert plain.methods().count(TOOLS_CHANGED) == 1, plain.methods()
+        assert listen.methods().count(TOOLS_CHANGED) == 1, listen.methods()  # the reload left NS as it was
+    finally:
+        listen.close()
+        plain.close()
+        (tools / "sums" / "extra.py").unlink(missing_ok=True)
+        a.post("/reload", headers={"X-Manager-Token": INTERNAL})
+
+
 def test_a_get_stream_hears_other_replicas_again_once_redis_answers_again(three):
     """Redis stops answering (SIGSTOP) while C holds the GET stream: C's reads fail (said once in its log),
     and once Redis answers again a change through B reaches the stream, with no restart."""
@@ -221,12 +326,19 @@ def test_the_sdk_client_behind_round_robin_hears_a_list_change(three, tmp_path):
         if method is not None:
             heard.append(method)
 
+    lists: list[tuple[list[str], dict[str, int]]] = []  # after the activation: names, and where each was served
+
     async def main() -> list:
         async with httpx2.AsyncClient(headers=a.headers(), timeout=60) as http:
             transport = streamable_http_client(f"{proxy.url}/ns/{NS}/mcp", http_client=http)
             async with Client(transport, mode="legacy", message_handler=on_message) as client:
                 sums = [(await client.call_tool("demo_add", {"a": n, "b": 1})).structured_content for n in range(3)]
                 await client.call_tool("toolman_activate", {**EMPTY, "tools_on": ["demo_wordy"]})
+                for _ in range(3):  # consecutive lists, each on the next replica: all show the activation
+                    was = proxy.requests_per_server()
+                    names = [t.name for t in (await client.list_tools()).tools]
+                    now = proxy.requests_per_server()
+                    lists.append((names, {s: now[s] - was[s] for s in now if now[s] != was[s]}))
                 deadline = time.monotonic() + 10
                 while TOOLS_CHANGED not in heard and time.monotonic() < deadline:
                     await asyncio.sleep(0.05)
@@ -239,5 +351,8 @@ def test_the_sdk_client_behind_round_robin_hears_a_list_change(three, tmp_path):
         assert sums == [{"result": n + 1} for n in range(3)]
         assert TOOLS_CHANGED in heard, heard
         assert all(after[s] - before[s] >= 2 for s in after), (before, after)  # on every replica
+        assert all("demo_wordy" in names for names, _ in lists), lists
+        served = [next(iter(where)) for _, where in lists if len(where) == 1]  # the replica of each list
+        assert len(set(served)) >= 2, lists  # on different replicas (round robin; none sticky)
     finally:
         proxy.stop()

@@ -133,9 +133,10 @@ class UpstreamWorker:
     # -- views ------------------------------------------------------------------------------------------
 
     def activation(self, session: Any) -> Activation | None:
-        """The caller's activation: None (the defaults) for callers without an MCP session or relay connection."""
-        if session is None:
-            return None
+        """The caller's activation: None (the defaults) for callers without an MCP session or relay connection;
+        an MCP session brings its own (kept in its state, which replicas share: runtime/mcp/session.py)."""
+        if session is None or isinstance(session, Activation):
+            return session
         if isinstance(session, str):
             return self._named.setdefault(session, Activation())
         found = self._views.get(session)

@@ -32,7 +32,6 @@ import asyncio
 import collections
 import logging
 import math
-import weakref
 from typing import Any
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, authorization_context
@@ -45,7 +44,7 @@ from tooldock.runtime.access import key_of
 from tooldock.runtime.disconnect import cancelled_on_disconnect
 from tooldock.runtime.engine import Engine
 from tooldock.runtime.mcp.callcontext import request_fields
-from tooldock.runtime.mcp.caller import caller_of, connection_of
+from tooldock.runtime.mcp.caller import caller_of
 from tooldock.runtime.mcp.compat import Body
 from tooldock.runtime.mcp.leanmodern import MODERN, PARAM_PREFIX, ROUTING, ModernLean
 from tooldock.runtime.mcp.leanmodern import answer as modern_answer
@@ -130,17 +129,11 @@ class _Known:
     """A session the lean path may serve: the caller fields of its audit lines, its state (the log level it
     set), and the capabilities its client declared (what its Context tools may ask it)."""
 
-    __slots__ = ("caller", "caps", "client", "connection", "state")
+    __slots__ = ("caller", "caps", "client", "state")
 
-    def __init__(self, caller: dict[str, Any], state: Any, caps: Any, connection: Any, client: Any = None) -> None:
+    def __init__(self, caller: dict[str, Any], state: Any, caps: Any, client: Any = None) -> None:
         self.caller, self.state, self.caps = caller, state, caps
         self.client = client  # its `initialize` params: clientInfo and capabilities, as its tools read them
-        # The session's connection, by which an upstream namespace keys its view (mcp/server.py's session_key):
-        # held weakly, so a session that ended is not kept alive by this table.
-        self.connection = connection
-
-    def session_key(self) -> Any:
-        return self.connection() if self.connection is not None else None
 
 
 class LeanPath:
@@ -164,12 +157,8 @@ class LeanPath:
             if len(self._known) >= KNOWN_LIMIT:
                 self._known.pop(next(iter(self._known)))
             caps = getattr(getattr(ctx, "session", None), "client_capabilities", None)
-            try:
-                connection = weakref.ref(connection_of(ctx))
-            except TypeError:  # not weakly referable: upstream namespaces' calls stay with the SDK
-                connection = None
             client = getattr(getattr(ctx, "session", None), "client_params", None)
-            self._known[sid] = _Known(caller, state, caps, connection, client)
+            self._known[sid] = _Known(caller, state, caps, client)
 
     async def handle(self, namespace: str, manager: Any, scope: Scope, receive: Receive, send: Send) -> Receive | None:
         """Answer the request here (None), or give the `receive` the SDK must read it from."""
@@ -231,11 +220,8 @@ class LeanPath:
         plan = self._plan(namespace, msg)
         if plan is None or (plan != CANCELLED and known.state.visibility.rules):  # filtered on the SDK's path
             return body.replay()
-        session = None
-        if plan != CANCELLED and self.engine.upstream(namespace):  # whose view of it this session sees
-            session = known.session_key()
-            if session is None:  # its connection is gone (or was not weakly referable): the SDK's
-                return body.replay()
+        # whose view of an upstream namespace this session sees (its `toolman_activate` state: session.py)
+        session = known.state.activation if plan != CANCELLED and self.engine.upstream(namespace) else None
         rid = msg.get("id")
         if plan == CANCELLED:
             target = self._running.get((sid, msg["params"]["requestId"]))

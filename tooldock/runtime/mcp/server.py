@@ -20,13 +20,11 @@ from anyio.abc import TaskStatus
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
+from mcp.server.subscriptions import ListenHandler
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.shared.subscriptions import (
-    PromptsListChanged,
     ResourcesListChanged,
-    ResourceUpdated,
     ToolsListChanged,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -51,10 +49,11 @@ from tooldock.runtime.mcp import inputreq
 from tooldock.runtime.mcp.caller import calling, connection_of, request_id_of
 from tooldock.runtime.mcp.events import MemoryEventStore, ScopedSessionManager
 from tooldock.runtime.mcp.lean import LeanPath
+from tooldock.runtime.mcp.notices import ListenBus, Notices
 from tooldock.runtime.mcp.relay import McpRelay
 from tooldock.runtime.mcp.results import error_result, state_error, upstream_error
 from tooldock.runtime.mcp.rules import precheck
-from tooldock.runtime.mcp.session import SessionState, session_states
+from tooldock.runtime.mcp.session import STATELESS_SESSION, SessionState, session_states, views
 from tooldock.runtime.mcp.sharedsessions import Replication
 from tooldock.runtime.mcp.tasks import TasksExtension, install_tasks
 from tooldock.runtime.mcp.visibility import check_visible, hidden_for
@@ -79,8 +78,6 @@ class _Server(Server[Any]):
 
 
 RESOURCE_NOT_FOUND = -32002  # the code of an unknown resource URI up to 2025-11-25 (2026-07-28: -32602)
-# 2026-07-28 callers of an upstream namespace share one `toolman_activate` view (no sessions; not REST's).
-STATELESS_SESSION = "mcp-stateless"
 
 
 def _not_found_code(ctx: Any) -> int:
@@ -90,19 +87,14 @@ def _not_found_code(ctx: Any) -> int:
     return types.INVALID_PARAMS if modern else RESOURCE_NOT_FOUND
 
 
-def session_key(ctx: Any) -> Any:
-    """Whose activation a request sees in an upstream namespace: its connection, or the shared stateless view."""
-    if getattr(ctx, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS:
-        return STATELESS_SESSION
-    return connection_of(ctx)
-
-
 def _server_for(
     namespace: str,
     engine: Engine,
     state: Callable[[Any], SessionState],
-    bus: InMemorySubscriptionBus,
+    bus: ListenBus,
 ) -> Server[Any]:
+    session_key = views(state)
+
     def entry() -> Any:
         try:
             return engine.namespace(namespace)
@@ -165,10 +157,12 @@ def _server_for(
         return types.CallToolResult.model_validate(result)
 
     async def activated(ctx: Any, key: Any) -> None:
-        """This caller's view changed: its tool and resource lists (and the catalog) are new."""
-        if key == STATELESS_SESSION:
-            for event in (ToolsListChanged(), ResourcesListChanged()):
-                await bus.publish(event)
+        """This caller's view changed: its tool and resource lists (and the catalog) are new; on replicas, the
+        others have the session's new view before the answer (a next request may reach any of them)."""
+        if key != STATELESS_SESSION and (shared := state(ctx).changed()) is not None:
+            await shared
+        if key == STATELESS_SESSION:  # the listen streams of every replica (the view itself is per replica)
+            await bus.share(ToolsListChanged(), ResourcesListChanged())
             return
         with contextlib.suppress(Exception):  # a session that went away needs no notice
             await connection_of(ctx).send_tool_list_changed()
@@ -255,9 +249,6 @@ class McpHub:
         self.engine, self.settings, self._make = engine, settings, servers
         self._managers: dict[str, StreamableHTTPSessionManager] = {}
         self._servers: dict[str, Server[Any]] = {}
-        self._buses: dict[str, InMemorySubscriptionBus] = {}  # 2026-07-28 subscriptions/listen streams
-        # Connections seen per namespace (from their first request that lists or calls), for change notices.
-        self._sessions: dict[str, weakref.WeakKeyDictionary] = {}
         self._lock = anyio.Lock()
         self._tg: anyio.abc.TaskGroup | None = None
         security = None
@@ -272,13 +263,15 @@ class McpHub:
         # tools/call of plain tools, tools/list and ping on established sessions, answered without the SDK
         self.lean = LeanPath(engine, settings.max_body_bytes, security) if engine and settings.lean_mcp else None
         self.replication = Replication.of(engine, settings) if engine is not None else None
+        self.notices = Notices(engine, self.replication)  # what sessions and listen streams are told (notices.py)
 
     @contextlib.asynccontextmanager
     async def run(self) -> AsyncIterator[McpHub]:
         async with anyio.create_task_group() as tg:
             self._tg = tg
-            if self.replication is not None:  # what other replicas' clients ended or changed
+            if self.replication is not None:  # what other replicas' clients ended or changed, or raised for all
                 tg.start_soon(self.replication.follow, self._managers)
+                tg.start_soon(self.notices.follow)
             try:
                 yield self
             finally:
@@ -287,8 +280,8 @@ class McpHub:
     def server(self, namespace: str) -> Server[Any]:
         """The namespace's MCP server (one per namespace, shared by streamable HTTP and legacy SSE)."""
         if namespace not in self._servers:
-            sessions = self._sessions.setdefault(namespace, weakref.WeakKeyDictionary())
-            bus = self._buses.setdefault(namespace, InMemorySubscriptionBus())
+            sessions = self.notices.sessions.setdefault(namespace, weakref.WeakKeyDictionary())
+            bus = self.notices.bus(namespace)
             if self._make is not None:
                 self._servers[namespace] = self._make(namespace)
             else:
@@ -298,7 +291,7 @@ class McpHub:
                 made = self.replication.sharing_of(namespace).made if self.replication is not None else None
                 state = session_states(sessions, lambda: engine.registry.snapshot.generation, seen, made)
                 server = self._servers[namespace] = _server_for(namespace, engine, state, bus)
-                install_tasks(server, TasksExtension(namespace, engine, session_key, bus))  # mcp/tasks.py
+                install_tasks(server, TasksExtension(namespace, engine, views(state), bus))  # mcp/tasks.py
                 # requestState, input_required rounds; a prompt's or resource's questions, with its session
                 inputreq.install(server, self.settings, namespace, lambda ctx, lvl: McpRelay(ctx, lvl, state(ctx)))
         return self._servers[namespace]
@@ -329,6 +322,8 @@ class McpHub:
                 )
                 replicas = self.replication  # sessions any replica serves (sharedsessions.py), or this one's
                 manager = replicas.manager(namespace, **options) if replicas else ScopedSessionManager(**options)
+                if replicas:  # a change made elsewhere to a session opened here, before its state is made
+                    replicas.sharing_of(namespace).held = lambda sid: sid in manager._server_instances
 
                 async def keep_running(*, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
                     async with manager.run():
@@ -341,50 +336,13 @@ class McpHub:
         return self._managers[namespace]
 
     async def tools_changed(self, namespaces: list[str]) -> None:
-        """A namespace's lists changed (reload, rebuild, removal): tell its open sessions. Every session
-        hears `list_changed` for tools, resources and prompts; a session subscribed to a resource of the
-        namespace also hears `resources/updated` for it, since the code behind it may have changed."""
-        for namespace in namespaces:
-            bus = self._buses.get(namespace)
-            if bus is not None:  # 2026-07-28 listeners: each gets only the kinds its filter asked for
-                for event in (ToolsListChanged(), ResourcesListChanged(), PromptsListChanged()):
-                    await bus.publish(event)
-                entry = self.engine.registry.snapshot.entries.get(namespace) if self.engine else None
-                for resource in entry.surface("resources") if entry is not None else ():
-                    await bus.publish(ResourceUpdated(uri=resource["uri"]))
-            if self.replication is not None:  # shared sessions: told by the replica holding their GET stream
-                await self.replication.reloaded(namespace)
-            sessions = self._sessions.get(namespace) or weakref.WeakKeyDictionary()
-            for session, state in [(c, s) for c, s in list(sessions.items()) if not (s.sid and self.replication)]:
-                try:
-                    await session.send_tool_list_changed()
-                    await session.send_resource_list_changed()
-                    await session.send_prompt_list_changed()
-                    for uri in sorted(state.subscriptions):
-                        await session.send_resource_updated(uri)
-                except Exception:  # a closed session: forget it
-                    sessions.pop(session, None)
+        await self.notices.tools_changed(namespaces)  # a registry listener: reloads, rebuilds, removals
 
     async def resource_updated(self, namespace: str, uri: str) -> None:
-        """An upstream server said a resource changed: tell the sessions subscribed to it."""
-        bus = self._buses.get(namespace)
-        if bus is not None:
-            await bus.publish(ResourceUpdated(uri=uri))
-        for session, state in list((self._sessions.get(namespace) or {}).items()):
-            if uri in state.subscriptions:
-                try:
-                    await session.send_resource_updated(uri)
-                except Exception:  # a closed session: forget it
-                    self._sessions[namespace].pop(session, None)
+        await self.notices.resource_updated(namespace, uri)  # an upstream server's resources/updated
 
     def session_counts(self) -> dict[str, int]:
-        """Open MCP sessions per namespace (for the metrics): a closed streamable HTTP session leaves the count
-        at once (the SDK no longer holds its id), not when the garbage collector frees its connection."""
-        counts = {}
-        for namespace, sessions in list(self._sessions.items()):
-            live = getattr(self._managers.get(namespace), "_server_instances", {})
-            counts[namespace] = sum(1 for state in list(sessions.values()) if state.sid is None or state.sid in live)
-        return counts
+        return self.notices.session_counts(dict(self._managers))
 
     async def handle(self, namespace: str, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve one `/mcp` request for a namespace the caller has already resolved."""

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
+
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from tooldock.runtime.mcp.caller import connection_of
 from tooldock.runtime.mcp.visibility import SessionRules
+from tooldock.upstream.catalog import Activation
 from tooldock.worker.protocol import state_refusal
+
+# 2026-07-28 callers of an upstream namespace share one `toolman_activate` view (no sessions; not REST's).
+STATELESS_SESSION = "mcp-stateless"
 
 
 class SessionValues:
@@ -44,7 +50,8 @@ class SessionValues:
 
 class SessionState:
     """The log level the session asked for, its resource subscriptions, its visibility rules, its values,
-    and its streamable HTTP session id (None on legacy SSE), by which the metrics tell an open session.
+    what `toolman_activate` turned on or off in it (an upstream namespace's view: upstream/catalog.py), and
+    its streamable HTTP session id (None on legacy SSE), by which the metrics tell an open session.
     `now`: the registry's generation, by which the rules' effect is kept up to date (visibility.py)."""
 
     def __init__(self, sid: str | None, now: Callable[[], int]) -> None:
@@ -53,7 +60,9 @@ class SessionState:
         self.sid = sid
         self.visibility = SessionRules(now)
         self.values = SessionValues()
-        self.on_change: Callable[[SessionState], None] | None = None  # replicas: sharedsessions.SessionSharing
+        self.activation = Activation()  # changed in place by toolman_activate (upstream/worker.py)
+        # replicas: sessionsharing.SessionSharing.changed
+        self.on_change: Callable[[SessionState], Awaitable[None] | None] | None = None
 
     def subscribe(self, uri: str) -> None:
         self.subscriptions.add(uri)
@@ -67,10 +76,10 @@ class SessionState:
         self.log_level = level
         self.changed()
 
-    def changed(self) -> None:
-        """Say the state changed (after a change): replicas sharing sessions hear of it."""
-        if self.on_change is not None:
-            self.on_change(self)
+    def changed(self) -> Awaitable[None] | None:
+        """Say the state changed (after a change): replicas sharing sessions hear of it. What it returns, if
+        anything, is done once they can (the store has the change and it is announced)."""
+        return self.on_change(self) if self.on_change is not None else None
 
     def snapshot(self) -> dict[str, Any]:
         """What changes in a session, as JSON (for the replicas that share it)."""
@@ -79,6 +88,7 @@ class SessionState:
             "subscriptions": sorted(self.subscriptions),
             "visibility": self.visibility.rules,
             "values": self.values.values,
+            "activation": {"tools": self.activation.tools, "resources": self.activation.resources},
         }
 
     def restore(self, snapshot: Any) -> None:
@@ -97,6 +107,13 @@ class SessionState:
         self.values.values = (
             {k: v for k, v in values.items() if isinstance(v, dict)} if isinstance(values, dict) else {}
         )
+        activation = snapshot.get("activation")
+        for kind in ("tools", "resources"):  # in place: requests in flight hold this session's Activation
+            found = activation.get(kind) if isinstance(activation, dict) else None
+            changed = getattr(self.activation, kind)
+            changed.clear()
+            if isinstance(found, dict):
+                changed.update({str(k): v for k, v in found.items() if isinstance(v, bool)})
 
     def fields(self) -> dict[str, Any]:
         """What a request to the worker carries for this session: its visibility rules and its values."""
@@ -126,3 +143,14 @@ def session_states(
         return found
 
     return state
+
+
+def views(state: Callable[[Any], SessionState]) -> Callable[[Any], Any]:
+    """Whose `toolman_activate` view a request sees in an upstream namespace: its session's (in its state,
+    which replicas share), or the one view of 2026-07-28 callers."""
+
+    def view(ctx: Any) -> Any:
+        modern = getattr(ctx, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS
+        return STATELESS_SESSION if modern else state(ctx).activation
+
+    return view

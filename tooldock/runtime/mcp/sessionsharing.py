@@ -1,8 +1,9 @@
 """What changes during a 2025-era MCP session (log level, subscriptions, visibility rules, `ctx.set_state`
-values), kept alike on every replica that holds the session (sharedsessions.py opens and adopts sessions):
-a change is written to the store and sent to the other replicas on a channel; the ones that hold the session
-take it at once (no store round trip on a request); a replica adopting a session reads it. The last change
-wins. After a lost subscription comes back, held sessions' state is read again."""
+values, what `toolman_activate` turned on), kept alike on every replica that holds the session
+(sharedsessions.py opens and adopts sessions): a change is written to the store and sent to the other
+replicas on a channel; the ones that hold the session take it at once (no store round trip on a request); a
+replica adopting a session reads it. The last change wins. After a lost subscription comes back, held
+sessions' state is read again."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import contextlib
 import json
 import logging
 import weakref
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from tooldock.errors import StateUnavailable
@@ -28,7 +29,11 @@ class SessionSharing:
     def __init__(self, store: Store, namespace: str, replica: str, ttl: float) -> None:
         self.store, self.namespace, self.replica, self.ttl = store, namespace, replica, ttl
         self._states: weakref.WeakValueDictionary[str, SessionState] = weakref.WeakValueDictionary()
-        self._loaded: dict[str, dict[str, Any]] = {}  # read at adoption, taken when the session's state is made
+        # read at adoption, or heard before the session's state was made here: taken when it is made
+        self._loaded: dict[str, dict[str, Any]] = {}
+        # whether this replica's session manager holds a session (set by the MCP hub): one it opened itself
+        # has no state here until its first list or call, and must not miss what other replicas change first
+        self.held: Callable[[str], bool] = lambda sid: False
         self._order = asyncio.Lock()  # changes leave in the order they were made
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -71,11 +76,14 @@ class SessionSharing:
         listed = found.get("subscriptions") if isinstance(found, dict) else None
         return [str(u) for u in listed] if isinstance(listed, list) else []
 
-    def changed(self, state: SessionState) -> None:
+    def changed(self, state: SessionState) -> asyncio.Task[None]:
+        """Send the session's state (in the order of its changes); the task ends once it is sent (or could
+        not be: logged), for a request that answers only then (a `toolman_activate`)."""
         assert state.sid is not None
         task = asyncio.ensure_future(self._send(state.sid, state.snapshot()))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     async def _send(self, sid: str, snapshot: dict[str, Any]) -> None:
         text = json.dumps(snapshot)
@@ -94,15 +102,25 @@ class SessionSharing:
             with contextlib.suppress(StateUnavailable):
                 if (found := await self._read(sid)) is not None:
                     state.restore(found)
+        for sid in list(self._loaded):
+            with contextlib.suppress(StateUnavailable):
+                if (found := await self._read(sid)) is not None and sid in self._loaded:
+                    self._loaded[sid] = found
 
     def heard(self, message: dict[str, Any]) -> None:
         """Another replica's change of a session this replica holds."""
-        state = self._states.get(str(message.get("sid")))
-        if state is not None and message.get("from") != self.replica:
+        sid = str(message.get("sid"))
+        if message.get("from") == self.replica:
+            return
+        state = self._states.get(sid)
+        if state is not None:
             state.restore(message.get("state"))
+        elif isinstance(message.get("state"), dict) and self.held(sid):
+            self._loaded[sid] = message["state"]
 
     async def forget(self, sid: str) -> None:
         self._states.pop(sid, None)
+        self._loaded.pop(sid, None)
         await self.store.delete(self.key(sid))
 
 
