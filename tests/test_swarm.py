@@ -9,6 +9,9 @@ multi-tool with 2 replicas, and `vault`, which declares a secret), then, in orde
 - a gateway task killed: the MCP session goes on through the other gateway (sessions are in Redis);
 - an edit of one namespace and `swarm up` again under a steady load: only that namespace rolls out, with
   no failed call;
+- signed-only mode (TOOLDOCK_REQUIRE_SIGNED_BY): every `swarm up` here signs what it pushes (`--sign-key`) and
+  passes the check; one whose namespace images are not signed by the required key is refused before the
+  swarm is touched;
 - `tooldock swarm down --volumes` leaves no service, container, network, secret, config or volume.
 
 The stack file itself (`swarm render`'s output for a fixed plan) is compared with tests/expected/swarm/.
@@ -132,21 +135,29 @@ class Stack:
             "TOOLDOCK_CACHE_DIR": str(BUILD_CACHE),
             "TOOLDOCK_SECRETS_DIR": str(store),
             "TOOLDOCK_AGE_KEY_FILE": str(store / "age.key"),
+            "TOOLDOCK_SIGNING_PASSWORD": "swarm signing",
+            "TOOLDOCK_REQUIRE_SIGNED_BY": str(state.parent / "keys" / "ci.pub"),
         }
+        self.keys = state.parent / "keys"
         self.env.pop("TOOLDOCK_BEARER_TOKEN", None)
         self.token = ""
 
-    def cli(self, *args: str, check: bool = True, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run([TOOLDOCK, "swarm", *args], env=self.env, capture_output=True, text=True,
+    def cli(self, *args: str, check: bool = True, timeout: float = 900,
+            **env: str) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run([TOOLDOCK, "swarm", *args], env={**self.env, **env}, capture_output=True, text=True,
                               timeout=timeout)
         if check and proc.returncode != 0:
             raise AssertionError(f"tooldock swarm {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr[-4000:]}")
         return proc
 
-    def up(self) -> subprocess.CompletedProcess[str]:
+    def up(self, *extra: str, check: bool = True, **env: str) -> subprocess.CompletedProcess[str]:
         return self.cli("up", str(self.tools), "--registry", self.registry, "--replicas", "2", "--port",
                         str(self.port), "--publish", publish_mode(), "--stack", STACK, "--state-dir",
-                        str(self.state), "--timeout", "400", "--json")
+                        str(self.state), "--timeout", "400", "--json", *extra, check=check, **env)
+
+    def signed_up(self) -> subprocess.CompletedProcess[str]:
+        """`swarm up --sign-key` in signed-only mode (TOOLDOCK_REQUIRE_SIGNED_BY=ci.pub, in self.env)."""
+        return self.up("--sign-key", str(self.keys / "ci.key"))
 
     def headers(self, namespace: str | None = None) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}", **({"X-Namespace": namespace} if namespace else {})}
@@ -192,6 +203,7 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def stack(engine: str, registry: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    from tooldock.builder.cosignkey import generate, public_pem
     from tooldock.secrets.store import SecretStore
 
     for host in swarm_up(engine):
@@ -208,15 +220,19 @@ def stack(engine: str, registry: str, tmp_path_factory: pytest.TempPathFactory) 
         secrets.init()
         secrets.set("VAULT_TOKEN", SECRET_VALUE, namespace="vault")
         stack = Stack(host, tools, registry, root / "state", store, _free_port())
+        subprocess.run([TOOLDOCK, "keygen", str(stack.keys / "ci")], env=stack.env, check=True, capture_output=True)
+        other = generate()  # a key whose signatures the stack's images do not carry
+        (stack.keys / "other.pub").write_bytes(public_pem(other))
         started = time.monotonic()
         try:
-            up = stack.up()
+            up = stack.signed_up()
             print(f"\ntooldock swarm up ({publish_mode()}): {time.monotonic() - started:.1f}s")
             token_lines = [line for line in up.stdout.splitlines() if line.startswith("token: ")]
             assert len(token_lines) == 1, up.stdout
             stack.token = token_lines[0].removeprefix("token: ")
             result = json.loads(up.stdout.splitlines()[-1])
             assert result["url"] == stack.url and all(s["ready"] for s in result["services"]), result
+            assert "signed-only mode: 3 namespace image(s) signed" in up.stderr, up.stderr
             yield stack
         finally:
             stack.cli("down", "--stack", STACK, "--state-dir", str(root / "state"), "--volumes", check=False)
@@ -339,7 +355,7 @@ def test_a_rolling_update_under_load_fails_no_call_and_touches_one_namespace(sta
         thread.start()
     try:
         started = time.monotonic()
-        up = stack.up()
+        up = stack.signed_up()
         took = time.monotonic() - started
         time.sleep(3)  # the old tasks drain after the command returned
     finally:
@@ -355,6 +371,29 @@ def test_a_rolling_update_under_load_fails_no_call_and_touches_one_namespace(sta
     assert stack.answer("multi-tool", "version") == "v2"
     for service, containers in before.items():  # nothing else was restarted
         assert stack.containers(service) == containers, service
+
+
+def test_signed_only_mode_refuses_images_not_signed_by_the_keys_before_touching_the_swarm(stack: Stack) -> None:
+    """`swarm up` with TOOLDOCK_REQUIRE_SIGNED_BY naming a key that signed none of the images, and no --sign-key:
+    refused with the image named, the services as they were. The images `swarm up --sign-key` pushed carry
+    cosign signatures by the stack's key (checked by `tooldock verify`), the gateway's too."""
+    def versions() -> dict[str, int]:
+        listed = stack.docker("service", "ls", "-q", "--filter", f"label=com.docker.stack.namespace={STACK}")
+        inspected = json.loads(stack.docker("service", "inspect", *listed.stdout.split()).stdout)
+        return {s["Spec"]["Name"]: s["Version"]["Index"] for s in inspected}
+
+    before = versions()
+    refused = stack.up(check=False, TOOLDOCK_REQUIRE_SIGNED_BY=str(stack.keys / "other.pub"))
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr, refused.stderr
+    assert "refusing to run image" in refused.stderr and "no valid signature" in refused.stderr
+    assert f"{stack.registry}/tooldock/basic-tool@sha256:" in refused.stderr  # the first namespace's image
+    assert "--sign-key KEY.key" in refused.stderr and "Nothing was deployed" in refused.stderr
+    assert "docker stack deploy" not in refused.stderr and versions() == before
+    gateway = json.loads(stack.docker("service", "inspect", f"{STACK}_gateway").stdout)[0]
+    image = gateway["Spec"]["TaskTemplate"]["ContainerSpec"]["Image"]
+    verified = subprocess.run([TOOLDOCK, "verify", image, "--key", str(stack.keys / "ci.pub"), "--json"],
+                              env=stack.env, capture_output=True, text=True)
+    assert verified.returncode == 0 and json.loads(verified.stdout)["digest"] == image.split("@")[1], verified.stderr
 
 
 def test_render_writes_the_stack_that_runs(stack: Stack) -> None:

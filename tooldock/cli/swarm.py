@@ -51,10 +51,37 @@ def _checked_stack(stack: str) -> str:
     return stack
 
 
+def _require_signed(built: list[Any]) -> None:
+    """Signed-only mode (TOOLDOCK_REQUIRE_SIGNED_BY): each namespace image, as pushed, signed by one of its keys;
+    ClickException naming the first that is not, before anything is made or deployed in the swarm."""
+    from tooldock.runtime.backends.signedonly import UnsignedImage, require_signed, required_keys
+
+    keys = required_keys()
+    if not keys:
+        return
+    for image in built:
+        try:
+            require_signed(image.reference, keys)
+        except UnsignedImage as exc:
+            raise click.ClickException(
+                f"namespace {image.name}: {exc}; or run `tooldock swarm up --sign-key KEY.key` to sign the images "
+                "it pushes. Nothing was deployed or changed in the swarm."
+            ) from None
+    _say(f"signed-only mode: {len(built)} namespace image(s) signed by a key of TOOLDOCK_REQUIRE_SIGNED_BY")
+
+
 def _prepare(
-    tools_dir: Path, registry: str, replicas: int, port: int, publish: str, stack: str, state_dir: Path | None
+    tools_dir: Path,
+    registry: str,
+    replicas: int,
+    port: int,
+    publish: str,
+    stack: str,
+    state_dir: Path | None,
+    sign_key: Path | None,
 ) -> tuple[Any, Any, Any]:
-    """Images built and pushed, the plan made, its secrets and configs in the swarm: (engine, planned, state)."""
+    """Images built, pushed (and signed), the plan made, its secrets and configs in the swarm: (engine, planned,
+    state). In signed-only mode the namespace images are checked before anything is made in the swarm."""
     from tooldock.builder.registry import RegistryError
     from tooldock.errors import BuilderError
     from tooldock.secrets.store import SecretStore
@@ -68,14 +95,18 @@ def _prepare(
     folders = namespace_dirs(tools_dir)
     if not folders:
         raise click.ClickException(f"{tools_dir} has no namespace folders")
+    from tooldock.cli.signing import private_key
+
+    key = private_key(sign_key) if sign_key is not None else None  # asked once, before any build
     try:
         engine = swarm_engine.client()
         swarm_engine.check_manager(engine)
-        maker = ImageMaker(registry, cache_dir() / "swarm-oci", cache_dir(), _say)
+        maker = ImageMaker(registry, cache_dir() / "swarm-oci", cache_dir(), _say, key)
+        built = [maker.namespace(folder) for folder in folders]
+        _require_signed(built)
         images = {"gateway": maker.gateway(), "redis": maker.program("redis")}
         if publish == "edge":
             images["haproxy"] = maker.program("haproxy")
-        built = [maker.namespace(folder) for folder in folders]
         state = SwarmState(state_dir or default_dir(stack), stack)
         existing = swarm_engine.existing_secrets(engine, stack)
         planned = make_plan(state, images, built, existing, SecretStore.from_env(), replicas, port, publish)  # type: ignore[arg-type]
@@ -101,6 +132,14 @@ common = [
         show_default=True,
         help="mesh: the gateway's port published by the routing mesh (needs IPVS in every node's kernel); "
         "edge: an HAProxy task published on the node (host mode) in front of the gateway replicas.",
+    ),
+    click.option(
+        "--sign-key",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="Sign every image pushed with this cosign key (PREFIX.key, `tooldock keygen`; passphrase from "
+        "TOOLDOCK_SIGNING_PASSWORD or a prompt). With TOOLDOCK_REQUIRE_SIGNED_BY set, each namespace image must be "
+        "signed by one of its keys, else nothing is deployed.",
     ),
     stack_option,
     state_option,
@@ -140,13 +179,16 @@ def up(
     publish: str,
     stack: str,
     state_dir: Path | None,
+    sign_key: Path | None,
     timeout: float,
     as_json: bool,
 ) -> None:
     """Build and push every image, make the secrets, deploy or update the stack, wait until it is ready.
 
     Run again after an edit: only the namespaces whose image changed roll out (start-first). The bearer
-    token is TOOLDOCK_BEARER_TOKEN, or made here and printed once.
+    token is TOOLDOCK_BEARER_TOKEN, or made here and printed once. With TOOLDOCK_REQUIRE_SIGNED_BY set
+    (signed-only mode), a namespace image without a valid signature by one of its keys stops it before
+    anything is made or deployed in the swarm (--sign-key signs them).
     """
     import tempfile
 
@@ -154,7 +196,7 @@ def up(
     from tooldock.swarm.stack import render
 
     stack = _checked_stack(stack)
-    engine, planned, _ = _prepare(tools_dir, registry, replicas, port, publish, stack, state_dir)
+    engine, planned, _ = _prepare(tools_dir, registry, replicas, port, publish, stack, state_dir, sign_key)
     before = swarm_engine.images(engine, stack)
     text = render(planned.plan, stack)
     for service, image in sorted(_wanted_images(planned.plan).items()):
@@ -213,6 +255,7 @@ def render_command(
     publish: str,
     stack: str,
     state_dir: Path | None,
+    sign_key: Path | None,
     output: Path | None,
 ) -> None:
     """Build and push the images, make the secrets, and write the stack file without deploying it.
@@ -223,7 +266,7 @@ def render_command(
     from tooldock.swarm.stack import render
 
     stack = _checked_stack(stack)
-    _, planned, _ = _prepare(tools_dir, registry, replicas, port, publish, stack, state_dir)
+    _, planned, _ = _prepare(tools_dir, registry, replicas, port, publish, stack, state_dir, sign_key)
     text = render(planned.plan, stack)
     if output is None:
         click.echo(text, nl=False)

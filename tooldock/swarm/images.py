@@ -2,7 +2,8 @@
 from: one per namespace, the gateway's, Redis's and (publish: edge) HAProxy's. Each is referenced by digest,
 `REGISTRY/tooldock/NAME@sha256:...`, so a node runs exactly what was built and a namespace whose image did
 not change keeps its running tasks. No attachments (SBOM, provenance) here: `tooldock build --push` makes
-those for a release; the stack needs the images only.
+those for a release; the stack needs the images only. Given a signing key (`swarm up --sign-key`), each image
+is signed in the registry once pushed (cosign's `.sig`, signing.py).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tooldock.builder.build import Builder, BuildOptions
 from tooldock.builder.debimage import PROGRAMS, build_program
@@ -18,6 +20,9 @@ from tooldock.builder.oci import Image
 from tooldock.builder.registry import push
 from tooldock.namespace.config import read_config
 from tooldock.namespace.models import NamespaceConfig
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric import ec
 
 PREFIX = "tooldock"
 
@@ -36,16 +41,29 @@ def namespace_dirs(tools_dir: Path) -> list[Path]:
 
 
 class ImageMaker:
-    """Builds and pushes; `say` gets one line per step."""
+    """Builds, pushes and (with `key`) signs; `say` gets one line per step."""
 
-    def __init__(self, registry: str, output: Path, cache: Path, say: Callable[[str], None]) -> None:
-        self.registry, self.say = registry, say
+    def __init__(
+        self,
+        registry: str,
+        output: Path,
+        cache: Path,
+        say: Callable[[str], None],
+        key: ec.EllipticCurvePrivateKey | None = None,
+    ) -> None:
+        self.registry, self.say, self.key = registry, say, key
         self.builder = Builder(BuildOptions(output=output, cache=cache, attach=False), say=lambda m: say(f"  {m}"))
 
     def _push(self, name: str, repository: str, image: Image, tag: str) -> Built:
         pushed = push(self.builder.store, image, f"{self.registry}/{PREFIX}", repository, tag)
         reference = f"{self.registry}/{PREFIX}/{repository}@{pushed.digest}"
-        self.say(f"{name}: {reference} ({len(pushed.uploaded)} blobs uploaded)")
+        signed = ""
+        if self.key is not None:
+            from tooldock.builder.signing import sign_image
+
+            sign_image(reference, self.key)
+            signed = ", signed"
+        self.say(f"{name}: {reference} ({len(pushed.uploaded)} blobs uploaded{signed})")
         return Built(name, reference, pushed.digest)
 
     def namespace(self, folder: Path) -> Built:
