@@ -127,3 +127,58 @@ def test_a_grace_period_that_is_not_a_number_is_refused(naps, tmp_path):
     gateway = Gateway(naps, tmp_path / "gw.log", {"TOOLDOCK_SHUTDOWN_GRACE": "soon"})
     with pytest.raises(RuntimeError, match="TOOLDOCK_SHUTDOWN_GRACE"):
         gateway.start(timeout=60)
+
+
+ORPHANED_WORK_APP = '''
+import asyncio, signal, socket, time
+
+import uvicorn
+
+from tooldock.runtime.http import exiting
+
+# uvicorn raises the SIGTERM it handled again once stopped, which ends a process with the default action before
+# its loop closes; not the gateway in a container, PID 1, for which the default action is to ignore it. As there:
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+async def app(scope, receive, send):
+    assert scope["type"] == "lifespan"
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+            print("serving", flush=True)  # uvicorn has its signal handlers by now
+        elif message["type"] == "lifespan.shutdown":
+            # blocking work on the loop's executor that nobody awaits, as a DNS lookup whose caller gave up
+            asyncio.get_running_loop().run_in_executor(None, time.sleep, 300)
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+sock = socket.socket()
+sock.bind(("127.0.0.1", 0))
+sock.listen()
+exiting.run(uvicorn.Server(uvicorn.Config(app, loop="asyncio", log_level="warning")), [sock])
+print("the loop closed", flush=True)
+'''
+
+
+def test_the_process_ends_without_waiting_for_work_nobody_awaits(tmp_path):
+    """What kept a stopped gateway alive on Docker Swarm until SIGKILL (`swarm down` took 55 s): DNS lookups left
+    in the event loop's threads, which closing the loop waits for. A real uvicorn server run by the gateway's
+    runner (tooldock.runtime.http.exiting) as PID 1 would run it, its lifespan leaving 300 s of blocking work on
+    the loop's executor: after SIGTERM it ends anyway, saying why, without the rest of its exit."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "orphaned.py"
+    script.write_text(ORPHANED_WORK_APP)
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "serving"
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)  # waiting for the work would take 300 s
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert "exiting without them" in err and "the loop closed" not in out

@@ -366,8 +366,10 @@ def run_app(app: Any, sock: socket.socket, log_level: str, settings: Settings, d
         if drain is None
         else DrainingServer(config, drain, settings.shutdown_grace, settings.drain_timeout)
     )
+    from tooldock.runtime.http import exiting
+
     try:
-        server.run(sockets=[sock])
+        exiting.run(server, [sock])  # server.run, not waiting at exit for DNS lookups nobody awaits (exiting.py)
     except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it already handled: a clean stop, not an abort
         pass
 
