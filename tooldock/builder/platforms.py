@@ -75,6 +75,12 @@ def parse(text: str) -> list[Platform]:
     return sorted(found)
 
 
+def of_python_platform(python_platform: str) -> Platform | None:
+    """The platform whose wheels are `python_platform` (a provenance's `platform`); None when unknown."""
+    arch = _MACHINES.get(python_platform.split("-", 1)[0])
+    return Platform("linux", arch) if arch else None
+
+
 def lock_file(python_platform: str) -> str:
     """The namespace lock's file name for a wheel platform: `requirements.lock` for x86_64 (every build before
     --platform existed, and a build on an amd64 machine), `requirements.linux-<arch>.lock` for the others."""

@@ -23,6 +23,7 @@ from typing import Any
 from tooldock.builder.attach import PROVENANCE
 from tooldock.builder.build import Builder, BuildOptions
 from tooldock.builder.places import place
+from tooldock.builder.platforms import of_python_platform
 from tooldock.errors import BuilderError
 
 DEFAULT_BASE = "tooldock base"
@@ -101,8 +102,13 @@ def rebuild(image: str, folder: Path, cache: Path, say: Callable[[str], None]) -
         fresh = Path(tmp) / "cache"
         fresh.mkdir()
         _seed(cache, fresh)
+        internal = statement.get("predicate", {}).get("buildDefinition", {}).get("internalParameters", {})
         options = BuildOptions(
-            output=Path(tmp) / "oci", cache=fresh, base=None if base in (None, DEFAULT_BASE) else base, attach=True
+            output=Path(tmp) / "oci",
+            cache=fresh,
+            base=None if base in (None, DEFAULT_BASE) else base,
+            attach=True,
+            platform=of_python_platform(str(internal.get("platform", ""))),  # an arm64 image is rebuilt for arm64
         )
         with _environment("SOURCE_DATE_EPOCH", str(params.get("SOURCE_DATE_EPOCH", 0))):
             result = Builder(options, say=say).build(folder)
