@@ -3,8 +3,9 @@ Redis, a 2025-11-25 session whose standalone `GET /mcp` stream is held by one re
 through another (`toolman_activate` in an upstream namespace: its tool and resource lists change); the
 notification arrives on the stream, under an event id a client resumes from with `Last-Event-ID` on a third
 replica, which replays what was raised while the client was away and then goes on live. A reload (which
-every replica does) is heard once on the stream, not once a replica. The official SDK client behind haproxy
-round robin hears a list change whichever replicas its stream and its call land on."""
+every replica does) is heard once on the stream, not once a replica, and a client that dropped its stream
+hears it when it resumes on another replica. The official SDK client behind haproxy round robin hears a
+list change whichever replicas its stream and its call land on."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -88,6 +90,7 @@ class Listener:
     def __init__(self, session: Raw, gw: Gateway, last_id: str | None) -> None:
         self.found: list[tuple[str | None, dict]] = []
         self.status: int | None = None
+        self._stream: httpx.Response | None = None
         self._stop = threading.Event()
         headers = {"Accept": "text/event-stream", **({"Last-Event-ID": last_id} if last_id else {})}
         self._thread = threading.Thread(target=self._read, args=(session, gw, headers), daemon=True)
@@ -103,7 +106,7 @@ class Listener:
         text = ""
         try:
             with session.http.stream("GET", session.url(gw), headers=headers, timeout=60) as stream:
-                self.status = stream.status_code
+                self.status, self._stream = stream.status_code, stream
                 for line in stream.iter_lines():
                     if self._stop.is_set():
                         return
@@ -124,6 +127,14 @@ class Listener:
 
     def close(self) -> None:
         self._stop.set()
+
+    def drop(self) -> None:
+        """The connection goes at once (as a client's network does), not at the next event."""
+        self._stop.set()
+        assert self._stream is not None
+        self._stream.extensions["network_stream"].get_extra_info("socket").shutdown(socket.SHUT_RDWR)
+        self._thread.join(5)
+        assert not self._thread.is_alive()
 
 
 def test_a_change_through_one_replica_reaches_the_get_stream_on_another_and_resumes_on_a_third(three):
@@ -273,26 +284,50 @@ def test_a_get_stream_hears_other_replicas_again_once_redis_answers_again(three)
     held.close()
 
 
-def test_a_reload_is_heard_once_on_the_stream_not_once_a_replica(three):
+def test_a_reload_is_heard_once_on_each_get_stream_held_or_resumed_on_another_replica(three):
+    """A reload through B (which every replica does) is heard once, not once a replica, on the GET stream A
+    holds, and on the one B holds. That client then drops its stream; a second reload (the lists change back)
+    reaches the first stream live, and the second client when it resumes with Last-Event-ID on C: once."""
     (a, b, c), tools, _ = three
-    session = Raw(a, "sums")
+    session, away_session = Raw(a, "sums"), Raw(c, "sums")
     for gw in (a, b, c):  # every replica holds the session (each reloads and knows it)
         session.post(gw, {"jsonrpc": "2.0", "id": 5, "method": "tools/list"})
-    held = session.listen(b)
+    held, away = session.listen(a), away_session.listen(b)
+    lists = [TOOLS_CHANGED, "notifications/resources/list_changed", "notifications/prompts/list_changed"]
+
+    def reload(listed: bool) -> None:  # through B, then until every replica lists what it reloaded
+        answer = b.post("/reload", headers={"X-Manager-Token": INTERNAL})
+        assert answer.status_code == 200, answer.text
+        for gw in (a, b, c):
+            gw.wait_for(lambda gw=gw: ("triple" in {t["name"] for t in _listed(session, gw)}) == listed,
+                        timeout=30, what="the reload on every replica")
+
     (tools / "sums" / "extra.py").write_text(EXTRA)
     try:
-        answer = c.post("/reload", headers={"X-Manager-Token": INTERNAL})
-        assert answer.status_code == 200, answer.text
-        held.wait_for(TOOLS_CHANGED, timeout=30)
-        for gw in (a, b):  # the other replicas reload too (announced on Redis) and list the new tool
-            gw.wait_for(lambda gw=gw: "triple" in {t["name"] for t in _listed(session, gw)}, timeout=30,
-                        what="the reload on every replica")
+        reload(True)
+        away.wait_for(lists[-1], timeout=30)
+        held.wait_for(lists[-1], timeout=30)
         time.sleep(1)
-        assert held.methods().count(TOOLS_CHANGED) == 1, held.methods()
+        assert held.methods() == lists and away.methods() == lists, (held.methods(), away.methods())
+        last_id = away.found[-1][0]
+        assert last_id
+        away.drop()  # no replica holds its GET stream now
+        time.sleep(0.5)
+        (tools / "sums" / "extra.py").unlink()
+        reload(False)
+        held.wait_for(TOOLS_CHANGED, count=2, timeout=30)
+        back = away_session.listen(c, last_id=last_id)  # resumed on C, which never held the session
+        back.wait_for(lists[-1], timeout=10)
+        time.sleep(1)
+        assert held.methods() == lists * 2, held.methods()
+        assert back.methods() == lists, back.methods()  # what it missed, once
+        assert last_id not in [i for i, _ in back.found]
+        back.close()
     finally:
         held.close()
-        (tools / "sums" / "extra.py").unlink()
-        c.post("/reload", headers={"X-Manager-Token": INTERNAL})
+        if (tools / "sums" / "extra.py").exists():
+            (tools / "sums" / "extra.py").unlink()
+            b.post("/reload", headers={"X-Manager-Token": INTERNAL})
 
 
 EXTRA = 'from fastmcp.tools import tool\n\n\n@tool\ndef triple(x: int) -> int:\n    """Three x."""\n    return 3 * x\n'

@@ -326,3 +326,29 @@ def test_several_streams_are_read_at_once_from_where_each_was_read_last(make_sto
         assert found == {"events:n2": [(await appended, "two")]}
 
     run(go())
+
+
+def test_a_swap_returns_what_was_there_and_groups_keep_their_members_until_each_expires(make_store):
+    """`swap` (a reload's one teller among the replicas: sharedreloads.py), groups (the sessions with a GET
+    stream) and `append_many` (one round trip for many streams), as another replica sees them."""
+
+    async def go() -> None:
+        store, other = make_store(), make_store()
+        assert await store.swap("listing:a", "v1", 30) is None
+        told = await asyncio.gather(*(s.swap("listing:a", "v2", 30) for s in (store, other, store, other)))
+        assert sorted(told, key=str) == ["v1", "v2", "v2", "v2"]  # exactly one saw the change
+        await store.add_member("streams:a", "s1", 30)
+        await other.add_member("streams:a", "s2", 0.3)
+        await store.add_member("streams:a", "s3", 30)
+        assert sorted(await other.members("streams:a")) == ["s1", "s2", "s3"]
+        await other.remove_member("streams:a", "s3")
+        await other.remove_member("streams:a", "never")
+        await asyncio.sleep(0.4)
+        assert await store.members("streams:a") == ["s1"]  # s2 expired, s3 removed
+        assert await store.members("streams:none") == []
+        ids = await store.append_many([("events:m1", "a"), ("events:m2", "b"), ("events:m1", "c")], keep=10, ttl=30)
+        assert await other.read_after("events:m1", ids[0]) == [(ids[2], "c")]
+        assert await other.last_entry("events:m2") == ids[1]
+        assert await store.append_many([], keep=10, ttl=30) == []
+
+    run(go())

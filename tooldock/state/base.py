@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 
 RESYNC = ""  # what `subscribe` yields after its subscription was lost and is back
 
@@ -49,9 +49,31 @@ class Store(abc.ABC):
         """Forget `key` (nothing happens when it is not there)."""
 
     @abc.abstractmethod
+    async def swap(self, key: str, value: str, ttl: float) -> str | None:
+        """Keep `value` under `key` for `ttl` seconds and return what was there (None: nothing), atomically: of
+        replicas swapping the same value in, exactly one gets another value back."""
+
+    @abc.abstractmethod
+    async def add_member(self, group: str, member: str, ttl: float) -> None:
+        """Count `member` in `group` for `ttl` seconds from now (again: from now); the group is kept as long
+        as its newest member."""
+
+    @abc.abstractmethod
+    async def members(self, group: str) -> list[str]:
+        """The members of `group` not expired nor removed, in no particular order."""
+
+    @abc.abstractmethod
+    async def remove_member(self, group: str, member: str) -> None:
+        """Take `member` out of `group` (nothing happens when it is not there)."""
+
+    @abc.abstractmethod
     async def append(self, stream: str, value: str, keep: int, ttl: float) -> str:
         """Add `value` at the end of `stream`, keeping about its newest `keep` entries, and the stream for `ttl`
         seconds after this append: the entry's id (ids increase along a stream; opaque otherwise)."""
+
+    @abc.abstractmethod
+    async def append_many(self, items: Sequence[tuple[str, str]], keep: int, ttl: float) -> list[str]:
+        """`append` for each (stream, value) of `items`, in order, in one round trip: the entries' ids."""
 
     @abc.abstractmethod
     async def read_after(self, stream: str, after: str, wait: float = 0.0) -> list[tuple[str, str]] | None:

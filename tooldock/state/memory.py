@@ -6,7 +6,7 @@ import asyncio
 import itertools
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tooldock.state.base import Store
@@ -46,6 +46,7 @@ class MemoryStore(Store):
         self._subscribers: dict[str, set[asyncio.Queue[str]]] = {}
         self._values: dict[str, tuple[str, float]] = {}  # key -> (value, when it expires on the monotonic clock)
         self._streams: dict[str, _Stream] = {}
+        self._groups: dict[str, dict[str, float]] = {}  # group -> member -> when it expires (monotonic clock)
         self._ids = itertools.count(1)
 
     def describe(self) -> str:
@@ -78,6 +79,31 @@ class MemoryStore(Store):
 
     async def delete(self, key: str) -> None:
         self._values.pop(key, None)
+
+    async def swap(self, key: str, value: str, ttl: float) -> str | None:
+        old = await self.get(key)
+        await self.put(key, value, ttl)
+        return old
+
+    async def add_member(self, group: str, member: str, ttl: float) -> None:
+        now = time.monotonic()
+        if group not in self._groups and len(self._groups) >= self.MAX_BUCKETS:
+            self._groups = {g: m for g, m in self._groups.items() if any(t > now for t in m.values())}
+        held = self._groups.setdefault(group, {})
+        if len(held) >= self.MAX_BUCKETS:
+            for gone in [m for m, t in held.items() if t <= now]:
+                del held[gone]
+        held[member] = now + ttl
+
+    async def members(self, group: str) -> list[str]:
+        now = time.monotonic()
+        return [m for m, t in (self._groups.get(group) or {}).items() if t > now]
+
+    async def remove_member(self, group: str, member: str) -> None:
+        self._groups.get(group, {}).pop(member, None)
+
+    async def append_many(self, items: Sequence[tuple[str, str]], keep: int, ttl: float) -> list[str]:
+        return [await self.append(stream, value, keep, ttl) for stream, value in items]
 
     async def append(self, stream: str, value: str, keep: int, ttl: float) -> str:
         now = time.monotonic()
@@ -159,3 +185,4 @@ class MemoryStore(Store):
         self._buckets.clear()
         self._values.clear()
         self._streams.clear()
+        self._groups.clear()

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import redis.asyncio as redis
@@ -53,6 +53,23 @@ redis.call('PEXPIRE', KEYS[1], math.ceil(burst / rate * 1000) + 1000)
 return {tostring(taken), tostring(wait)}
 """
 
+# A group's members (add_member): a sorted set scored by when each expires, in milliseconds on Redis's clock;
+# the set is kept as long as its newest member.
+ADD = """
+local now = redis.call('TIME')
+local at = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', at)
+redis.call('ZADD', KEYS[1], at + tonumber(ARGV[2]), ARGV[1])
+local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+redis.call('PEXPIREAT', KEYS[1], tonumber(last[2]))
+return 1
+"""
+MEMBERS = """
+local now = redis.call('TIME')
+local at = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+return redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. at, '+inf')
+"""
+
 
 class RedisStore(Store):
     kind, shared = "redis", True
@@ -68,6 +85,7 @@ class RedisStore(Store):
             decode_responses=True,
         )
         self._take = self.client.register_script(TAKE)
+        self._add, self._members = self.client.register_script(ADD), self.client.register_script(MEMBERS)
 
     def describe(self) -> str:
         return f"Redis at {self.url}"
@@ -102,6 +120,33 @@ class RedisStore(Store):
 
     async def delete(self, key: str) -> None:
         await self._run(self.client.delete(f"{self.prefix}{key}"))
+
+    async def swap(self, key: str, value: str, ttl: float) -> str | None:
+        found = await self._run(self.client.set(f"{self.prefix}{key}", value, px=max(1, int(ttl * 1000)), get=True))
+        return None if found is None else str(found)
+
+    async def add_member(self, group: str, member: str, ttl: float) -> None:
+        """A sorted set scored by when each member expires (on Redis's clock, as the buckets)."""
+        key = f"{self.prefix}group:{group}"
+        await self._run(self._add(keys=[key], args=[member, str(max(1, int(ttl * 1000)))]))
+
+    async def members(self, group: str) -> list[str]:
+        key = f"{self.prefix}group:{group}"
+        return [str(m) for m in await self._run(self._members(keys=[key]))]
+
+    async def remove_member(self, group: str, member: str) -> None:
+        await self._run(self.client.zrem(f"{self.prefix}group:{group}", member))
+
+    async def append_many(self, items: Sequence[tuple[str, str]], keep: int, ttl: float) -> list[str]:
+        if not items:
+            return []
+        pipe = self.client.pipeline(transaction=False)  # one round trip
+        for stream, value in items:
+            key = f"{self.prefix}stream:{stream}"
+            pipe.xadd(key, {"v": value}, maxlen=max(1, keep), approximate=True)
+            pipe.pexpire(key, max(1, int(ttl * 1000)))
+        found = await self._run(pipe.execute())
+        return [str(entry) for entry in found[::2]]
 
     async def append(self, stream: str, value: str, keep: int, ttl: float) -> str:
         key = f"{self.prefix}stream:{stream}"

@@ -6,7 +6,8 @@ With replicas sharing a state store (issue 56), what changes is of two kinds:
 - What every replica raises by itself, for its own clients: a reload (every replica reloads), a namespace
   whose lists changed as the replica sees them (an upstream server it runs that went away, a network
   namespace's workers). Each replica tells its own listen streams, so a stream hears it once, not once a
-  replica; a shared session hears it from the replica holding its GET stream (sharednotices.py).
+  replica; a shared session's GET stream hears it from the one replica that stores it there
+  (sharedreloads.py), wherever the stream is held or resumed.
 - What one replica raises for all: an upstream server's `resources/updated` (reaching the replicas whose
   connection to it had the subscription) and a 2026-07-28 client's `toolman_activate` (a change of the one
   view those clients share). `ListenBus.share` publishes it on this replica's bus and on a store channel;
@@ -129,7 +130,7 @@ class Notices:
                 entry = self.engine.registry.snapshot.entries.get(namespace) if self.engine else None
                 for resource in entry.surface("resources") if entry is not None else ():
                     await bus.publish(ResourceUpdated(uri=resource["uri"]))
-            if self.replication is not None:  # shared sessions: told by the replica holding their GET stream
+            if self.replication is not None:  # shared sessions: told once, through their GET stream in the store
                 await self.replication.reloaded(namespace)
             sessions = self.sessions.get(namespace) or weakref.WeakKeyDictionary()
             for session, state in [(c, s) for c, s in list(sessions.items()) if not (s.sid and self.replication)]:

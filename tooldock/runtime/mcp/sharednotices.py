@@ -14,8 +14,9 @@ all of them, only while there is one): a plain call does nothing here, and a not
 trip beyond its store write. A store lost for a while delays the notifications (each stream is read from
 where it was), none is lost unless it was trimmed meanwhile (MCP_EVENT_BUFFER per stream).
 
-Reloads reach every replica, and each would tell the sessions it knows: for shared sessions only the
-replica holding the GET stream tells it (`reloaded`), so the client hears a reload once, not once a replica.
+Reloads reach every replica: one of them stores the notices in the GET stream of every session that has
+one (sharedreloads.py), and they reach the client as above, once, wherever its stream is held or resumed.
+Only while the store cannot be reached does each replica tell the streams it holds itself (`reloaded`).
 Server-to-client requests are not passed on (their answer would reach a replica that did not ask), only
 notifications.
 """
@@ -144,9 +145,10 @@ class GetStreams:
                 return
 
     async def reloaded(self, manager: Any, subscriptions: Any) -> None:
-        """A reload here changed the namespace of `manager`: each session whose GET stream this replica holds
-        hears its lists changed, and `resources/updated` for each resource it subscribed to (`subscriptions`:
-        sid -> awaitable of the URIs), stored first as the SDK's transport stores what it sends."""
+        """A reload here changed the namespace of `manager` while the store could not be reached
+        (sharedreloads.py): each session whose GET stream this replica holds hears its lists changed, and
+        `resources/updated` for each resource it subscribed to (`subscriptions`: sid -> awaitable of the URIs),
+        stored first as the SDK's transport stores what it sends."""
         for follow in [f for f in list(self._follows.values()) if f.manager is manager and f.active]:
             transport = manager._server_instances.get(follow.sid)
             streams = follow.streams()

@@ -16,10 +16,10 @@ ones that hold the session take it at once (no store round trip on a request); a
 reads it with the facts. The last change wins.
 
 A session's SSE events are in the store too (sharedevents.py): a stream resumes on any replica, and what
-any replica raises for the session reaches its standalone GET stream wherever it is held (sharednotices.py).
-A session's idle countdown
-runs on each replica that holds it; its facts expire MCP_SESSION_TTL_HOURS after it opened (or after the
-last adoption), after which other replicas no longer adopt it.
+any replica raises for the session reaches its standalone GET stream wherever it is held (sharednotices.py),
+a reload's list changes too (sharedreloads.py). A session's idle countdown runs on each replica that holds
+it; its facts expire MCP_SESSION_TTL_HOURS after it opened (or after the last adoption), after which other
+replicas no longer adopt it.
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ from tooldock.runtime.mcp.sessionids import SessionIds
 from tooldock.runtime.mcp.sessionsharing import SessionSharing, follow_changes
 from tooldock.runtime.mcp.sharedevents import TAIL_MARGIN, SharedEvents, session_events_key, stream_key
 from tooldock.runtime.mcp.sharednotices import GetStreams
+from tooldock.runtime.mcp.sharedreloads import ReloadNotices, digest, tell
 from tooldock.state import RESYNC, Store, replica_name
 
 log = logging.getLogger("tooldock.mcp")
@@ -142,11 +143,12 @@ class SharedSessionManager(ScopedSessionManager):
         keep: int,
         get_streams: GetStreams,
         ids: SessionIds,
+        reloads: ReloadNotices,
         **kwargs: Any,
     ) -> None:
         super().__init__(app, **kwargs)
         self.sharing, self.tail_for, self.keep, self.get_streams = sharing, tail_for, keep, get_streams
-        self.ids = ids
+        self.ids, self.reloads = ids, reloads
         self.store, self.namespace, self.ttl = sharing.store, sharing.namespace, sharing.ttl
 
     def events_of(self, sid: str) -> EventStore | None:
@@ -163,9 +165,11 @@ class SharedSessionManager(ScopedSessionManager):
         return SharedEvents(self.store, key, self.keep, local, self.tail_for, replica, follow)
 
     async def _follow_get(self, sid: str) -> None:
-        """A fresh GET stream of a session held here: what other replicas raise for it from now on is sent on it."""
+        """A fresh GET stream of a session held here: what other replicas raise for it from now on is sent on it,
+        and the namespace's reloads are stored for it (sharedreloads.py)."""
         stream = stream_key(session_events_key(self.namespace, sid), GET_STREAM_KEY)
         try:
+            await self.reloads.opened(self.namespace, sid)
             after = await self.store.last_entry(stream)
         except StateUnavailable as err:
             log.warning("MCP session %s: its GET stream hears this replica only (%s)", sid[:12], err)
@@ -302,6 +306,7 @@ class SharedSessionManager(ScopedSessionManager):
         try:
             await self.store.delete(self._facts_key(sid))
             await self.sharing.forget(sid)
+            await self.reloads.ended(self.namespace, sid)
             await self.store.publish(ENDED, f"{self.namespace} {sid}")
         except StateUnavailable as err:
             log.warning("MCP session %s ended here, but other replicas were not told: %s", sid[:12], err)
@@ -345,7 +350,7 @@ class Replication:
         self.store, self.ttl, self.replica, self.engine, self.keep = store, ttl, replica, engine, keep
         self.keys = tuple(keys)
         self._sharing: dict[str, SessionSharing] = {}
-        self.get_streams = GetStreams(store, replica)
+        self.get_streams, self.reloads = GetStreams(store, replica), ReloadNotices(store, ttl, keep)
         self._managers: Mapping[str, Any] = {}
 
     @classmethod
@@ -371,16 +376,17 @@ class Replication:
             tail_for=tail_for,
             keep=self.keep,
             get_streams=self.get_streams,
+            reloads=self.reloads,
             ids=SessionIds(self.keys, namespace),
             **options,
         )
 
     async def reloaded(self, namespace: str) -> None:
-        """A reload changed `namespace`: its sessions whose GET stream this replica holds hear it (the hub
-        tells no other shared session: the replica holding its stream does)."""
-        manager = self._managers.get(namespace)
-        if isinstance(manager, SharedSessionManager):
-            await self.get_streams.reloaded(manager, self.sharing_of(namespace).subscriptions)
+        """A reload changed `namespace` here: one replica stores the notices in the GET stream of each of its
+        sessions that has one (sharedreloads.py); the hub tells no shared session itself."""
+        manager, subscriptions = self._managers.get(namespace), self.sharing_of(namespace).subscriptions
+        entry = self.engine.registry.snapshot.entries.get(namespace) if self.engine is not None else None
+        await tell(self.reloads, namespace, digest(entry), subscriptions, self.get_streams, manager)
 
     async def follow(self, managers: dict[str, Any]) -> None:
         self._managers = managers
