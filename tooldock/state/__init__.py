@@ -4,9 +4,10 @@ One interface, `Store`, two implementations chosen by `TOOLDOCK_STATE_URL`: unse
 the embedded default: nothing new to run); `redis://`, `rediss://` or `unix://`, `RedisStore` on a real Redis
 server that every replica shares. Nothing outside this package knows which one is in use.
 
-Held in the store so far: the facts of 2025-era MCP sessions (runtime/mcp/sharedsessions.py), the rate-limit
-buckets (one bucket per namespace or API key across all replicas) and the reload signal (a reload on one
-replica reaches all of them). A store that cannot be reached is
+Held in the store so far: the facts, state and SSE events of 2025-era MCP sessions (runtime/mcp/shared*.py,
+with the sessions that have a GET stream and each namespace's lists as a reload last told them), the
+rate-limit buckets (one bucket per namespace or API key across all replicas) and the reload signal (a
+reload on one replica reaches all of them). A store that cannot be reached is
 `StateUnavailable` (503, retryable) for what needs it, never a hang: every Redis command has a time limit.
 """
 
