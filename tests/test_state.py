@@ -208,7 +208,7 @@ def test_bad_urls_say_what_is_wrong_without_the_password(raw, words):
 def test_the_settings_refuse_a_bad_url_and_read_it_from_a_file(tmp_path):
     from tooldock.runtime.settings import Settings, SettingsError
 
-    base = {"TOOLDOCK_BEARER_TOKEN": "x" * 16}
+    base = {"TOOLDOCK_BEARER_TOKEN": "x" * 16, "TOOLDOCK_STATE_KEY": "k" * 43}  # a store needs a key too
     with pytest.raises(SettingsError, match="scheme must be"):
         Settings.from_env({**base, "TOOLDOCK_STATE_URL": "memcached://x"})
     assert Settings.from_env(base).state_url is None
