@@ -331,6 +331,27 @@ def _npm_ci(package_dir: Path, home: Path, what: str, scripts: bool) -> None:
     staging.rename(home)
 
 
+def unix_connect(path: Path, timeout: float = 60) -> socket.socket:
+    """A connection to the unix socket at `path` once it accepts: a server's socket file appears when it binds,
+    a moment before it listens (a connect in between is refused; on a busy machine that moment can be long).
+    A path longer than AF_UNIX allows (a deep temp folder) is reached through its folder's descriptor."""
+    deadline = time.monotonic() + timeout
+    folder = os.open(path.parent, os.O_PATH | os.O_DIRECTORY)
+    try:
+        while True:
+            client = socket.socket(socket.AF_UNIX)
+            try:
+                client.connect(f"/proc/self/fd/{folder}/{path.name}")
+                return client
+            except (ConnectionRefusedError, FileNotFoundError):
+                client.close()
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+    finally:
+        os.close(folder)
+
+
 def tooldock_cli(*args: str, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(
         [TOOLDOCK, *args], capture_output=True, text=True,

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import stat
 import subprocess
 import tarfile
@@ -15,7 +14,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import BUILD_CACHE, EXAMPLES, FIXTURES, require, tooldock_cli
+from conftest import BUILD_CACHE, EXAMPLES, FIXTURES, require, tooldock_cli, unix_connect
 
 
 def build_json(*args: str, env: dict[str, str] | None = None) -> list[dict]:
@@ -157,8 +156,7 @@ def test_schema_zygote_and_plain_extraction_agree(built, tmp_path):
 
 
 def _worker_handshake(sock_path: Path) -> tuple[dict, dict, dict]:
-    client = socket.socket(socket.AF_UNIX)
-    client.connect(str(sock_path))
+    client = unix_connect(sock_path)
     stream = client.makefile("rwb")
     ready = json.loads(stream.readline())
     stream.write(b'{"id":"1","op":"ping"}\n{"id":"2","op":"tools.list"}\n'

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, require, tooldock_cli
+from conftest import EXAMPLES, require, tooldock_cli, unix_connect
 
 
 @pytest.fixture(scope="module")
@@ -23,8 +23,7 @@ def source(tmp_path_factory):
 
 
 def _talk(sock_path: Path) -> tuple[dict, dict, dict]:
-    client = socket.socket(socket.AF_UNIX)
-    client.connect(str(sock_path))
+    client = unix_connect(sock_path)
     stream = client.makefile("rwb")
     ready = json.loads(stream.readline())
     stream.write(b'{"id":"p","op":"ping"}\n{"id":"l","op":"tools.list"}\n')

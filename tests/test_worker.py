@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-import socket
+import shutil
 import subprocess
 import sys
 import tempfile
-import shutil
 import time
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, unix_connect
 
 
 class WorkerProc:
@@ -30,8 +29,7 @@ class WorkerProc:
             assert self.proc.poll() is None, self.proc.stderr.read().decode()
             assert time.monotonic() < deadline, "worker did not start"
             time.sleep(0.05)
-        self.sock = socket.socket(socket.AF_UNIX)
-        self.sock.connect(str(self.socket))
+        self.sock = unix_connect(self.socket)
         self.file = self.sock.makefile("rwb")
         self.handshake = self.read()
 
