@@ -43,7 +43,7 @@ def two(tmp_path_factory, registry, docker_host):
     alone = build(str(src), "--output", str(tmp / "alone"))
     started = time.monotonic()
     both = build(str(src), "--output", str(tmp / "oci"), "--platform", "linux/arm64,linux/amd64",
-                 "--push", f"{registry}/tools", "--load", env={"DOCKER_HOST": docker_host})
+                 "--push", f"{registry}/multiplatform", "--load", env={"DOCKER_HOST": docker_host})
     print(f"two-platform build: {time.monotonic() - started:.1f} s")
     layout = tmp / "oci" / NS
     return {"tmp": tmp, "src": src, "alone": alone, "both": both, "layout": layout, "registry": registry}
@@ -111,7 +111,7 @@ def test_pushed_index_is_read_by_skopeo_and_the_arm64_worker_answers_under_qemu(
                                                                               arm64_emulation):
     import docker
 
-    reference = f"{two['registry']}/tools/{NS}:1.0.0"
+    reference = f"{two['registry']}/multiplatform/{NS}:1.0.0"  # not test_supply_chain's repository
     raw = subprocess.run(["skopeo", "inspect", "--raw", "--tls-verify=false", f"docker://{reference}"],
                          capture_output=True, check=True).stdout
     assert f"sha256:{hashlib.sha256(raw).hexdigest()}" == two["both"]["digest"] == two["both"]["pushed"]["digest"]
@@ -188,6 +188,19 @@ def _x86_only_wheel(folder: Path) -> None:
     with zipfile.ZipFile(folder / f"{name}-1.0-{tag}.whl", "w") as wheel:
         for path, data in [*files.items(), (f"{name}-1.0.dist-info/RECORD", record.encode())]:
             wheel.writestr(path, data)
+
+
+def test_uvs_no_wheel_answer_is_read_however_uv_wrapped_it():
+    """uv wraps its message to the terminal's width: the package is named either way (a parallel run's
+    narrower output once broke the match)."""
+    from tooldock.builder.platforms import wheel_problem
+
+    said = ("error: No solution found when resolving dependencies\n  cause: Because tooldock-x86only-demo==1.0 has"
+            " no wheels with a matching\n         platform tag (e.g., `manylinux_2_36_aarch64`) and you require")
+    for text in (said, " ".join(said.split())):
+        assert "'tooldock-x86only-demo' has no wheel for linux/arm64" in (wheel_problem(text, "aarch64-manylinux_2_36",
+                                                                                        "x") or "")
+    assert wheel_problem("error: something else entirely", "aarch64-manylinux_2_36", "x") is None
 
 
 def test_a_requirement_without_an_arm64_wheel_is_refused_with_its_name(two, tmp_path):

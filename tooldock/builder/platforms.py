@@ -104,7 +104,8 @@ _NO_WHEEL = re.compile(
 def wheel_problem(uv_output: str, python_platform: str, what: str) -> str | None:
     """A clear refusal when uv's resolution failed because a package has no wheel for the platform; None when
     it failed for another reason."""
-    names = list(dict.fromkeys(m.group(1) for m in _NO_WHEEL.finditer(uv_output)))
+    flat = " ".join(uv_output.split())  # uv wraps its message to the terminal's width (COLUMNS, or a pipe's)
+    names = list(dict.fromkeys(m.group(1) for m in _NO_WHEEL.finditer(flat)))
     if not names:
         return None
     arch = _MACHINES.get(python_platform.split("-", 1)[0], python_platform)
@@ -112,6 +113,6 @@ def wheel_problem(uv_output: str, python_platform: str, what: str) -> str | None
     return (
         f"{what}: {packages} {'has' if len(names) == 1 else 'have'} no wheel for linux/{arch} ({python_platform}); "
         f"images for another platform than the build machine's are installed from wheels only. Pin a version "
-        f"that publishes a {python_platform.split('-', 1)[0]} wheel, build linux/{arch} on a linux/{arch} machine, "
+        f"that publishes a wheel for {python_platform.split('-', 1)[0]}, build linux/{arch} on a linux/{arch} machine, "
         f"or leave linux/{arch} out of --platform."
     )
