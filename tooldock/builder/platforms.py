@@ -95,9 +95,9 @@ def is_platform_lock(name: str) -> bool:
     return bool(_PLATFORM_LOCK.match(name))
 
 
-_NO_WHEEL = re.compile(  # uv wraps its message at the terminal's width (COLUMNS): any space may be a line break
-    r"(?:Because|and)\s+(?:only\s+)?([A-Za-z0-9][A-Za-z0-9._-]*?)(?:[=<>!~]=?[^\s,]+)?(?:\s+is\s+available\s+and\s+\S+)?"
-    r"\s+has\s+no\s+(?:wheels\s+with\s+a\s+matching\s+platform\s+tag|usable\s+wheels)"
+_NO_WHEEL = re.compile(
+    r"(?:Because|and) (?:only )?([A-Za-z0-9][A-Za-z0-9._-]*?)(?:[=<>!~]=?[^\s,]+)?(?: is available and \S+)? "
+    r"has no (?:wheels with a matching platform tag|usable wheels)"
 )
 
 
