@@ -21,6 +21,8 @@ from conftest import EXAMPLES, TOKEN
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from tooldock.runtime.backends.supervisor import CRASH_LOOP_AFTER
+
 pytestmark = pytest.mark.slow
 
 SECONDS = float(os.environ.get("TOOLDOCK_SOAK_SECONDS", "20"))
@@ -96,7 +98,9 @@ def test_soak_under_crashes_and_a_reload(make_gateway):
         while time.monotonic() < stop - 1:
             await asyncio.sleep(3)
             pid = gw.namespace("multi-tool").get("pid")
-            if pid:
+            # Each kill is a death within STABLE_AFTER of the start: CRASH_LOOP_AFTER of them in a row is a crash
+            # loop by design (a loaded machine's slow start once added one more), so fewer are made.
+            if pid and len(killed) < CRASH_LOOP_AFTER - 2:
                 with __import__("contextlib").suppress(ProcessLookupError):
                     os.kill(int(pid), signal.SIGKILL)
                     killed.append(int(pid))
