@@ -10,6 +10,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import EXAMPLES, require, tooldock_cli, unix_connect
@@ -20,6 +21,17 @@ def source(tmp_path_factory):
     src = tmp_path_factory.mktemp("docker-src")
     shutil.copytree(EXAMPLES / "multi-tool", src / "multi-tool", ignore=shutil.ignore_patterns("__pycache__"))
     return src / "multi-tool"
+
+
+def wait_for_socket(container: Any, sock: Path, timeout: float) -> None:
+    """Until the worker in `container` has made its socket `sock` (in a mounted folder); fails with the
+    container's logs if it exits or takes longer than `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not sock.exists():
+        container.reload()
+        assert container.status in ("created", "running"), container.logs().decode()
+        assert time.monotonic() < deadline, container.logs().decode()
+        time.sleep(0.2)
 
 
 def _talk(sock_path: Path) -> tuple[dict, dict, dict]:
@@ -53,12 +65,7 @@ def test_load_and_run_with_no_network_and_no_arguments(docker_host, source, tmp_
                                       volumes={str(sockets): {"bind": "/run/tooldock", "mode": "rw"}})
     try:
         sock = sockets / "multi-tool.sock"
-        deadline = time.monotonic() + 60
-        while not sock.exists():
-            container.reload()
-            assert container.status in ("created", "running"), container.logs().decode()
-            assert time.monotonic() < deadline, container.logs().decode()
-            time.sleep(0.2)
+        wait_for_socket(container, sock, 60)
         ready, ping, listed = _talk(sock)
         container.reload()
         assert container.attrs["HostConfig"]["NetworkMode"] == "none"

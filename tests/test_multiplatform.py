@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES, require, tooldock_cli
 from qemukit import arm64_emulation  # noqa: F401 (a fixture)
-from test_docker import _talk
+from test_docker import _talk, wait_for_socket
 
 NS = "async-tool"
 
@@ -131,12 +131,7 @@ def test_pushed_index_is_read_by_skopeo_and_the_arm64_worker_answers_under_qemu(
     try:
         machine = container.exec_run(["/usr/bin/python3.11", "-c", "import platform; print(platform.machine())"])
         sock = sockets / f"{NS}.sock"
-        deadline = time.monotonic() + 300  # an emulated start takes tens of seconds on a loaded machine
-        while not sock.exists():
-            container.reload()
-            assert container.status in ("created", "running"), container.logs().decode()
-            assert time.monotonic() < deadline, container.logs().decode()
-            time.sleep(0.2)
+        wait_for_socket(container, sock, 300)  # an emulated start takes tens of seconds on a loaded machine
         ready, ping, listed = _talk(sock)
     finally:
         container.remove(force=True)

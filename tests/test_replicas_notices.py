@@ -84,7 +84,25 @@ class Raw:
         return Listener(self, gw, last_id)
 
 
-class Listener:
+class Stream:
+    """A stream read in a thread: waiting for the notifications it has carried so far, and stopping it."""
+
+    _stop: threading.Event
+
+    def methods(self) -> list[str]:
+        raise NotImplementedError
+
+    def wait_for(self, method: str, count: int = 1, timeout: float = 10) -> None:
+        deadline = time.monotonic() + timeout
+        while self.methods().count(method) < count:
+            assert time.monotonic() < deadline, f"no {method} on the {type(self).__name__} stream: {self.methods()}"
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        self._stop.set()
+
+
+class Listener(Stream):
     """The session's standalone GET stream on one replica, read in a thread: its events (id, message)."""
 
     def __init__(self, session: Raw, gw: Gateway, last_id: str | None) -> None:
@@ -118,15 +136,6 @@ class Listener:
 
     def methods(self) -> list[str]:
         return [d.get("method", "") for _, d in self.found]
-
-    def wait_for(self, method: str, count: int = 1, timeout: float = 10) -> None:
-        deadline = time.monotonic() + timeout
-        while self.methods().count(method) < count:
-            assert time.monotonic() < deadline, f"no {method} on the stream: {self.methods()}"
-            time.sleep(0.05)
-
-    def close(self) -> None:
-        self._stop.set()
 
     def drop(self) -> None:
         """The connection goes at once (as a client's network does), not at the next event."""
@@ -197,7 +206,7 @@ def _modern(gw: Gateway, namespace: str, method: str, params: dict, name: str | 
     return answer
 
 
-class Listen:
+class Listen(Stream):
     """A 2026-07-28 `subscriptions/listen` stream on one replica, read in a thread: its notifications."""
 
     def __init__(self, gw: Gateway, namespace: str, wanted: dict) -> None:
@@ -222,15 +231,6 @@ class Listen:
 
     def methods(self) -> list[str]:
         return [m.get("method", "") for m in self.found]
-
-    def wait_for(self, method: str, count: int = 1, timeout: float = 10) -> None:
-        deadline = time.monotonic() + timeout
-        while self.methods().count(method) < count:
-            assert time.monotonic() < deadline, f"no {method} on the listen stream: {self.found}"
-            time.sleep(0.05)
-
-    def close(self) -> None:
-        self._stop.set()
 
 
 def test_a_listen_stream_hears_what_another_replica_raises_and_a_reload_once(three):
