@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import signal
 import socket
 import subprocess
@@ -139,7 +138,8 @@ class Replicas:
 
     def share_secrets(self, bearer_token: str, token_generated: bool) -> None:
         """What each replica would otherwise generate for itself must be one value for all: the bearer token
-        (printed once, here) and the key that seals 2026-07-28 `requestState` (never printed)."""
+        (printed once, here). The state key is one already: `serve` puts a generated one in the environment
+        before it reads the settings, which refuse a state store without one."""
         if token_generated:
             self.env["TOOLDOCK_BEARER_TOKEN"] = bearer_token
             click.echo(
@@ -148,8 +148,6 @@ class Replicas:
                 "Set TOOLDOCK_BEARER_TOKEN to choose your own.",
                 err=True,
             )
-        if not (self.env.get("TOOLDOCK_STATE_KEY") or self.env.get("TOOLDOCK_STATE_KEY_FILE")):
-            self.env["TOOLDOCK_STATE_KEY"] = secrets.token_urlsafe(32)
 
     def share_workers(self, args: list[str]) -> None:
         """Process backend: a worker owner runs the workers and every replica attaches to them."""

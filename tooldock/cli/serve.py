@@ -162,7 +162,7 @@ def serve(
     if with_manager:
         shared_tokens()
     if replicas > 1 and not (os.environ.get("TOOLDOCK_STATE_KEY") or os.environ.get("TOOLDOCK_STATE_KEY_FILE")):
-        os.environ["TOOLDOCK_STATE_KEY"] = secrets.token_urlsafe(32)  # one key for this run's replicas, not printed
+        os.environ["TOOLDOCK_STATE_KEY"] = secrets.token_urlsafe(32)  # one key for all this run's replicas
     try:
         settings = Settings.from_env()
     except SettingsError as exc:
